@@ -1,0 +1,35 @@
+"""The model core: BMAP arrivals per mode, PH service and obsolescence, threshold policies, and the exact
+stationary solution of the controlled BMAP/PH/1/K queue with obsolescence (paper 000)."""
+
+from ._arrivals import ModeArrivals
+from ._bmap import BMAP
+from ._errors import InputError, RobotctlError
+from ._measures import CostBreakdown, Measures, cost_of
+from ._model import Admission, Costs, QueueModel
+from ._ph import PH
+from ._policy import ThresholdPolicy
+from ._solve import METHODS, Solution, SolveStatus, solve
+from ._spec import costs_from_dict, model_from_dict, model_to_dict, ph_from_dict
+
+__all__ = [
+    "BMAP",
+    "METHODS",
+    "PH",
+    "Admission",
+    "CostBreakdown",
+    "Costs",
+    "InputError",
+    "Measures",
+    "ModeArrivals",
+    "QueueModel",
+    "RobotctlError",
+    "Solution",
+    "SolveStatus",
+    "ThresholdPolicy",
+    "cost_of",
+    "costs_from_dict",
+    "model_from_dict",
+    "model_to_dict",
+    "ph_from_dict",
+    "solve",
+]

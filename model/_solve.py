@@ -1,0 +1,317 @@
+"""Exact stationary solution of the controlled queue under one policy (paper 000, Sections 3, 4 and 6).
+
+Methods (all exact up to floating point; the result names the one used):
+
+``block``
+    The paper's algorithm of Section 3 (after Klimenok et al.): G_i by backward recursion, the
+    Q-bar_{i,l}, then F_l and p_i = p_0 F_i. Works level by level on dense blocks of one or two levels.
+``qbd``
+    Section 6: the same recursion when arrivals come one at a time, so the generator is block
+    tridiagonal and each step touches three blocks.
+``sparse``
+    The whole generator assembled sparse from the Kronecker blocks and solved by sparse LU (SuperLU).
+    For state spaces whose top level is too large for dense blocks.
+``auto``
+    ``qbd`` when it applies, else ``block`` while the largest level has at most ``dense_limit`` states,
+    else ``sparse``.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg as la
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+from numpy.typing import NDArray
+
+from ._blocks import Blocks
+from ._errors import InputError
+from ._measures import Measures
+from ._model import QueueModel
+from ._policy import ThresholdPolicy
+from ._sojourn import sojourn_means
+
+METHODS = ("auto", "block", "qbd", "sparse")
+#: ``auto`` leaves the dense block algorithm for sparse LU above this many states in one level.
+DENSE_LIMIT = 1024
+
+
+class SolveStatus(enum.Enum):
+    """Outcome of a solve."""
+
+    SUCCESS = 0
+    #: the stationary vector does not satisfy p Q = 0 to the requested tolerance
+    INACCURATE = 1
+    #: a linear solve failed (singular block)
+    SINGULAR = 2
+
+
+STATUS_MESSAGES = {
+    SolveStatus.SUCCESS: "solved",
+    SolveStatus.INACCURATE: "residual of p Q = 0 above tolerance",
+    SolveStatus.SINGULAR: "a block of the generator is singular",
+}
+
+
+@dataclass(frozen=True, eq=False)
+class Solution:
+    """Exact stationary solution for one policy.
+
+    Attributes
+    ----------
+    success : bool
+        ``status is SolveStatus.SUCCESS``.
+    status : SolveStatus
+    message : str
+    method : str
+        ``block``, ``qbd``, ``sparse`` (or ``bruteforce`` from the independent route).
+    policy : ThresholdPolicy
+    measures : Measures
+    level_vectors : tuple of ndarray
+        p_i for i = 0..K, in the state order of :class:`model._blocks.Blocks`.
+    n_states : int
+    residual : float
+        max |p Q| over all states.
+    seconds : float
+        Wall time of the solve.
+    """
+
+    success: bool
+    status: SolveStatus
+    message: str
+    method: str
+    policy: ThresholdPolicy
+    measures: Measures
+    level_vectors: tuple[NDArray[np.float64], ...]
+    n_states: int
+    residual: float
+    seconds: float
+
+
+def solve(model: QueueModel, policy: ThresholdPolicy, *, method: str = "auto",
+          dense_limit: int = DENSE_LIMIT, tol: float = 1e-9) -> Solution:
+    """Stationary distribution and measures of ``model`` under ``policy``.
+
+    Parameters
+    ----------
+    model, policy
+        The policy must have K + 1 levels and use only modes the arrivals define.
+    method
+        One of ``auto``, ``block``, ``qbd``, ``sparse`` (see the module docstring).
+    dense_limit
+        With ``auto``: largest level size for the dense block algorithm.
+    tol
+        Residual max |p Q| above which the result has ``status=INACCURATE``.
+
+    References
+    ----------
+    Avrachenkov, Dudin, Klimenok, Nain, Semenova, "Optimal threshold control by the robots of web
+    search engines with obsolescence of documents", Sections 3-6.
+    """
+    if method not in METHODS:
+        raise InputError("method", f"unknown solver method {method!r}", f"use one of {', '.join(METHODS)}")
+    start = time.perf_counter()
+    blocks = Blocks(model, policy)
+    if method == "auto":
+        if blocks.is_qbd():
+            method = "qbd"
+        elif blocks.dim(blocks.K) <= dense_limit:
+            method = "block"
+        else:
+            method = "sparse"
+    elif method == "qbd" and not blocks.is_qbd():
+        raise InputError("method", "qbd needs arrivals one page at a time at every level",
+                         "use method block or auto for batch arrivals")
+    try:
+        if method == "qbd":
+            p = _stationary_qbd(blocks)
+        elif method == "block":
+            p = _stationary_block(blocks)
+        else:
+            p = _stationary_sparse(blocks)
+    except (np.linalg.LinAlgError, RuntimeError, ValueError) as exc:
+        K = blocks.K
+        empty = tuple(np.full(blocks.dim(i), np.nan) for i in range(K + 1))
+        return _failed(model, policy, method, blocks, empty, f"{STATUS_MESSAGES[SolveStatus.SINGULAR]}: {exc}",
+                       time.perf_counter() - start)
+    residual = _residual(blocks, p)
+    measures = measures_from_levels(blocks, p)
+    status = SolveStatus.SUCCESS if residual <= tol else SolveStatus.INACCURATE
+    message = STATUS_MESSAGES[status] if status is SolveStatus.SUCCESS else (
+        f"{STATUS_MESSAGES[status]}: {residual:.3g} > {tol:g}")
+    return Solution(status is SolveStatus.SUCCESS, status, message, method, policy, measures, p,
+                    blocks.n_states, residual, time.perf_counter() - start)
+
+
+def _failed(model: QueueModel, policy: ThresholdPolicy, method: str, blocks: Blocks,
+            p: tuple[NDArray[np.float64], ...], message: str, seconds: float) -> Solution:
+    nan = float("nan")
+    m = Measures(nan, nan, nan, nan, nan, nan, (), tuple(nan for _ in range(blocks.K + 1)), nan, nan, nan, nan)
+    return Solution(False, SolveStatus.SINGULAR, message, method, policy, m, p, blocks.n_states, nan, seconds)
+
+
+def _dense(block: sp.csr_matrix | None, shape: tuple[int, int]) -> NDArray[np.float64]:
+    return np.zeros(shape) if block is None else block.toarray()
+
+
+def _normalise_p0(Q00bar: NDArray[np.float64], weights: NDArray[np.float64]) -> NDArray[np.float64]:
+    """p_0 Qbar_00 = 0 with p_0 . weights = 1 (one equation replaced by the normalisation)."""
+    A = Q00bar.copy()
+    A[:, 0] = weights
+    rhs = np.zeros(A.shape[0])
+    rhs[0] = 1.0
+    return np.asarray(np.linalg.solve(A.T, rhs))
+
+
+def _stationary_block(b: Blocks) -> tuple[NDArray[np.float64], ...]:
+    """Paper 000, Section 3, steps 1-5."""
+    K = b.K
+    dims = [b.dim(i) for i in range(K + 1)]
+    G: list[NDArray[np.float64] | None] = [None] * K
+    Qbar: dict[tuple[int, int], NDArray[np.float64]] = {}
+    lu_H: list[tuple[NDArray[np.float64], NDArray[np.int32]] | None] = [None] * (K + 1)
+
+    def qbar_row(i: int, stop: int) -> None:
+        """Qbar_{i,l} = Q_{i,l} + Qbar_{i,l+1} G_l for l = K .. stop (step 2)."""
+        Qbar[i, K] = _dense(b.Q(i, K), (dims[i], dims[K]))
+        for l in range(K - 1, stop - 1, -1):
+            g = G[l]
+            assert g is not None
+            acc = Qbar[i, l + 1] @ g
+            blk = b.Q(i, l)
+            if blk is not None:
+                acc += blk.toarray()
+            Qbar[i, l] = acc
+
+    # Step 1: G_i = (-Qbar_{i+1,i+1})^{-1} Q_{i+1,i}, i = K-1..0
+    for i in range(K - 1, -1, -1):
+        qbar_row(i + 1, i + 1)
+        lu = la.lu_factor(-Qbar[i + 1, i + 1])
+        lu_H[i + 1] = lu
+        G[i] = la.lu_solve(lu, _dense(b.Q(i + 1, i), (dims[i + 1], dims[i])))
+    qbar_row(0, 0)
+    # Step 3: F_0 = I, F_l = sum_{i<l} F_i Qbar_{i,l} (-Qbar_{l,l})^{-1}
+    F: list[NDArray[np.float64]] = [np.eye(dims[0])]
+    for l in range(1, K + 1):
+        acc = sum((F[i] @ Qbar[i, l] for i in range(l)), np.zeros((dims[0], dims[l])))
+        lu = lu_H[l]
+        assert lu is not None
+        F.append(la.lu_solve(lu, acc.T, trans=1).T)
+    # Step 4-5
+    weights = sum((Fl.sum(axis=1) for Fl in F), np.zeros(dims[0]))
+    p0 = _normalise_p0(Qbar[0, 0], weights)
+    return tuple(np.asarray(p0 @ Fl) for Fl in F)
+
+
+def _stationary_qbd(b: Blocks) -> tuple[NDArray[np.float64], ...]:
+    """Paper 000, Section 6: G_i = [-(Q_{i+1,i+1} + Q_{i+1,i+2} G_{i+1})]^{-1} Q_{i+1,i};
+    F_i = F_{i-1} Q_{i-1,i} [-(Q_{i,i} + Q_{i,i+1} G_i)]^{-1}."""
+    K = b.K
+    dims = [b.dim(i) for i in range(K + 1)]
+    G: list[NDArray[np.float64]] = [np.zeros(0)] * K
+    lus: list[tuple[NDArray[np.float64], NDArray[np.int32]] | None] = [None] * (K + 1)
+    for i in range(K - 1, -1, -1):
+        H = -_dense(b.Q(i + 1, i + 1), (dims[i + 1], dims[i + 1]))
+        if i + 2 <= K:
+            up = b.Q(i + 1, i + 2)
+            if up is not None:
+                H -= up @ G[i + 1]
+        lus[i + 1] = la.lu_factor(H)
+        G[i] = la.lu_solve(lus[i + 1], _dense(b.Q(i + 1, i), (dims[i + 1], dims[i])))
+    Q00bar = _dense(b.Q(0, 0), (dims[0], dims[0]))
+    up0 = b.Q(0, 1)
+    if up0 is not None:
+        Q00bar = Q00bar + up0 @ G[0]
+    F: list[NDArray[np.float64]] = [np.eye(dims[0])]
+    for i in range(1, K + 1):
+        up = b.Q(i - 1, i)
+        if up is None:
+            F.append(np.zeros((dims[0], dims[i])))
+            continue
+        acc = np.asarray((up.T @ F[i - 1].T).T)
+        lu = lus[i]
+        assert lu is not None
+        F.append(la.lu_solve(lu, acc.T, trans=1).T)
+    weights = sum((Fl.sum(axis=1) for Fl in F), np.zeros(dims[0]))
+    p0 = _normalise_p0(Q00bar, weights)
+    return tuple(np.asarray(p0 @ Fl) for Fl in F)
+
+
+def _stationary_sparse(b: Blocks) -> tuple[NDArray[np.float64], ...]:
+    """p Q = 0, p e = 1 by sparse LU on the assembled generator (last equation replaced)."""
+    Q = b.full()
+    n = Q.shape[0]
+    A = Q.T.tolil()
+    A[n - 1, :] = np.ones(n)
+    rhs = np.zeros(n)
+    rhs[n - 1] = 1.0
+    x = spla.splu(A.tocsc()).solve(rhs)
+    out = []
+    start = 0
+    for i in range(b.K + 1):
+        out.append(x[start:start + b.dim(i)])
+        start += b.dim(i)
+    return tuple(out)
+
+
+def _residual(b: Blocks, p: tuple[NDArray[np.float64], ...]) -> float:
+    worst = abs(sum(float(x.sum()) for x in p) - 1.0)
+    for j in range(b.K + 1):
+        acc = np.zeros(b.dim(j))
+        for i in range(max(0, j - b.K), min(b.K, j + 1) + 1):
+            blk = b.Q(i, j)
+            if blk is not None:
+                acc += blk.T @ p[i]
+        worst = max(worst, float(np.abs(acc).max()))
+    return worst
+
+
+def measures_from_levels(b: Blocks, p: tuple[NDArray[np.float64], ...]) -> Measures:
+    """Measures of Section 4 (eqs. (5)-(15)) and the mean sojourn times of Corollary 1."""
+    K, W, M, R = b.K, b.W, b.M, b.R
+    model = b.model
+    # marginal of nu at each level
+    nu_marg = [p[i].reshape(W, -1).sum(axis=1) for i in range(K + 1)]
+    level_prob = np.array([float(x.sum()) for x in p])
+    offered = lost = 0.0
+    for i in range(K + 1):
+        bmap = model.arrivals[b.mode(i)]
+        for k, Dk in enumerate(bmap.D[1:], start=1):
+            batch_rate = float(nu_marg[i] @ Dk.sum(axis=1))
+            offered += k * batch_rate
+            lost += (k - model.admission.admitted(k, K - i)) * batch_rate
+    served = 0.0
+    obsolete = 0.0
+    for i in range(1, K + 1):
+        x = p[i].reshape(W, M, -1)
+        served += float(x.sum(axis=(0, 2)) @ b.S0)
+        if i >= 2:
+            y = p[i].reshape((W * M,) + (R,) * (i - 1))
+            for axis in range(1, i):
+                marg = y.sum(axis=tuple(a for a in range(i) if a != axis))
+                obsolete += float(marg @ b.Gamma0)
+    dist: dict[int, float] = {}
+    for i, r in enumerate(b.policy.robots_at_level):
+        dist[r] = dist.get(r, 0.0) + float(level_prob[i])
+    p_loss = lost / offered
+    p_obs = obsolete / offered
+    p_succ = served / offered
+    v1, v2 = sojourn_means(b, p, served_rate=served, obsolete_rate=obsolete)
+    return Measures(
+        arrival_rate=offered,
+        p_loss=p_loss,
+        p_obsolete=p_obs,
+        p_success=p_succ,
+        p_starvation=float(level_prob[0]),
+        mean_active_robots=float(sum(r * q for r, q in dist.items())),
+        active_robots_distribution=tuple(sorted(dist.items(), reverse=True)),
+        queue_length_distribution=tuple(float(x) for x in level_prob),
+        mean_queue_length=float(np.arange(K + 1) @ level_prob),
+        mean_response_served=v1,
+        mean_sojourn_obsolete=v2,
+        mean_sojourn=v1 * p_succ + v2 * p_obs,
+    )

@@ -1,0 +1,67 @@
+"""The ``robotctl`` command line.
+
+Each subcommand lives in its own module ``agent._cmd_<name>`` that exposes
+``register(subparsers) -> None``; the module adds a parser whose ``func(args) -> int`` runs it.
+Bad input (an :class:`model.InputError`) prints one line and exits 2; other robotctl failures exit 1;
+``--debug`` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from model import InputError, RobotctlError
+
+#: Subcommand modules, in the order ``--help`` lists them.
+COMMAND_MODULES = (
+    "agent._cmd_model",
+)
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    pass
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="robotctl",
+        description="Crawler-control agent: fit the traffic, solve the BMAP/PH/1/K queue with obsolescence, "
+                    "and park or resume robots at the cost-optimal thresholds.",
+        epilog="Exit codes: 0 success, 1 failure at run time (or a result with success=false), 2 bad input.\n"
+               "Run `robotctl COMMAND --help` for each command's options and an example.",
+        formatter_class=_Formatter,
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    try:
+        return int(args.func(args))
+    except InputError as exc:
+        if args.debug:
+            raise
+        print(f"robotctl: error: {exc}", file=sys.stderr)
+        return 2
+    except RobotctlError as exc:
+        if args.debug:
+            raise
+        print(f"robotctl: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -3,12 +3,14 @@ stationary solution of the controlled BMAP/PH/1/K queue with obsolescence (paper
 
 from ._arrivals import ModeArrivals
 from ._bmap import BMAP
+from ._bruteforce import solve_bruteforce
 from ._errors import InputError, RobotctlError
 from ._measures import CostBreakdown, Measures, cost_of
 from ._model import Admission, Costs, QueueModel
 from ._ph import PH
 from ._policy import ThresholdPolicy
-from ._solve import METHODS, Solution, SolveStatus, solve
+from ._blocks import PreparedModel
+from ._solve import METHODS, Solution, SolveStatus, prepare, solve
 from ._spec import costs_from_dict, model_from_dict, model_to_dict, ph_from_dict
 
 __all__ = [
@@ -20,6 +22,7 @@ __all__ = [
     "Costs",
     "InputError",
     "Measures",
+    "PreparedModel",
     "ModeArrivals",
     "QueueModel",
     "RobotctlError",
@@ -30,6 +33,8 @@ __all__ = [
     "costs_from_dict",
     "model_from_dict",
     "model_to_dict",
+    "prepare",
     "ph_from_dict",
     "solve",
+    "solve_bruteforce",
 ]

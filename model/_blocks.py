@@ -2,20 +2,25 @@
 
 Level 0 holds the W phases of the arrival process; level i >= 1 holds (nu, m, r_1, ..., r_{i-1}) in
 lexicographic order, W M R^{i-1} states (r_j: obsolescence phase of the j-th waiting page). Every block
-is built from Kronecker products of the small matrices, as scipy.sparse CSR, so the full generator is
-never formed densely. Notation, mapped to the paper:
+is a Kronecker product of the small matrices; small levels are kept dense, large ones as scipy.sparse
+CSR, and the full generator is never formed densely. Notation, mapped to the paper:
 
-- ``arrivals_by_admitted(i)[a]``: sum of D_k^(chi(i)) over the batch sizes k of which a pages are admitted
-  at level i (a = 0 collects D_0 and the batches lost whole); with partial admission this is the Lemma's
-  D_a and (D(1) - sum_{r<K-i} D_r) for the top block.
+- ``arrivals_by_admitted(mode, i)[a]``: sum of D_k^(mode) over the batch sizes k of which a pages are
+  admitted at level i (a = 0 collects D_0 and the batches lost whole); with partial admission these are
+  the Lemma's D_a and D(1) - sum_{r<K-i} D_r for the top block.
 - ``A(j) = S (+) Gamma^{(+)j}``: phases of service and of j waiting pages (the paper's A_j).
-- ``B(j)``: level j+1 -> j without arrivals (service completion S_0 beta, the head page's obsolescence
-  phase discarded; or the obsolescence of one of the j waiting pages, Gamma_0^{(+)j}) (the paper's B_j).
+- ``B(j)``: level j+1 -> j without arrivals (service completion S_0 beta with the head page's
+  obsolescence phase discarded, or the obsolescence of one of the j waiting pages, Gamma_0^{(+)j})
+  (the paper's B_j).
+
+:class:`PreparedModel` holds everything that does not depend on the policy, so that an optimiser
+evaluating many policies of one model builds each block once; :class:`Blocks` picks the blocks of one
+policy from it.
 """
 
 from __future__ import annotations
 
-from functools import cached_property
+from typing import Union
 
 import numpy as np
 import scipy.sparse as sp
@@ -24,15 +29,9 @@ from numpy.typing import NDArray
 from ._model import QueueModel
 from ._policy import ThresholdPolicy
 
-Sparse = sp.csr_matrix
-
-
-def _eye(n: int) -> Sparse:
-    return sp.identity(n, format="csr")
-
-
-def _kron(a: object, b: object) -> Sparse:
-    return sp.kron(a, b, format="csr")
+Matrix = Union[NDArray[np.float64], sp.csr_matrix]
+#: Levels with at most this many states are kept as dense arrays.
+DENSE_BLOCK_LIMIT = 256
 
 
 def kron_power_vector(v: NDArray[np.float64], n: int) -> NDArray[np.float64]:
@@ -43,36 +42,53 @@ def kron_power_vector(v: NDArray[np.float64], n: int) -> NDArray[np.float64]:
     return out
 
 
-class ObsolescenceLaw:
-    """(gamma, Gamma, Gamma_0), with the never-stale case as one phase of rate 0."""
-
-    def __init__(self, model: QueueModel) -> None:
-        if model.obsolescence is None:
-            self.gamma = np.ones(1)
-            self.Gamma = np.zeros((1, 1))
-        else:
-            self.gamma = np.asarray(model.obsolescence.beta)
-            self.Gamma = np.asarray(model.obsolescence.S)
-        self.Gamma0 = -self.Gamma.sum(axis=1)
-        self.R = self.gamma.size
+def _kron(a: Matrix, b: Matrix, dense: bool) -> Matrix:
+    if dense:
+        a = a.toarray() if sp.issparse(a) else a
+        b = b.toarray() if sp.issparse(b) else b
+        return np.kron(a, b)
+    return sp.kron(a, b, format="csr")
 
 
-class Blocks:
-    """Generator blocks of the controlled queue under one policy."""
+def _eye(n: int, dense: bool) -> Matrix:
+    return np.eye(n) if dense else sp.identity(n, format="csr")
 
-    def __init__(self, model: QueueModel, policy: ThresholdPolicy) -> None:
-        model.check_policy(policy)
+
+def to_dense(m: Matrix) -> NDArray[np.float64]:
+    return np.asarray(m.toarray()) if sp.issparse(m) else m
+
+
+class PreparedModel:
+    """Policy-independent pieces of the generator of one model, built lazily and reused.
+
+    Parameters
+    ----------
+    model : QueueModel
+    dense_limit : int
+        Levels with at most this many states use dense blocks.
+    """
+
+    def __init__(self, model: QueueModel, *, dense_limit: int = DENSE_BLOCK_LIMIT) -> None:
         self.model = model
-        self.policy = policy
         self.K = model.capacity
         self.W = model.arrivals.order
         self.beta = np.asarray(model.service.beta)
         self.S = np.asarray(model.service.S)
         self.S0 = model.service.exit_rates
         self.M = self.beta.size
-        ob = ObsolescenceLaw(model)
-        self.gamma, self.Gamma, self.Gamma0, self.R = ob.gamma, ob.Gamma, ob.Gamma0, ob.R
-        self._cache: dict[tuple[int, int], Sparse | None] = {}
+        if model.obsolescence is None:
+            self.gamma, self.Gamma = np.ones(1), np.zeros((1, 1))
+        else:
+            self.gamma, self.Gamma = np.asarray(model.obsolescence.beta), np.asarray(model.obsolescence.S)
+        self.Gamma0 = -self.Gamma.sum(axis=1)
+        self.R = self.gamma.size
+        self.dense_limit = dense_limit
+        self._A: dict[int, Matrix] = {}
+        self._B: dict[int, Matrix] = {}
+        self._g0: dict[int, Matrix] = {}
+        self._arrivals: dict[tuple[int, int], list[NDArray[np.float64]]] = {}
+        self._blocks: dict[tuple[int, int, int], Matrix | None] = {}
+        self.tagged: object | None = None  # filled by model._sojourn.tagged_chain
 
     # -- sizes --------------------------------------------------------------------------------
     def inner_dim(self, i: int) -> int:
@@ -82,88 +98,134 @@ class Blocks:
     def dim(self, i: int) -> int:
         return self.W * self.inner_dim(i)
 
+    def dense(self, n: int) -> bool:
+        return n <= self.dense_limit
+
     @property
     def n_states(self) -> int:
         return sum(self.dim(i) for i in range(self.K + 1))
 
-    # -- small pieces -------------------------------------------------------------------------
-    def mode(self, i: int) -> int:
-        return self.policy.robots_at_level[i]
+    # -- policy-independent pieces --------------------------------------------------------------
+    def arrivals_by_admitted(self, mode: int, i: int) -> list[NDArray[np.float64]]:
+        """[sum of D_k^(mode) with a pages admitted at level i, for a = 0..K-i]."""
+        key = (mode, i)
+        if key not in self._arrivals:
+            bmap = self.model.arrivals[mode]
+            free = self.K - i
+            out = [np.zeros((self.W, self.W)) for _ in range(free + 1)]
+            out[0] += bmap.D0
+            for k, Dk in enumerate(bmap.D[1:], start=1):
+                out[self.model.admission.admitted(k, free)] += Dk
+            self._arrivals[key] = out
+        return self._arrivals[key]
 
-    def arrivals_by_admitted(self, i: int) -> list[NDArray[np.float64]]:
-        """[sum of D_k with a pages admitted at level i for a = 0..K-i]."""
-        bmap = self.model.arrivals[self.mode(i)]
-        free = self.K - i
-        out = [np.zeros((self.W, self.W)) for _ in range(free + 1)]
-        out[0] += bmap.D0
-        for k, Dk in enumerate(bmap.D[1:], start=1):
-            out[self.model.admission.admitted(k, free)] += Dk
-        return out
+    def gamma0_sum(self, j: int) -> Matrix:
+        """Gamma_0^{(+)j}: R^j x R^{j-1}, one of j waiting pages expires."""
+        if j not in self._g0:
+            dense = self.dense(self.M * self.R**j)
+            g0 = self.Gamma0.reshape(-1, 1)
+            terms = [_kron(_kron(_eye(self.R**p, dense), g0, dense), _eye(self.R ** (j - 1 - p), dense), dense)
+                     for p in range(j)]
+            total = terms[0]
+            for t in terms[1:]:
+                total = total + t
+            self._g0[j] = total if dense else sp.csr_matrix(total)
+        return self._g0[j]
 
-    @cached_property
-    def _gamma0_sums(self) -> list[Sparse]:
-        """Gamma_0^{(+)j}: R^j x R^{j-1}, one waiting page of j expires (j = 0 unused)."""
-        g0 = sp.csr_matrix(self.Gamma0.reshape(-1, 1))
-        out: list[Sparse] = [sp.csr_matrix((1, 1))]
-        for j in range(1, self.K):
-            terms = [_kron(_kron(_eye(self.R**p), g0), _eye(self.R ** (j - 1 - p))) for p in range(j)]
-            out.append(sum(terms[1:], terms[0]).tocsr())
-        return out
-
-    def A(self, j: int) -> Sparse:
+    def A(self, j: int) -> Matrix:
         """S (+) Gamma^{(+)j}: dimension M R^j."""
-        out = sp.csr_matrix(self.S)
-        G = sp.csr_matrix(self.Gamma)
-        for _ in range(j):
-            out = (_kron(out, _eye(self.R)) + _kron(_eye(out.shape[0]), G)).tocsr()
-        return out
+        if j not in self._A:
+            if j == 0:
+                self._A[0] = self.S.copy()
+            else:
+                prev = self.A(j - 1)
+                n = prev.shape[0]
+                dense = self.dense(n * self.R)
+                out = _kron(prev, _eye(self.R, dense), dense) + _kron(_eye(n, dense), self.Gamma, dense)
+                self._A[j] = out if dense else sp.csr_matrix(out)
+        return self._A[j]
 
-    def B(self, j: int) -> Sparse:
+    def B(self, j: int) -> Matrix:
         """Level j+1 -> j without arrivals, on (m, r_1..r_j) -> (m', r_1..r_{j-1}); j >= 1."""
-        S0beta = sp.csr_matrix(np.outer(self.S0, self.beta))
-        eR = sp.csr_matrix(np.ones((self.R, 1)))
-        service = _kron(S0beta, _kron(eR, _eye(self.R ** (j - 1))))
-        expire = _kron(_eye(self.M), self._gamma0_sums[j])
-        return (service + expire).tocsr()
+        if j not in self._B:
+            dense = self.dense(self.M * self.R**j)
+            S0beta = np.outer(self.S0, self.beta)
+            eR = np.ones((self.R, 1))
+            service = _kron(S0beta, _kron(eR, _eye(self.R ** (j - 1), dense), dense), dense)
+            expire = _kron(_eye(self.M, dense), self.gamma0_sum(j), dense)
+            out = service + expire
+            self._B[j] = out if dense else sp.csr_matrix(out)
+        return self._B[j]
 
-    # -- blocks ---------------------------------------------------------------------------------
-    def Q(self, i: int, j: int) -> Sparse | None:
-        """Block Q_{i,j}, or None where it is zero."""
-        key = (i, j)
-        if key not in self._cache:
-            self._cache[key] = self._block(i, j)
-        return self._cache[key]
+    def block(self, i: int, j: int, mode: int) -> Matrix | None:
+        """Q_{i,j} when mode(i) robots are active at level i (None where zero)."""
+        key = (i, j, mode)
+        if key not in self._blocks:
+            self._blocks[key] = self._build(i, j, mode)
+        return self._blocks[key]
 
-    def _block(self, i: int, j: int) -> Sparse | None:
+    def _build(self, i: int, j: int, mode: int) -> Matrix | None:
         K, W = self.K, self.W
         if j < i - 1 or j > K or i > K or i < 0 or j < 0:
             return None
+        dense = self.dense(max(self.dim(i), self.dim(j)))
         if j == i - 1:
-            if i == 1:
-                return _kron(_eye(W), sp.csr_matrix(self.S0.reshape(-1, 1)))
-            return _kron(_eye(W), self.B(i - 1))
-        arr = self.arrivals_by_admitted(i)
+            down = self.S0.reshape(-1, 1) if i == 1 else self.B(i - 1)
+            return _kron(_eye(W, dense), down, dense)
+        arr = self.arrivals_by_admitted(mode, i)
         if j == i:
             if i == 0:
-                return sp.csr_matrix(arr[0])
+                return arr[0].copy()
             inner = self.A(i - 1)
-            return (_kron(arr[0], _eye(inner.shape[0])) + _kron(_eye(W), inner)).tocsr()
+            out = _kron(arr[0], _eye(inner.shape[0], dense), dense) + _kron(_eye(W, dense), inner, dense)
+            return out if dense else sp.csr_matrix(out)
         a = j - i
         if not arr[a].any():
             return None
         if i == 0:
             entry = np.kron(self.beta, kron_power_vector(self.gamma, a - 1)).reshape(1, -1)
-            return _kron(arr[a], sp.csr_matrix(entry))
-        newpages = sp.csr_matrix(kron_power_vector(self.gamma, a).reshape(1, -1))
-        return _kron(arr[a], _kron(_eye(self.inner_dim(i)), newpages))
+            return _kron(arr[a], entry, dense)
+        newpages = kron_power_vector(self.gamma, a).reshape(1, -1)
+        return _kron(arr[a], _kron(_eye(self.inner_dim(i), dense), newpages, dense), dense)
+
+
+class Blocks:
+    """Generator blocks of the controlled queue under one policy (views into a PreparedModel)."""
+
+    def __init__(self, model: QueueModel, policy: ThresholdPolicy, prepared: PreparedModel | None = None) -> None:
+        model.check_policy(policy)
+        if prepared is None:
+            prepared = PreparedModel(model)
+        elif prepared.model is not model:
+            raise ValueError("prepared belongs to another model")
+        self.prepared = prepared
+        self.model = model
+        self.policy = policy
+        self.K, self.W, self.M, self.R = prepared.K, prepared.W, prepared.M, prepared.R
+        self.beta, self.S, self.S0 = prepared.beta, prepared.S, prepared.S0
+        self.gamma, self.Gamma, self.Gamma0 = prepared.gamma, prepared.Gamma, prepared.Gamma0
+
+    def mode(self, i: int) -> int:
+        return self.policy.robots_at_level[i]
+
+    def dim(self, i: int) -> int:
+        return self.prepared.dim(i)
+
+    @property
+    def n_states(self) -> int:
+        return self.prepared.n_states
+
+    def Q(self, i: int, j: int) -> Matrix | None:
+        if i < 0 or i > self.K:
+            return None
+        return self.prepared.block(i, j, self.mode(i))
 
     def is_qbd(self) -> bool:
         """True when no level jumps up by more than one (ordinary arrivals, paper 000 Section 6)."""
         return all(self.Q(i, j) is None for i in range(self.K + 1) for j in range(i + 2, self.K + 1))
 
-    def full(self) -> Sparse:
+    def full(self) -> sp.csr_matrix:
         """The whole generator, sparse."""
-        rows = [[self.Q(i, j) for j in range(self.K + 1)] for i in range(self.K + 1)]
-        for i in range(self.K + 1):
-            rows[i][i] = self.Q(i, i)
+        rows = [[None if (b := self.Q(i, j)) is None else sp.csr_matrix(b) for j in range(self.K + 1)]
+                for i in range(self.K + 1)]
         return sp.bmat(rows, format="csr")

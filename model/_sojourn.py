@@ -6,17 +6,18 @@ the j - 1 waiting pages ahead of it and its own (level 0: the tagged page is in 
 the phases (m, r_1..r_{j-1}, r_tag) move by A_j = S (+) Gamma^{(+)j}; they leave it down by one level
 (service completion, or an earlier page's obsolescence: B_{j-1} (x) I_R, the paper's B-hat), or the
 tagged page itself expires (absorption "obsolete"). With v_j = P(served | phases),
-o_j = P(obsolete | phases), w_j = E[T 1{served}], w2_j = E[T 1{obsolete}] (eqs. (20)-(21) and
-Corollary 1 differentiated at u = 0):
+o_j = P(obsolete | phases), w_j = E[T 1{served}], w2_j = E[T 1{obsolete}] (eqs. (20)-(21), and
+Corollary 1 as their derivatives at u = 0):
 
     -A_j v_j  = down_j v_{j-1}                      v_0 = e
-    -A_j o_j  = I (x) Gamma_0 + down_j o_{j-1}       o_0 = 0
+    -A_j o_j  = e (x) Gamma_0 + down_j o_{j-1}       o_0 = 0
     -A_j w_j  = v_j + down_j w_{j-1}                w_0 = (-S)^{-1} e
     -A_j w2_j = o_j + down_j w2_{j-1}               w2_0 = 0
 
-An arriving batch of k pages at level i admits a pages; the one in position l <= a meets the phases
-of the i pages present, l - 1 fresh clocks gamma ahead of it and its own (C_{i,l} of eq. (19)). Summing
-over the stationary arrival rates gives eqs. (23)-(25).
+These depend on the model only, not on the policy. An arriving batch of k pages at level i admits a
+pages; the one in position l <= a meets the phases of the pages present, l - 1 fresh clocks gamma
+ahead of it and its own (C_{i,l} of eq. (19)). Summing over the stationary arrival rates gives
+eqs. (23)-(25).
 """
 
 from __future__ import annotations
@@ -32,7 +33,17 @@ from numpy.typing import NDArray
 from ._blocks import kron_power_vector
 
 if TYPE_CHECKING:
-    from ._blocks import Blocks
+    from ._blocks import Blocks, PreparedModel
+
+
+@dataclass(frozen=True)
+class TaggedChain:
+    """v_j, o_j, w_j, w2_j for j = 0..K-1 (see the module docstring)."""
+
+    served: tuple[NDArray[np.float64], ...]
+    obsolete: tuple[NDArray[np.float64], ...]
+    served_time: tuple[NDArray[np.float64], ...]
+    obsolete_time: tuple[NDArray[np.float64], ...]
 
 
 @dataclass(frozen=True)
@@ -46,45 +57,66 @@ class TaggedTotals:
     obsolete_time_rate: float
 
 
-def tagged_totals(b: Blocks, p: tuple[NDArray[np.float64], ...]) -> TaggedTotals:
-    K, W, M, R = b.K, b.W, b.M, b.R
-    eR = sp.csr_matrix(np.ones((R, 1)))
-    S0beta = sp.csr_matrix(np.outer(b.S0, b.beta))
+def tagged_chain(pm: PreparedModel) -> TaggedChain:
+    """The tagged-page chain of ``pm`` (computed once per prepared model)."""
+    if isinstance(pm.tagged, TaggedChain):
+        return pm.tagged
+    M, R = pm.M, pm.R
+    S0beta = np.outer(pm.S0, pm.beta)
     v = [np.ones(M)]
     o = [np.zeros(M)]
-    w = [np.linalg.solve(-b.S, np.ones(M))]
+    w = [np.linalg.solve(-pm.S, np.ones(M))]
     w2 = [np.zeros(M)]
-    for j in range(1, K):
-        lu = spla.splu(sp.csc_matrix(-b.A(j)))
-        down = sp.kron(S0beta, eR, format="csr") if j == 1 else sp.kron(b.B(j - 1), sp.identity(R), format="csr")
-        own_expiry = np.kron(np.ones(M * R ** (j - 1)), b.Gamma0)
-        v.append(lu.solve(down @ v[j - 1]))
-        o.append(lu.solve(own_expiry + down @ o[j - 1]))
-        w.append(lu.solve(v[j] + down @ w[j - 1]))
-        w2.append(lu.solve(o[j] + down @ w2[j - 1]))
+    for j in range(1, pm.K):
+        A = pm.A(j)
+        if sp.issparse(A):
+            solver = spla.splu(sp.csc_matrix(-A)).solve
+            down = (sp.kron(S0beta, np.ones((R, 1)), format="csr") if j == 1
+                    else sp.kron(pm.B(j - 1), sp.identity(R), format="csr"))
+        else:
+            import scipy.linalg as la
+
+            lu = la.lu_factor(-A)
+
+            def solver(b: NDArray[np.float64], lu: tuple[NDArray[np.float64], NDArray[np.int32]] = lu
+                       ) -> NDArray[np.float64]:
+                return np.asarray(la.lu_solve(lu, b))
+
+            Bd = pm.B(j - 1) if j > 1 else None
+            down = (np.kron(S0beta, np.ones((R, 1))) if j == 1
+                    else np.kron(Bd.toarray() if sp.issparse(Bd) else Bd, np.eye(R)))
+        own_expiry = np.kron(np.ones(M * R ** (j - 1)), pm.Gamma0)
+        v.append(solver(down @ v[j - 1]))
+        o.append(solver(own_expiry + down @ o[j - 1]))
+        w.append(solver(v[j] + down @ w[j - 1]))
+        w2.append(solver(o[j] + down @ w2[j - 1]))
+    chain = TaggedChain(tuple(v), tuple(o), tuple(w), tuple(w2))
+    pm.tagged = chain
+    return chain
+
+
+def tagged_totals(b: Blocks, p: tuple[NDArray[np.float64], ...]) -> TaggedTotals:
+    chain = tagged_chain(b.prepared)
+    vectors = (chain.served, chain.obsolete, chain.served_time, chain.obsolete_time)
+    K, W = b.K, b.W
     totals = np.zeros(4)
     for i in range(K):
-        bmap = b.model.arrivals[b.mode(i)]
+        arr = b.prepared.arrivals_by_admitted(b.mode(i), i)
         P = p[i].reshape(W, -1)
         free = K - i
-        # y[l-1]: rate of batches that admit a page in position l, by phases (m, r_1..r_{i-1}) present
-        y = np.zeros((free, P.shape[1]))
-        for k, Dk in enumerate(bmap.D[1:], start=1):
-            a = b.model.admission.admitted(k, free)
-            if a:
-                y[:a] += Dk.sum(axis=1) @ P
+        # y[l-1]: rate of batches that put a page in position l, by the phases (m, r_1..r_{i-1}) present
+        admitted_rates = np.array([a.sum(axis=1) @ P for a in arr[1:]])  # row a-1: batches admitting a pages
+        y = np.cumsum(admitted_rates[::-1], axis=0)[::-1]
         for l in range(1, free + 1):
             if not y[l - 1].any():
                 continue
             if i == 0:
-                j = l - 1
                 start = float(y[l - 1][0]) * np.kron(b.beta, kron_power_vector(b.gamma, l - 1))
-                vals = [float(start @ x[j]) for x in (v, o, w, w2)]
+                totals += [float(start @ x[l - 1]) for x in vectors]
             else:
-                j = i + l - 1
                 g = kron_power_vector(b.gamma, l)
-                vals = [float(y[l - 1] @ (x[j].reshape(-1, g.size) @ g)) for x in (v, o, w, w2)]
-            totals += vals
+                j = i + l - 1
+                totals += [float(y[l - 1] @ (x[j].reshape(-1, g.size) @ g)) for x in vectors]
     return TaggedTotals(*(float(t) for t in totals))
 
 

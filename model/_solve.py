@@ -28,7 +28,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from numpy.typing import NDArray
 
-from ._blocks import Blocks
+from ._blocks import Blocks, Matrix, PreparedModel, to_dense
 from ._errors import InputError
 from ._measures import Measures
 from ._model import QueueModel
@@ -93,7 +93,7 @@ class Solution:
 
 
 def solve(model: QueueModel, policy: ThresholdPolicy, *, method: str = "auto",
-          dense_limit: int = DENSE_LIMIT, tol: float = 1e-9) -> Solution:
+          dense_limit: int = DENSE_LIMIT, tol: float = 1e-9, prepared: PreparedModel | None = None) -> Solution:
     """Stationary distribution and measures of ``model`` under ``policy``.
 
     Parameters
@@ -106,6 +106,8 @@ def solve(model: QueueModel, policy: ThresholdPolicy, *, method: str = "auto",
         With ``auto``: largest level size for the dense block algorithm.
     tol
         Residual max |p Q| above which the result has ``status=INACCURATE``.
+    prepared
+        The policy-independent blocks of ``model`` (:func:`prepare`), reused across policies.
 
     References
     ----------
@@ -115,7 +117,7 @@ def solve(model: QueueModel, policy: ThresholdPolicy, *, method: str = "auto",
     if method not in METHODS:
         raise InputError("method", f"unknown solver method {method!r}", f"use one of {', '.join(METHODS)}")
     start = time.perf_counter()
-    blocks = Blocks(model, policy)
+    blocks = Blocks(model, policy, prepared)
     if method == "auto":
         if blocks.is_qbd():
             method = "qbd"
@@ -154,8 +156,14 @@ def _failed(model: QueueModel, policy: ThresholdPolicy, method: str, blocks: Blo
     return Solution(False, SolveStatus.SINGULAR, message, method, policy, m, p, blocks.n_states, nan, seconds)
 
 
-def _dense(block: sp.csr_matrix | None, shape: tuple[int, int]) -> NDArray[np.float64]:
-    return np.zeros(shape) if block is None else block.toarray()
+def prepare(model: QueueModel) -> PreparedModel:
+    """The policy-independent blocks of ``model``, to pass as ``solve(..., prepared=...)`` when solving
+    many policies of one model."""
+    return PreparedModel(model)
+
+
+def _dense(block: Matrix | None, shape: tuple[int, int]) -> NDArray[np.float64]:
+    return np.zeros(shape) if block is None else to_dense(block)
 
 
 def _normalise_p0(Q00bar: NDArray[np.float64], weights: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -184,7 +192,7 @@ def _stationary_block(b: Blocks) -> tuple[NDArray[np.float64], ...]:
             acc = Qbar[i, l + 1] @ g
             blk = b.Q(i, l)
             if blk is not None:
-                acc += blk.toarray()
+                acc += to_dense(blk)
             Qbar[i, l] = acc
 
     # Step 1: G_i = (-Qbar_{i+1,i+1})^{-1} Q_{i+1,i}, i = K-1..0
@@ -232,7 +240,7 @@ def _stationary_qbd(b: Blocks) -> tuple[NDArray[np.float64], ...]:
         if up is None:
             F.append(np.zeros((dims[0], dims[i])))
             continue
-        acc = np.asarray((up.T @ F[i - 1].T).T)
+        acc = np.asarray(F[i - 1] @ up) if not sp.issparse(up) else np.asarray((up.T @ F[i - 1].T).T)
         lu = lus[i]
         assert lu is not None
         F.append(la.lu_solve(lu, acc.T, trans=1).T)

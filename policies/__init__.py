@@ -1,0 +1,23 @@
+"""Decisions: cost-optimal threshold policies for the model core (paper 000)."""
+
+from ._thresholds import (
+    SEARCH_METHODS,
+    PolicySearch,
+    ThresholdOptimum,
+    count_threshold_vectors,
+    optimise,
+    optimise_thresholds,
+    static_costs,
+    threshold_vectors,
+)
+
+__all__ = [
+    "SEARCH_METHODS",
+    "PolicySearch",
+    "ThresholdOptimum",
+    "count_threshold_vectors",
+    "optimise",
+    "optimise_thresholds",
+    "static_costs",
+    "threshold_vectors",
+]

@@ -34,8 +34,15 @@ class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaults
     pass
 
 
+class _Parser(argparse.ArgumentParser):
+    """Errors in one line (what is wrong and where to look), exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="robotctl",
         description="Crawler-control agent: fit the traffic, solve the BMAP/PH/1/K queue with obsolescence, "
                     "and park or resume robots at the cost-optimal thresholds.",

@@ -8,6 +8,7 @@ from ._errors import InputError, RobotctlError
 from ._measures import CostBreakdown, Measures, cost_of
 from ._model import Admission, Costs, QueueModel
 from ._ph import PH
+from ._random import random_bmap, random_model, random_ph, random_policy
 from ._policy import ThresholdPolicy
 from ._blocks import PreparedModel
 from ._solve import METHODS, Solution, SolveStatus, prepare, solve
@@ -34,6 +35,10 @@ __all__ = [
     "model_from_dict",
     "model_to_dict",
     "prepare",
+    "random_bmap",
+    "random_model",
+    "random_ph",
+    "random_policy",
     "ph_from_dict",
     "solve",
     "solve_bruteforce",

@@ -1,0 +1,209 @@
+"""``robotctl solve`` and ``robotctl optimise``: the model core from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+from model import METHODS, CostBreakdown, InputError, Measures, QueueModel, ThresholdPolicy, solve
+from policies import SEARCH_METHODS, PolicySearch, ThresholdOptimum, count_threshold_vectors, optimise
+
+from ._files import load_model_file
+from ._progress import Progress
+
+SOLVE_EXAMPLE = """\
+example:
+  robotctl solve config/paper-example.yaml --policy 3,3,3,1,1,1
+      three robots while at most two pages are in the system, one above: J = 63.54
+  robotctl solve config/paper-example.yaml --policy 3,3,3,1,1,1 --json | jq .measures.p_loss
+
+--policy lists r(0), r(1), ..., r(K): the number of active robots at each queue length, non-increasing.
+Exit status: 0 solved, 1 the solver reports success=false, 2 bad input.
+"""
+
+OPTIMISE_EXAMPLE = """\
+example:
+  robotctl optimise config/paper-example.yaml --all-subsets
+      prints Table 1 of paper 000: the static costs C_1..C_4, the best thresholds for every
+      subset of modes, and the optimum (modes 3,1, threshold 2, J = 63.54, R = 28.9%)
+  robotctl optimise config/paper-example.yaml --modes 3,1 --json
+  robotctl fit trace.jsonl --yaml | robotctl optimise -
+
+Modes are numbers of active robots. For modes m_1 > ... > m_n the paper's thresholds
+j_1 <= ... <= j_{n-1} (each in 0..K-1) run m_r robots at queue lengths j_{r-1}+1 .. j_r
+(j_0 = -1, j_n = K): the largest mode at an empty queue, the smallest at a full one.
+Without --modes the search covers every subset of the model's modes.
+Exit status: 0 optimum found, 1 some policy could not be solved, 2 bad input.
+"""
+
+
+def _policy_arg(text: str) -> ThresholdPolicy:
+    try:
+        return ThresholdPolicy.parse(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _modes_arg(text: str) -> tuple[int, ...]:
+    try:
+        modes = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of robot counts, e.g. 3,1") from exc
+    if not modes or any(m < 0 for m in modes):
+        raise argparse.ArgumentTypeError(f"{text!r}: give robot counts >= 0, e.g. 3,1")
+    return modes
+
+
+def register(sub: Any) -> None:
+    from .cli import _Formatter
+
+    p = sub.add_parser("solve", help="measures and cost of one policy (exact)", epilog=SOLVE_EXAMPLE,
+                       formatter_class=_Formatter,
+                       description="Solve the queue exactly under one threshold policy and print the measures "
+                                   "of paper 000 (Sections 4-5) and the cost J of its eq. (2).")
+    p.add_argument("model_file", metavar="MODEL.yaml", help="model file (DESIGN.md format); - reads standard input")
+    p.add_argument("--policy", required=True, type=_policy_arg,
+                   help="robots at queue length 0..K, comma-separated, non-increasing (e.g. 3,3,3,1,1,1)")
+    p.add_argument("--method", choices=METHODS, default="auto", help="exact solver method")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=run_solve)
+
+    o = sub.add_parser("optimise", aliases=["optimize"], help="cost-optimal thresholds (exact)",
+                       epilog=OPTIMISE_EXAMPLE, formatter_class=_Formatter,
+                       description="Find the threshold policy that minimises the cost J of paper 000, eq. (2).")
+    o.add_argument("model_file", metavar="MODEL.yaml", help="model file (DESIGN.md format); - reads standard input")
+    o.add_argument("--modes", type=_modes_arg, default=None,
+                   help="search only these modes, e.g. 3,1 (default: every subset of the model's modes)")
+    o.add_argument("--all-subsets", action="store_true",
+                   help="also print the best thresholds of every subset of modes and the static costs (Table 1)")
+    o.add_argument("--search", choices=SEARCH_METHODS, default="auto",
+                   help="exhaustive over every threshold vector, or local coordinate descent (large K or many modes)")
+    o.add_argument("--method", choices=METHODS, default="auto", help="exact solver method for each policy")
+    o.add_argument("--json", action="store_true", help="machine-readable output")
+    o.set_defaults(func=run_optimise)
+
+
+# -- output -----------------------------------------------------------------------------------
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def measures_json(m: Measures) -> dict[str, Any]:
+    d = m.to_dict()
+    d["throughput"] = m.throughput
+    return {k: (_finite(v) if isinstance(v, float) else v) for k, v in d.items()}
+
+
+def _measure_lines(m: Measures, c: CostBreakdown) -> list[str]:
+    dist = ", ".join(f"{r}: {p:.4f}" for r, p in m.active_robots_distribution)
+    return [
+        f"  offered rate lambda        {m.arrival_rate:.6g} pages/s",
+        f"  P_loss                     {m.p_loss:.6f}",
+        f"  P_obsolete                 {m.p_obsolete:.6f}",
+        f"  P_success                  {m.p_success:.6f}",
+        f"  P_starvation               {m.p_starvation:.6f}",
+        f"  mean active robots         {m.mean_active_robots:.6f}   ({dist})",
+        f"  mean queue length          {m.mean_queue_length:.6f}",
+        f"  mean response (served)     {m.mean_response_served:.6g} s",
+        f"  mean sojourn (obsolete)    {m.mean_sojourn_obsolete:.6g} s",
+        f"cost J = {c.total:.6g}   (loss {c.loss:.4g}, obsolescence {c.obsolescence:.4g}, "
+        f"response {c.response:.4g}, robots {c.robot:.4g}, starvation {c.starvation:.4g})",
+    ]
+
+
+def _describe_policy(policy: ThresholdPolicy) -> str:
+    modes = policy.modes
+    if len(modes) == 1:
+        return f"robots_at_level {policy}   ({modes[0]} robots always)"
+    js = ",".join(str(j) for j in policy.thresholds)
+    return f"robots_at_level {policy}   (modes {' > '.join(map(str, modes))}, thresholds {js})"
+
+
+def run_solve(args: argparse.Namespace) -> int:
+    model, costs = load_model_file(args.model_file)
+    model.check_policy(args.policy)
+    sol = solve(model, args.policy, method=args.method)
+    from model import cost_of
+
+    cost = cost_of(sol.measures, costs)
+    if args.json:
+        out = {
+            "success": sol.success, "message": sol.message, "method": sol.method,
+            "robots_at_level": list(args.policy.robots_at_level), "modes": list(args.policy.modes),
+            "thresholds": list(args.policy.thresholds), "cost": _finite(cost.total),
+            "cost_terms": {k: _finite(v) for k, v in cost.to_dict().items() if k != "total"},
+            "measures": measures_json(sol.measures), "n_states": sol.n_states, "residual": _finite(sol.residual),
+        }
+        print(json.dumps(out, indent=2))
+    else:
+        print(_describe_policy(args.policy))
+        print(f"solver {sol.method}: {sol.message}; {sol.n_states} states, residual {sol.residual:.2g}, "
+              f"{sol.seconds * 1000:.1f} ms")
+        print("\n".join(_measure_lines(sol.measures, cost)))
+    return 0 if sol.success else 1
+
+
+def _optimum_json(o: ThresholdOptimum) -> dict[str, Any]:
+    return {"modes": list(o.modes), "thresholds": list(o.thresholds),
+            "robots_at_level": list(o.policy.robots_at_level), "cost": _finite(o.cost.total),
+            "search": o.search_method, "exact": o.exact}
+
+
+def _table(search: PolicySearch) -> list[str]:
+    lines = [f"{'active robots (modes)':<24}{'thresholds':<14}{'robots_at_level':<22}{'cost J':>10}"]
+    for o in search.subsets:
+        modes = " or ".join(map(str, o.modes))
+        js = ",".join(map(str, o.thresholds)) or "-"
+        flag = "" if o.exact else "  (local search)"
+        lines.append(f"{modes:<24}{js:<14}{o.policy!s:<22}{o.cost.total:>10.3f}{flag}")
+    return lines
+
+
+def run_optimise(args: argparse.Namespace) -> int:
+    model, costs = load_model_file(args.model_file)
+    pool = tuple(sorted(set(args.modes), reverse=True)) if args.modes else model.modes
+    total = _count_policies(model, pool)
+    with Progress(total, "optimising") as bar:
+        search = optimise(model, costs, modes=args.modes, method=args.search, solver_method=args.method,
+                          progress=bar.advance)
+    best = search.best
+    if args.json:
+        out: dict[str, Any] = {
+            "success": search.success, "message": search.message,
+            **_optimum_json(best),
+            "cost_terms": {k: _finite(v) for k, v in best.cost.to_dict().items() if k != "total"},
+            "measures": measures_json(best.measures),
+            "solver_method": best.solver_method, "policies_solved": search.policies_solved,
+            "static": {str(r): _finite(c.total) for r, c in search.static},
+            "relative_profit_percent": _finite(search.relative_profit),
+        }
+        if args.all_subsets:
+            out["subsets"] = [_optimum_json(o) for o in search.subsets]
+        print(json.dumps(out, indent=2))
+        return 0 if search.success else 1
+    if args.all_subsets:
+        print("\n".join(_table(search)))
+        print()
+    static = ", ".join(f"C_{r} = {c.total:.6g}" for r, c in sorted(search.static))
+    print(f"static fleets: {static}")
+    print(f"optimum: {_describe_policy(best.policy)}")
+    print("\n".join(_measure_lines(best.measures, best.cost)))
+    print(f"relative profit R = {search.relative_profit:.2f}% over the best static fleet; "
+          f"{search.policies_solved} policies solved exactly ({best.solver_method})")
+    if not search.success:
+        print(f"warning: {search.message}", file=sys.stderr)
+    return 0 if search.success else 1
+
+
+def _count_policies(model: QueueModel, pool: tuple[int, ...]) -> int:
+    """Upper bound of distinct policies the search solves (for the progress bar)."""
+    from itertools import combinations
+
+    return sum(count_threshold_vectors(size, model.capacity)
+               for size in range(1, len(pool) + 1) for _ in combinations(pool, size))
+
+
+__all__ = ["register"]

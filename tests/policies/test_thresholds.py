@@ -1,0 +1,63 @@
+"""Threshold search: counts, conversions, and the exhaustive optimum against a direct enumeration."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from model import Costs, InputError, ThresholdPolicy, cost_of, random_model, solve
+from policies import count_threshold_vectors, optimise, optimise_thresholds, threshold_vectors
+
+
+@given(st.integers(1, 5), st.integers(1, 8))
+def test_threshold_vector_count(n: int, K: int) -> None:
+    vectors = list(threshold_vectors(n, K))
+    assert len(vectors) == count_threshold_vectors(n, K) == len(set(vectors))
+    for js in vectors:
+        policy = ThresholdPolicy.from_thresholds(tuple(range(n, 0, -1)), js, K)
+        assert policy.thresholds_for(tuple(range(n, 0, -1))) == js
+
+
+def test_exhaustive_optimum_is_the_minimum_over_all_monotone_policies() -> None:
+    """Every non-increasing robots_at_level with r(0) = max mode and r(K) = min mode, solved directly."""
+    model = random_model(np.random.default_rng(7), capacity=4, modes=(1, 2, 3))
+    costs = Costs(loss=3, obsolescence=4, response=1, robot=2, starvation=20)
+    best = optimise_thresholds(model, costs, (3, 2, 1))
+    brute = math.inf
+    for middle in itertools.combinations_with_replacement((3, 2, 1), 3):
+        r = (3, *sorted(middle, reverse=True), 1)
+        brute = min(brute, cost_of(solve(model, ThresholdPolicy(r)).measures, costs).total)
+    assert best.cost.total == pytest.approx(brute, rel=1e-12)
+
+
+def test_all_subsets_optimum_is_the_best_subset() -> None:
+    model = random_model(np.random.default_rng(8), capacity=3, modes=(1, 2, 4))
+    costs = Costs(loss=1, obsolescence=1, response=1, robot=1, starvation=10)
+    search = optimise(model, costs)
+    assert search.best.cost.total == min(o.cost.total for o in search.subsets)
+    assert len(search.subsets) == 7
+    assert search.relative_profit == pytest.approx(
+        (1 - search.best.cost.total / min(c.total for _, c in search.static)) * 100)
+
+
+def test_unknown_modes_and_methods_are_rejected() -> None:
+    model = random_model(np.random.default_rng(9), modes=(1, 2))
+    with pytest.raises(InputError, match=r"\[5\] not defined"):
+        optimise_thresholds(model, Costs(), (5, 1))
+    with pytest.raises(InputError, match="search method"):
+        optimise(model, Costs(), method="annealing")
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 10_000))
+def test_local_search_never_beats_exhaustive(seed: int) -> None:
+    model = random_model(np.random.default_rng(seed), capacity=4, modes=(1, 2, 3))
+    costs = Costs(loss=2, obsolescence=2, response=1, robot=3, starvation=30)
+    exhaustive = optimise_thresholds(model, costs, (3, 2, 1), method="exhaustive")
+    local = optimise_thresholds(model, costs, (3, 2, 1), method="local")
+    assert local.cost.total >= exhaustive.cost.total - 1e-12

@@ -2,15 +2,19 @@
 stationary solution of the controlled BMAP/PH/1/K queue with obsolescence (paper 000)."""
 
 from ._arrivals import ModeArrivals
+from ._blocks import PreparedModel
 from ._bmap import BMAP
 from ._bruteforce import solve_bruteforce
 from ._errors import InputError, RobotctlError
 from ._measures import CostBreakdown, Measures, cost_of
 from ._model import Admission, Costs, QueueModel
 from ._ph import PH
-from ._random import random_bmap, random_model, random_ph, random_policy
 from ._policy import ThresholdPolicy
-from ._blocks import PreparedModel
+from ._random import random_bmap, random_model, random_ph, random_policy
+from ._sim_engine import Simulation
+from ._sim_events import Controller, EventKind, TraceKind, TraceRow
+from ._sim_stats import Comparison, ComparisonRow, Estimate, SimulationResult, SimulationStatus, StopRule
+from ._simulate import simulate, simulate_events, simulate_horizon
 from ._solve import METHODS, Solution, SolveStatus, prepare, solve
 from ._spec import costs_from_dict, model_from_dict, model_to_dict, ph_from_dict
 
@@ -19,27 +23,41 @@ __all__ = [
     "METHODS",
     "PH",
     "Admission",
+    "Comparison",
+    "ComparisonRow",
+    "Controller",
     "CostBreakdown",
     "Costs",
+    "Estimate",
+    "EventKind",
     "InputError",
     "Measures",
-    "PreparedModel",
     "ModeArrivals",
+    "PreparedModel",
     "QueueModel",
     "RobotctlError",
+    "Simulation",
+    "SimulationResult",
+    "SimulationStatus",
     "Solution",
     "SolveStatus",
+    "StopRule",
     "ThresholdPolicy",
+    "TraceKind",
+    "TraceRow",
     "cost_of",
     "costs_from_dict",
     "model_from_dict",
     "model_to_dict",
+    "ph_from_dict",
     "prepare",
     "random_bmap",
     "random_model",
     "random_ph",
     "random_policy",
-    "ph_from_dict",
+    "simulate",
+    "simulate_events",
+    "simulate_horizon",
     "solve",
     "solve_bruteforce",
 ]

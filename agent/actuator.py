@@ -1,0 +1,325 @@
+"""The actuator: robots, their ranks and leases, and the park/resume commands that make the number of
+active robots follow the policy r(i).
+
+Robots and ranks
+    Each real robot has a rank 1, 2, ... and belongs to a *virtual robot* (slot) 1..N, N =
+    ``robots.count``: the paper's robots may be groups of real robots that are activated and
+    de-activated together (paper 000, Section 2, "virtual robot"). Ranks come from ``robots.ids``
+    (one entry per slot, a list groups real robots) or are handed out on registration; unlisted
+    robots fill slots in groups of ``robots.group_size``.
+Mode
+    The number of active virtual robots. With mode m, the robots of slots 1..m are active and the
+    others parked, so robot 1 parks last and is resumed first (paper 000: "the first robot is always
+    active ... the Nth robot is the most rarely activated"). A change of mode parks or resumes the
+    lowest-ranked affected robots first.
+Hysteresis
+    ``robots.dwell_s`` > 0 keeps a mode for at least that long; a change asked for sooner is applied
+    when the dwell ends, with the then-current target. Off (0) by default: switching is instant, as
+    in the model.
+Commands and leases
+    Each robot's command (``active`` or ``parked``) has a version that grows with every change; a
+    robot long-polls with the version it knows and is answered at once when it differs. Every answer
+    carries ``lease_s``: a robot that hears nothing for that long falls back to its default state, and
+    the agent counts a robot that has not polled for a lease as *lost* (its default state applies).
+
+All methods are synchronous and take the time as an argument, so the same logic runs under the
+real clock, a test's manual clock, or a replay's simulated clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from model import InputError
+
+
+class Command(enum.Enum):
+    """What the agent tells a robot."""
+
+    #: fetch pages
+    ACTIVE = "active"
+    #: wait; do not fetch
+    PARKED = "parked"
+
+
+class ConflictError(InputError):
+    """A request that is well-formed but clashes with the agent's state (HTTP 409)."""
+
+
+@dataclass(eq=False)
+class Robot:
+    """One registered real robot (mutable; owned by the :class:`Actuator`)."""
+
+    robot_id: str
+    rank: int
+    slot: int
+    default_state: Command
+    command: Command
+    version: int = 1
+    reason: str = "registered"
+    last_seen: float = 0.0
+    polling: int = 0
+    waiters: list[asyncio.Future[None]] = field(default_factory=list)
+
+    def alive(self, now: float, lease_s: float) -> bool:
+        return self.polling > 0 or now - self.last_seen <= lease_s
+
+    def effective(self, now: float, lease_s: float) -> Command:
+        """What the robot is doing by the protocol: its command, or its default once its lease is lost."""
+        return self.command if self.alive(now, lease_s) else self.default_state
+
+    def view(self, lease_s: float, now: float | None = None) -> dict[str, Any]:
+        d: dict[str, Any] = {"robot": self.robot_id, "rank": self.rank, "slot": self.slot,
+                             "state": self.command.value, "version": self.version, "lease_s": lease_s,
+                             "default_state": self.default_state.value, "reason": self.reason}
+        if now is not None:
+            d["lease_lost"] = not self.alive(now, lease_s)
+        return d
+
+    def wake(self) -> None:
+        for fut in self.waiters:
+            if not fut.done():
+                fut.set_result(None)
+        self.waiters.clear()
+
+
+#: (time, robot, new command, mode) for every park or resume, for the delivery log.
+CommandListener = Callable[[float, Robot, Command, int], None]
+
+
+class Actuator:
+    """Robots and the mode; see the module docstring.
+
+    Parameters
+    ----------
+    n_virtual : int
+        N, the number of virtual robots (slots).
+    fixed_ids : tuple of tuple of str
+        ``robots.ids``: slot k + 1 holds the robots of entry k.
+    group_size : int
+        Real robots per slot for robots not listed in ``fixed_ids``.
+    default_state : Command
+    lease_s, dwell_s : float
+    initial_mode : int
+    listener : callable, optional
+        Called for every park/resume.
+    """
+
+    def __init__(self, n_virtual: int, *, fixed_ids: tuple[tuple[str, ...], ...] = (), group_size: int = 1,
+                 default_state: Command = Command.ACTIVE, lease_s: float = 10.0, dwell_s: float = 0.0,
+                 initial_mode: int = 0, listener: CommandListener | None = None) -> None:
+        self.n_virtual = n_virtual
+        self.group_size = group_size
+        self.default_state = default_state
+        self.lease_s = lease_s
+        self.dwell_s = dwell_s
+        self.listener = listener
+        self.mode = initial_mode
+        self.target = initial_mode
+        self.changed_at = -float("inf")
+        self.deferred_until: float | None = None
+        self.shutting_down = False
+        self.robots: dict[str, Robot] = {}
+        self._by_rank: dict[int, Robot] = {}
+        self._fixed_rank: dict[str, tuple[int, int]] = {}
+        rank = 0
+        for slot, group in enumerate(fixed_ids, start=1):
+            for rid in group:
+                rank += 1
+                self._fixed_rank[rid] = (rank, slot)
+        self._n_fixed = rank
+        self._n_fixed_slots = len(fixed_ids)
+        self.commands_issued = {Command.ACTIVE: 0, Command.PARKED: 0}
+
+    # -- ranks ---------------------------------------------------------------------------------------
+    def slot_of_rank(self, rank: int) -> int:
+        if rank <= self._n_fixed:
+            for r, s in self._fixed_rank.values():
+                if r == rank:
+                    return s
+        return self._n_fixed_slots + (rank - self._n_fixed - 1) // self.group_size + 1
+
+    @property
+    def max_rank(self) -> int:
+        return self._n_fixed + (self.n_virtual - self._n_fixed_slots) * self.group_size
+
+    def _free_rank(self) -> int:
+        for rank in range(self._n_fixed + 1, self.max_rank + 1):
+            if rank not in self._by_rank:
+                return rank
+        raise ConflictError("rank", f"every rank is taken: {len(self.robots)} robots fill robots.count = "
+                       f"{self.n_virtual} virtual robots", "raise robots.count or robots.group_size, or "
+                       "deregister robots that are gone (DELETE /v1/robots/{id})")
+
+    def register(self, robot_id: str, now: float, *, rank: int | None = None,
+                 default_state: Command | None = None) -> Robot:
+        """Register (or re-register, idempotently) a robot; returns it with its current command."""
+        existing = self.robots.get(robot_id)
+        if existing is not None:
+            if rank is not None and rank != existing.rank:
+                raise ConflictError("rank",
+                                    f"robot {robot_id!r} already holds rank {existing.rank}, not {rank}",
+                               "register without a rank, or deregister it first")
+            if default_state is not None:
+                existing.default_state = default_state
+            existing.last_seen = now
+            return existing
+        fixed = self._fixed_rank.get(robot_id)
+        if fixed is not None:
+            if rank is not None and rank != fixed[0]:
+                raise ConflictError("rank", f"robots.ids gives {robot_id!r} rank {fixed[0]}, not {rank}",
+                               "register it without a rank")
+            rank, slot = fixed
+        elif rank is None:
+            rank = self._free_rank()
+            slot = self.slot_of_rank(rank)
+        else:
+            if rank <= self._n_fixed:
+                raise ConflictError("rank", f"rank {rank} belongs to a robot listed in robots.ids",
+                               f"unlisted robots take ranks {self._n_fixed + 1}..{self.max_rank}")
+            if rank > self.max_rank:
+                raise ConflictError("rank", f"is {rank}, beyond the fleet's {self.max_rank} ranks "
+                               f"(robots.count = {self.n_virtual}, group_size = {self.group_size})",
+                               "raise robots.count or robots.group_size")
+            holder = self._by_rank.get(rank)
+            if holder is not None:
+                raise ConflictError("rank", f"rank {rank} is held by robot {holder.robot_id!r}",
+                               "pick a free rank or register without one")
+            slot = self.slot_of_rank(rank)
+        default = default_state if default_state is not None else self.default_state
+        state = self._command_for(slot)
+        robot = Robot(robot_id, rank, slot, default, state, last_seen=now)
+        self.robots[robot_id] = robot
+        self._by_rank[rank] = robot
+        return robot
+
+    def deregister(self, robot_id: str) -> Robot:
+        robot = self.robots.pop(robot_id)
+        self._by_rank.pop(robot.rank, None)
+        robot.reason = "deregistered"
+        robot.version += 1
+        robot.wake()
+        return robot
+
+    # -- mode ----------------------------------------------------------------------------------------
+    def _command_for(self, slot: int) -> Command:
+        if self.shutting_down:
+            return self.default_state
+        return Command.ACTIVE if slot <= self.mode else Command.PARKED
+
+    def set_target(self, target: int, now: float) -> bool:
+        """Ask for ``target`` active virtual robots; returns True when the mode changed now.
+
+        With a dwell time the change may be deferred: :attr:`deferred_until` then says when to call
+        :meth:`tick`.
+        """
+        self.target = target
+        if target == self.mode:
+            self.deferred_until = None
+            return False
+        if self.dwell_s > 0 and now < self.changed_at + self.dwell_s:
+            self.deferred_until = self.changed_at + self.dwell_s
+            return False
+        self.deferred_until = None
+        self._apply(target, now, "policy")
+        return True
+
+    def tick(self, now: float) -> bool:
+        """Apply a deferred change whose dwell has ended."""
+        if self.deferred_until is not None and now >= self.deferred_until:
+            self.deferred_until = None
+            if self.target != self.mode:
+                self._apply(self.target, now, "policy")
+                return True
+        return False
+
+    def _apply(self, mode: int, now: float, reason: str) -> None:
+        old = self.mode
+        self.mode = mode
+        self.changed_at = now
+        if self.shutting_down:
+            return
+        # lowest-ranked first: parking goes down from the top rank, resuming up from the lowest slot
+        robots = sorted(self.robots.values(), key=lambda r: r.rank, reverse=mode < old)
+        for robot in robots:
+            want = Command.ACTIVE if robot.slot <= mode else Command.PARKED
+            if want is not robot.command:
+                robot.command = want
+                robot.version += 1
+                robot.reason = reason
+                self.commands_issued[want] += 1
+                robot.wake()
+                if self.listener is not None:
+                    self.listener(now, robot, want, mode)
+
+    def shutdown(self, now: float) -> None:
+        """Tell every robot its default state (the agent is going away)."""
+        self.shutting_down = True
+        for robot in self.robots.values():
+            robot.reason = "shutdown"
+            if robot.command is not robot.default_state:
+                robot.command = robot.default_state
+                if self.listener is not None:
+                    self.listener(now, robot, robot.command, self.mode)
+            robot.version += 1
+            robot.wake()
+
+    # -- leases and long polls ----------------------------------------------------------------------
+    def seen(self, robot: Robot, now: float) -> None:
+        robot.last_seen = now
+
+    async def wait_change(self, robot: Robot, version: int, timeout: Callable[[], Any]) -> None:
+        """Wait until the robot's version differs from ``version`` or ``timeout()`` (an awaitable
+        factory, e.g. the clock's sleep) completes."""
+        if robot.version != version:
+            return
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        robot.waiters.append(fut)
+        sleeper = asyncio.ensure_future(timeout())
+        robot.polling += 1
+        try:
+            await asyncio.wait({fut, sleeper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            robot.polling -= 1
+            sleeper.cancel()
+            if not fut.done():
+                fut.cancel()
+            if fut in robot.waiters:
+                robot.waiters.remove(fut)
+
+    def counts(self, now: float) -> dict[str, int]:
+        """Real robots by effective state: active, parked, and lost (lease expired)."""
+        out = {"active": 0, "parked": 0, "lost": 0}
+        for robot in self.robots.values():
+            if not robot.alive(now, self.lease_s):
+                out["lost"] += 1
+            out[robot.effective(now, self.lease_s).value] += 1
+        return out
+
+    def lost(self, now: float) -> list[Robot]:
+        return [r for r in self.robots.values() if not r.alive(now, self.lease_s)]
+
+    # -- persistence ---------------------------------------------------------------------------------
+    def to_records(self) -> list[dict[str, Any]]:
+        return [{"robot": r.robot_id, "rank": r.rank, "default_state": r.default_state.value}
+                for r in sorted(self.robots.values(), key=lambda r: r.rank)]
+
+    def restore(self, records: Iterable[dict[str, Any]], now: float) -> int:
+        """Re-register robots saved by :meth:`to_records`; records that no longer fit are skipped.
+
+        Restored robots count as seen now, so they get one lease to come back before they count as lost.
+        """
+        n = 0
+        for rec in records:
+            try:
+                self.register(str(rec["robot"]), now, rank=int(rec["rank"]),
+                              default_state=Command(rec.get("default_state", self.default_state.value)))
+                n += 1
+            except (InputError, KeyError, ValueError, TypeError):
+                continue
+        return n

@@ -1,0 +1,242 @@
+"""Request bodies of the HTTP API: parsing and validation, before anything changes.
+
+Every function raises :class:`model.InputError` naming the offending field with its JSON path
+(``deliveries[3].pages``); the app turns that into a 400 with ``{"error", "field", "hint"}``. A batch
+is validated whole before any of it is applied, so a bad item changes nothing.
+
+Bodies (JSON):
+
+``POST /v1/deliveries``
+    ``{"robot": "r1", "pages": 3, "bytes": 51200, "client_time": 1700000000.25}`` or
+    ``{"deliveries": [<that>, ...]}``. ``pages`` defaults to 1; the rest is optional. ``robot`` must
+    be registered unless ``robots.allow_unregistered``.
+``POST /v1/completions``
+    ``{"pages": 1, "service_s": 0.35, "bytes": 51200}`` or ``{"completions": [...]}``: pages indexed,
+    with their total indexing time and/or total size.
+``POST /v1/obsolete``
+    ``{"pages": 2}``: waiting pages dropped as stale.
+``POST /v1/queue``
+    ``{"length": 4}``: the indexer's own count of pages in the system, 0..K.
+``POST /v1/robots``
+    ``{"robot": "r1", "rank": 2, "default_state": "active"}``, every key optional.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Container, Mapping
+from typing import Any, NamedTuple
+
+from model import InputError
+
+#: Largest pages in one delivery/completion and largest byte count accepted.
+MAX_PAGES = 1_000_000
+MAX_BYTES = 1 << 50
+MAX_ID_LENGTH = 200
+
+
+class NotFoundError(InputError):
+    """The path names something that does not exist (HTTP 404), e.g. an unregistered robot."""
+
+
+class Delivery(NamedTuple):
+    robot: str | None
+    pages: int
+    bytes: int | None
+    client_time: float | None
+
+
+class Completion(NamedTuple):
+    pages: int
+    service_s: float | None
+    bytes: int | None
+
+
+def _reject_constant(name: str) -> float:
+    raise InputError("body", f"holds {name}, which is not a finite number", "send finite numbers only")
+
+
+def parse_json(body: bytes) -> Any:
+    """The JSON document of a request body; NaN and Infinity are refused."""
+    if not body:
+        raise InputError("body", "is empty", "send a JSON object")
+    try:
+        return json.loads(body, parse_constant=_reject_constant)
+    except InputError:
+        raise
+    except UnicodeDecodeError as exc:
+        raise InputError("body", "is not UTF-8 text", "send JSON encoded as UTF-8") from exc
+    except ValueError as exc:
+        msg = getattr(exc, "msg", str(exc))
+        line, col = getattr(exc, "lineno", None), getattr(exc, "colno", None)
+        where = f" at line {line}, column {col}" if line is not None else ""
+        raise InputError("body", f"is not valid JSON ({msg}{where})", "send one JSON object") from exc
+
+
+def _object(where: str, obj: Any, allowed: Container[str], keys_doc: str) -> Mapping[str, Any]:
+    if not isinstance(obj, dict):
+        raise InputError(where or "body", f"must be a JSON object, got {type(obj).__name__}",
+                         f"send {{{keys_doc}}}")
+    for key in obj:
+        if key not in allowed:
+            raise InputError(f"{where}.{key}" if where else str(key), "is not a known field",
+                             f"fields: {keys_doc}")
+    return obj
+
+
+def _int(where: str, value: Any, *, minimum: int, maximum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(where, f"must be a whole number, got {value!r}", f"send an integer >= {minimum}")
+    if value < minimum:
+        raise InputError(where, f"must be >= {minimum}, got {value}", f"send an integer >= {minimum}")
+    if value > maximum:
+        raise InputError(where, f"must be <= {maximum}, got {value}", "split it into smaller requests")
+    return value
+
+
+def _float(where: str, value: Any, *, minimum: float | None = 0.0) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InputError(where, f"must be a number, got {value!r}", "send a finite number")
+    v = float(value)
+    if not math.isfinite(v):
+        raise InputError(where, f"must be finite, got {v}", "send a finite number")
+    if minimum is not None and v < minimum:
+        raise InputError(where, f"must be >= {minimum:g}, got {v:g}", "send a non-negative number")
+    return v
+
+
+def robot_id(where: str, value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise InputError(where, f"must be a robot id (a string), got {value!r}", 'send e.g. "robot-1"')
+    rid = str(value)
+    if not rid or len(rid) > MAX_ID_LENGTH or not rid.isprintable():
+        raise InputError(where, f"must be 1..{MAX_ID_LENGTH} printable characters, got {rid!r}",
+                         'send e.g. "robot-1"')
+    return rid
+
+
+def _items(obj: Any, key: str, max_batch: int) -> tuple[list[Any], str]:
+    """The item list of a batch body, or the body itself as a batch of one; and the path prefix."""
+    if isinstance(obj, dict) and key in obj:
+        if len(obj) != 1:
+            extra = sorted(k for k in obj if k != key)[0]
+            raise InputError(str(extra), f"is not a known field next to {key!r}",
+                             f'send {{"{key}": [...]}} alone')
+        items = obj[key]
+        if not isinstance(items, list):
+            raise InputError(key, f"must be a list, got {type(items).__name__}",
+                             f'send {{"{key}": [{{...}}, ...]}}')
+        if not items:
+            raise InputError(key, "is empty", "send at least one item")
+        if len(items) > max_batch:
+            raise InputError(key, f"holds {len(items)} items, more than server.max_batch = {max_batch}",
+                             "split the batch")
+        return items, key
+    return [obj], ""
+
+
+_DELIVERY_KEYS = ("robot", "pages", "bytes", "client_time")
+_DELIVERY_DOC = '"robot": id, "pages": n, "bytes": n, "client_time": seconds'
+
+
+def parse_deliveries(obj: Any, *, max_batch: int, known_robot: Any = None) -> list[Delivery]:
+    """Deliveries of a ``POST /v1/deliveries`` body.
+
+    ``known_robot(robot_id) -> bool``, when given, rejects robots that never registered.
+    """
+    items, key = _items(obj, "deliveries", max_batch)
+    out = []
+    for n, item in enumerate(items):
+        where = f"{key}[{n}]" if key else ""
+        d = _object(where, item, _DELIVERY_KEYS, _DELIVERY_DOC)
+        p = f"{where}." if where else ""
+        rid = d.get("robot")
+        if rid is not None:
+            rid = robot_id(f"{p}robot", rid)
+            if known_robot is not None and not known_robot(rid):
+                raise InputError(f"{p}robot", f"{rid!r} is not a registered robot",
+                                 "register it first (POST /v1/robots) or set robots.allow_unregistered")
+        pages = d.get("pages", 1)
+        pages = _int(f"{p}pages", pages, minimum=1, maximum=MAX_PAGES)
+        size = d.get("bytes")
+        if size is not None:
+            size = _int(f"{p}bytes", size, minimum=0, maximum=MAX_BYTES)
+        ct = d.get("client_time")
+        if ct is not None:
+            ct = _float(f"{p}client_time", ct, minimum=None)
+        out.append(Delivery(rid, pages, size, ct))
+    return out
+
+
+_COMPLETION_KEYS = ("pages", "service_s", "bytes")
+_COMPLETION_DOC = '"pages": n, "service_s": seconds, "bytes": n'
+
+
+def parse_completions(obj: Any, *, max_batch: int) -> list[Completion]:
+    items, key = _items(obj, "completions", max_batch)
+    out = []
+    for n, item in enumerate(items):
+        where = f"{key}[{n}]" if key else ""
+        d = _object(where, item, _COMPLETION_KEYS, _COMPLETION_DOC)
+        p = f"{where}." if where else ""
+        pages = _int(f"{p}pages", d.get("pages", 1), minimum=1, maximum=MAX_PAGES)
+        svc = d.get("service_s")
+        if svc is not None:
+            svc = _float(f"{p}service_s", svc)
+        size = d.get("bytes")
+        if size is not None:
+            size = _int(f"{p}bytes", size, minimum=0, maximum=MAX_BYTES)
+        out.append(Completion(pages, svc, size))
+    return out
+
+
+def parse_obsolete(obj: Any) -> int:
+    d = _object("", obj, ("pages",), '"pages": n')
+    return _int("pages", d.get("pages", 1), minimum=1, maximum=MAX_PAGES)
+
+
+def parse_queue(obj: Any, *, capacity: int) -> int:
+    d = _object("", obj, ("length",), '"length": n')
+    if "length" not in d:
+        raise InputError("length", "is missing",
+                         f"send the indexer's count of pages in the system, 0..{capacity}")
+    length = _int("length", d["length"], minimum=0, maximum=capacity)
+    return length
+
+
+def parse_registration(obj: Any, *, max_rank: int) -> tuple[str | None, int | None, str | None]:
+    d = _object("", obj if obj is not None else {}, ("robot", "rank", "default_state"),
+                '"robot": id, "rank": n, "default_state": "active"|"parked"')
+    rid = robot_id("robot", d["robot"]) if d.get("robot") is not None else None
+    rank = d.get("rank")
+    if rank is not None:
+        rank = _int("rank", rank, minimum=1, maximum=max_rank)
+    state = d.get("default_state")
+    if state is not None and state not in ("active", "parked"):
+        raise InputError("default_state", f"is {state!r}", 'send "active" or "parked"')
+    return rid, rank, state
+
+
+def query_int(where: str, text: str | None, *, default: int, minimum: int) -> int:
+    if text is None or text == "":
+        return default
+    try:
+        v = int(text)
+    except ValueError as exc:
+        raise InputError(where, f"must be a whole number, got {text!r}", f"send ?{where}=N") from exc
+    if v < minimum:
+        raise InputError(where, f"must be >= {minimum}, got {v}", f"send ?{where}=N with N >= {minimum}")
+    return v
+
+
+def query_float(where: str, text: str | None, *, default: float) -> float:
+    if text is None or text == "":
+        return default
+    try:
+        v = float(text)
+    except ValueError as exc:
+        raise InputError(where, f"must be a number, got {text!r}", f"send ?{where}=seconds") from exc
+    if not math.isfinite(v) or v < 0:
+        raise InputError(where, f"must be a finite number >= 0, got {text!r}", f"send ?{where}=seconds")
+    return v

@@ -1,0 +1,474 @@
+"""The HTTP sidecar: ``create_app`` wires the agent into an aiohttp application.
+
+Endpoints (JSON, versioned under ``/v1``; bodies in :mod:`agent.api`):
+
+==========================================  ===============================================================
+``POST /v1/deliveries``                     one delivery or ``{"deliveries": [...]}``; acked once logged
+``POST /v1/completions``                    pages indexed (service seconds and/or bytes)
+``POST /v1/obsolete``                       pages dropped as stale
+``POST /v1/queue``                          the indexer's own count, to resynchronise
+``POST /v1/robots``                         register a robot (id, rank or automatic, default state)
+``GET /v1/robots``                          the robots and their commands
+``DELETE /v1/robots/{id}``                  deregister
+``GET /v1/robots/{id}/command``             long-poll: ``?version=n&wait_s=t``; answers at once when the
+                                            command's version differs from ``n``
+``POST /v1/refit``                          refit now and answer with the outcome
+``GET /v1/policy``                          the policy in force, its fit and predicted measures
+``GET /v1/status``                          queue, robots, counters, observed measures, last refit, log
+``GET /healthz``, ``GET /readyz``           liveness; readiness (log open, not shutting down)
+``GET /metrics``                            Prometheus exposition (:mod:`agent.metrics`)
+==========================================  ===============================================================
+
+Errors are JSON ``{"error", "field", "hint"}``: 400 for invalid input (it changes nothing), 401 without
+the bearer token on a guarded endpoint (every POST and DELETE, and the command long-poll, which renews
+a lease), 404 for an unknown robot in a path, 409 for a conflict (a rank already taken), 413 for a body
+over ``server.max_body_bytes``, 503 when the delivery log cannot be written.
+
+Resources are set up by one cleanup context each, in dependency order (metrics registry, agent and
+its delivery log, log flusher, refit loop, lease reaper) and torn down in reverse. On shutdown the
+agent first tells every robot its default state (``on_shutdown``, which also ends open long-polls),
+then the log is flushed and closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import itertools
+import logging
+import socket
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+from prometheus_client.aiohttp import make_aiohttp_handler
+
+from model import InputError
+
+from .actuator import ConflictError
+from .api import (
+    NotFoundError,
+    parse_completions,
+    parse_deliveries,
+    parse_json,
+    parse_obsolete,
+    parse_queue,
+    parse_registration,
+    query_float,
+    query_int,
+)
+from .clock import Clock, MonotonicClock
+from .config import AgentConfig
+from .core import Agent
+from .metrics import AgentMetrics
+from .refit import RefitInput, RefitLoop, RefitOutcome, cancel_and_wait, compute_refit
+
+LOG = logging.getLogger("robotctl.agent.app")
+
+CONFIG = web.AppKey("config", AgentConfig)
+CLOCK = web.AppKey("clock", Clock)
+REGISTRY = web.AppKey("registry", CollectorRegistry)
+METRICS = web.AppKey("metrics", AgentMetrics)
+AGENT = web.AppKey("agent", Agent)
+REFIT = web.AppKey("refit", RefitLoop)
+TASKS = web.AppKey("tasks", dict[str, "asyncio.Task[Any]"])
+
+_request_ids = itertools.count(1)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def error_response(status: int, field: str, problem: str, hint: str = "") -> web.Response:
+    text = f"{field}: {problem}" + (f"; {hint}" if hint else "")
+    return web.json_response({"error": text, "field": field, "hint": hint}, status=status)
+
+
+def _endpoint(request: web.Request) -> str:
+    info = request.match_info.route.resource
+    return info.canonical if info is not None else request.path
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """InputError -> 400, NotFoundError -> 404, ConflictError -> 409, a too large body -> 413, a failed
+    log write -> 503, all as JSON; anything else -> 500, logged once with the request id."""
+    try:
+        return await handler(request)
+    except ConflictError as exc:
+        _count_bad(request)
+        return error_response(409, exc.field, exc.problem, exc.hint)
+    except NotFoundError as exc:
+        _count_bad(request)
+        return error_response(404, exc.field, exc.problem, exc.hint)
+    except InputError as exc:
+        _count_bad(request)
+        return error_response(400, exc.field, exc.problem, exc.hint)
+    except web.HTTPRequestEntityTooLarge as exc:
+        _count_bad(request)
+        limit = request.app[CONFIG].server.max_body_bytes
+        return error_response(413, "body", f"is larger than server.max_body_bytes = {limit} ({exc.text})",
+                              "send smaller batches")
+    except web.HTTPException:
+        raise
+    except OSError as exc:
+        LOG.error("event=log_write_failed request=%s path=%s error=%s", next(_request_ids), request.path, exc)
+        return error_response(503, "log", f"the delivery log cannot be written ({exc.strerror or exc})",
+                              "nothing was acknowledged; retry once the disk has room")
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        rid = next(_request_ids)
+        LOG.exception("event=request_failed request=%s method=%s path=%s", rid, request.method, request.path)
+        return error_response(500, "server", f"internal error (request {rid})", "see the agent's log")
+
+
+def _count_bad(request: web.Request) -> None:
+    agent = request.app.get(AGENT)
+    if agent is not None:
+        key = f"{request.method} {_endpoint(request)}"
+        agent.totals.bad_requests[key] = agent.totals.bad_requests.get(key, 0) + 1
+
+
+def auth_middleware(*, token: str | None) -> Any:
+    """Require ``Authorization: Bearer <token>`` on every mutating endpoint and the command long-poll."""
+    expected = f"Bearer {token}".encode() if token else None
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if expected is not None and (request.method in ("POST", "PUT", "PATCH", "DELETE")
+                                     or request.path.endswith("/command")):
+            got = request.headers.get("Authorization", "").encode()
+            if not hmac.compare_digest(got, expected):
+                _count_bad(request)
+                return error_response(401, "Authorization", "is missing or wrong",
+                                      "send the header Authorization: Bearer <server.token>")
+        return await handler(request)
+
+    return middleware
+
+
+# -- handlers ---------------------------------------------------------------------------------------
+async def post_deliveries(request: web.Request) -> web.Response:
+    t0 = time.perf_counter()
+    app = request.app
+    agent = app[AGENT]
+    obj = parse_json(await request.read())
+    items = parse_deliveries(obj, max_batch=app[CONFIG].server.max_batch, known_robot=agent.known_robot)
+    ack = agent.deliver(items)
+    await agent.log.commit()
+    app[METRICS].ack_seconds.observe(time.perf_counter() - t0)
+    return web.json_response(ack)
+
+
+async def post_completions(request: web.Request) -> web.Response:
+    agent = request.app[AGENT]
+    items = parse_completions(parse_json(await request.read()),
+                              max_batch=request.app[CONFIG].server.max_batch)
+    ack = agent.complete(items)
+    await agent.log.commit()
+    return web.json_response(ack)
+
+
+async def post_obsolete(request: web.Request) -> web.Response:
+    agent = request.app[AGENT]
+    ack = agent.obsolete(parse_obsolete(parse_json(await request.read())))
+    await agent.log.commit()
+    return web.json_response(ack)
+
+
+async def post_queue(request: web.Request) -> web.Response:
+    agent = request.app[AGENT]
+    ack = agent.set_queue(parse_queue(parse_json(await request.read()), capacity=agent.config.capacity))
+    await agent.log.commit()
+    return web.json_response(ack)
+
+
+async def post_robots(request: web.Request) -> web.Response:
+    agent = request.app[AGENT]
+    body = await request.read()
+    obj = parse_json(body) if body.strip() else {}
+    rid, rank, default = parse_registration(obj, max_rank=agent.actuator.max_rank)
+    robot = agent.register(rid, rank, default)
+    return web.json_response(robot.view(agent.actuator.lease_s, agent.clock.now()))
+
+
+async def get_robots(request: web.Request) -> web.Response:
+    agent = request.app[AGENT]
+    now = agent.clock.now()
+    act = agent.actuator
+    return web.json_response({"mode": act.mode, "robots": [r.view(act.lease_s, now) for r in
+                                                          sorted(act.robots.values(), key=lambda r: r.rank)]})
+
+
+def _robot(request: web.Request) -> Any:
+    agent = request.app[AGENT]
+    rid = request.match_info["robot_id"]
+    robot = agent.actuator.robots.get(rid)
+    if robot is None:
+        raise NotFoundError("robot", f"{rid!r} is not registered", "register it with POST /v1/robots")
+    return robot
+
+
+async def delete_robot(request: web.Request) -> web.Response:
+    agent = request.app[AGENT]
+    robot = _robot(request)
+    agent.deregister(robot.robot_id)
+    return web.json_response(robot.view(agent.actuator.lease_s))
+
+
+async def get_command(request: web.Request) -> web.Response:
+    """Long-poll for a robot's command: answers when its version differs from ``?version=`` or after
+    ``?wait_s=`` (capped at server.long_poll_max_s and half the lease, so a robot always hears back
+    within its lease)."""
+    app = request.app
+    agent = app[AGENT]
+    act = agent.actuator
+    robot = _robot(request)
+    version = query_int("version", request.query.get("version"), default=-1, minimum=-1)
+    cap = min(app[CONFIG].server.long_poll_max_s, act.lease_s / 2)
+    wait_s = min(query_float("wait_s", request.query.get("wait_s"), default=cap), cap)
+    clock = app[CLOCK]
+    act.seen(robot, clock.now())
+    if wait_s > 0 and not act.shutting_down:
+        await act.wait_change(robot, version, lambda: clock.sleep(wait_s))
+    act.seen(robot, clock.now())
+    return web.json_response(robot.view(act.lease_s))
+
+
+async def post_refit(request: web.Request) -> web.Response:
+    outcome = await request.app[REFIT].refit("request")
+    agent = request.app[AGENT]
+    return web.json_response({"adopted": outcome.success, "stage": outcome.stage.value,
+                              "message": outcome.message, "deliveries": outcome.deliveries,
+                              "fit_seconds": outcome.fit_seconds, "solve_seconds": outcome.solve_seconds,
+                              "policy": agent.holder.current.to_dict()})
+
+
+async def get_policy(request: web.Request) -> web.Response:
+    agent = request.app[AGENT]
+    d = agent.holder.current.to_dict()
+    d["observed"] = agent.observed().to_dict()
+    d["queue"] = agent.queue.length
+    d["desired"] = agent.desired()
+    return web.json_response(d)
+
+
+async def get_status(request: web.Request) -> web.Response:
+    agent = request.app[AGENT]
+    d = agent.status()
+    d["refit"] = request.app[REFIT].record.to_dict()
+    return web.json_response(d)
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    agent = request.app.get(AGENT)
+    if agent is None or not agent.ready:
+        return web.json_response({"status": "not ready"}, status=503)
+    return web.json_response({"status": "ready"})
+
+
+# -- cleanup contexts, in dependency order -------------------------------------------------------------
+async def _metrics_ctx(app: web.Application) -> AsyncIterator[None]:
+    metrics = app[METRICS]
+    collector = metrics.attach(app[AGENT], lambda: app[REFIT].record)
+    yield
+    metrics.registry.unregister(collector)
+
+
+async def _agent_ctx(app: web.Application) -> AsyncIterator[None]:
+    agent = app[AGENT]
+    agent.open()
+    tasks = app[TASKS]
+
+    def schedule_tick(deadline: float) -> None:
+        old = tasks.get("dwell")
+        if old is not None and not old.done():
+            return
+
+        async def wait_and_tick() -> None:
+            await app[CLOCK].sleep(max(0.0, deadline - app[CLOCK].now()))
+            agent.tick()
+
+        tasks["dwell"] = asyncio.create_task(wait_and_tick())
+
+    agent.schedule_tick = schedule_tick
+    LOG.info("event=agent_open dir=%s queue=%d policy=%s", agent.state_dir, agent.queue.length,
+             agent.holder.current.policy)
+    yield
+    await cancel_and_wait(tasks.pop("dwell", None))
+    await agent.close()
+    LOG.info("event=agent_closed %s", " ".join(f"{k}={v}" for k, v in agent.log.stats().__dict__.items()))
+
+
+async def _flusher_ctx(app: web.Application) -> AsyncIterator[None]:
+    task = asyncio.create_task(app[AGENT].log.run_flusher())
+    yield
+    await cancel_and_wait(task)
+
+
+async def _refit_ctx(app: web.Application) -> AsyncIterator[None]:
+    loop = app[REFIT]
+    task = asyncio.create_task(loop.run())
+    yield
+    await cancel_and_wait(task)
+    loop.shutdown_executor()
+
+
+async def _reaper_ctx(app: web.Application) -> AsyncIterator[None]:
+    agent = app[AGENT]
+    clock = app[CLOCK]
+
+    async def reap() -> None:
+        lost: set[str] = set()
+        while True:
+            await clock.sleep(agent.actuator.lease_s / 2)
+            now = clock.now()
+            current = {r.robot_id for r in agent.actuator.lost(now)}
+            for rid in sorted(current - lost):
+                LOG.warning("event=robot_lease_lost robot=%s falls_back_to=%s", rid,
+                            agent.actuator.robots[rid].default_state.value)
+            for rid in sorted(lost - current):
+                LOG.info("event=robot_back robot=%s", rid)
+            lost = current
+
+    task = asyncio.create_task(reap())
+    yield
+    await cancel_and_wait(task)
+
+
+async def _on_shutdown(app: web.Application) -> None:
+    agent = app[AGENT]
+    agent.actuator.shutdown(agent.clock.now())
+    agent._flush_pending()
+    LOG.info("event=shutdown robots_told_default=%d", len(agent.actuator.robots))
+
+
+def create_app(config: AgentConfig, *, registry: CollectorRegistry | None = None, clock: Clock | None = None,
+               compute: Callable[[RefitInput], RefitOutcome] | None = None) -> web.Application:
+    """The agent as an aiohttp application.
+
+    Parameters
+    ----------
+    config : AgentConfig
+    registry : CollectorRegistry, optional
+        Where the metrics go; a fresh one by default (never the global registry).
+    clock : Clock, optional
+        The agent's clock; :class:`MonotonicClock` by default. Tests pass a :class:`ManualClock`.
+    compute : callable, optional
+        ``RefitInput -> RefitOutcome``; :func:`agent.refit.compute_refit` by default (tests inject
+        failures here; it must be picklable with ``refit.executor: process``).
+    """
+    clock = clock if clock is not None else MonotonicClock()
+    registry = registry if registry is not None else CollectorRegistry()
+    app = web.Application(client_max_size=config.server.max_body_bytes,
+                          middlewares=[error_middleware, auth_middleware(token=config.server.token)])
+    app[CONFIG] = config
+    app[CLOCK] = clock
+    app[REGISTRY] = registry
+    metrics = AgentMetrics(registry)
+    app[METRICS] = metrics
+    agent = Agent(config, clock)
+    app[AGENT] = agent
+    app[TASKS] = {}
+    rc = config.refit
+    app[REFIT] = RefitLoop(clock=clock, holder=agent.holder, make_input=agent.refit_input, drift=agent.drift,
+                           adopt=agent.adopt, observe=metrics.observe_refit,
+                           compute=compute if compute is not None else compute_refit, executor=rc.executor,
+                           interval_s=rc.interval_s, min_interval_s=rc.min_interval_s, timeout_s=rc.timeout_s,
+                           check_every_s=min(5.0, rc.drift_window_s / 4))
+    app.cleanup_ctx.extend([_metrics_ctx, _agent_ctx, _flusher_ctx, _refit_ctx, _reaper_ctx])
+    app.on_shutdown.append(_on_shutdown)
+    r = app.router
+    r.add_post("/v1/deliveries", post_deliveries)
+    r.add_post("/v1/completions", post_completions)
+    r.add_post("/v1/obsolete", post_obsolete)
+    r.add_post("/v1/queue", post_queue)
+    r.add_post("/v1/robots", post_robots)
+    r.add_get("/v1/robots", get_robots)
+    r.add_delete("/v1/robots/{robot_id}", delete_robot)
+    r.add_get("/v1/robots/{robot_id}/command", get_command)
+    r.add_post("/v1/refit", post_refit)
+    r.add_get("/v1/policy", get_policy)
+    r.add_get("/v1/status", get_status)
+    r.add_get("/healthz", healthz)
+    r.add_get("/readyz", readyz)
+    r.add_get("/metrics", make_aiohttp_handler(registry))
+    return app
+
+
+def base_url_of(runner: web.BaseRunner) -> str:
+    """``http://host:port`` of the first address a runner listens on."""
+    host, port = runner.addresses[0][:2]
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
+
+
+@contextlib.asynccontextmanager
+async def run_in_process(config: AgentConfig, *, clock: Clock | None = None,
+                         registry: CollectorRegistry | None = None,
+                         compute: Callable[[RefitInput], RefitOutcome] | None = None,
+                         ) -> AsyncIterator[tuple[str, web.Application]]:
+    """Run the agent inside the current event loop (a Python crawler's own loop, or a test).
+
+    ``async with run_in_process(config) as (base_url, app):`` listens on ``server.host`` and
+    ``server.port`` (0 picks a free port; ``base_url`` has the real one) and shuts down in order on
+    exit: stop listening, robots told their default, log flushed and closed.
+    """
+    app = create_app(config, registry=registry, clock=clock, compute=compute)
+    runner = web.AppRunner(app, handle_signals=False, access_log=None,
+                           shutdown_timeout=config.server.shutdown_timeout_s)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, config.server.host, config.server.port)
+        await site.start()
+        yield base_url_of(runner), app
+    finally:
+        await runner.cleanup()
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket (port 0 picks a free one), so the real address is known before serving."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    family, _, _, _, addr = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(addr)
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock
+
+
+def serve(config: AgentConfig, *, announce: Callable[[str], None] | None = None) -> None:
+    """Run the sidecar until SIGTERM or SIGINT (``robotctl serve``), then shut down gracefully."""
+    sock = bind_socket(config.server.host, config.server.port)
+    host, port = sock.getsockname()[:2]
+    url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+    if announce is not None:
+        announce(url)
+    LOG.info("event=listening url=%s", url)
+    web.run_app(create_app(config), sock=sock, shutdown_timeout=config.server.shutdown_timeout_s,
+                print=None, access_log=None, handle_signals=True)
+
+
+__all__ = [
+    "AGENT",
+    "CLOCK",
+    "CONFIG",
+    "METRICS",
+    "REFIT",
+    "REGISTRY",
+    "auth_middleware",
+    "base_url_of",
+    "bind_socket",
+    "create_app",
+    "error_middleware",
+    "run_in_process",
+    "serve",
+]

@@ -1,0 +1,545 @@
+"""The agent's configuration: YAML sections, environment overrides, validation that names the key.
+
+Layering, lowest first: the defaults below < the YAML file < environment variables
+``ROBOTCTL_<SECTION>_<KEY>`` (``ROBOTCTL_REFIT_INTERVAL_S=60``, ``ROBOTCTL_SERVER_TOKEN=...``; values
+are read as YAML scalars, so ``[a, b]`` is a list and ``null`` clears) < explicit ``overrides`` (the CLI
+flags). Unknown sections and keys are errors, in the file and in the environment alike: a typo must
+not fall back silently to a default.
+
+Every problem raises :class:`model.InputError` whose field is the key path (``refit.interval_s``),
+prefixed by where it came from (the file name or the environment variable).
+
+config/sidecar.yaml documents every key line by line.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, ClassVar
+
+import yaml
+
+from model import Admission, Costs, InputError, ThresholdPolicy
+
+ENV_PREFIX = "ROBOTCTL_"
+
+Check = Callable[[Any], Any]
+
+
+# -- value checkers: each returns the coerced value or raises InputError("", problem, hint) -----------
+def _is_number(v: Any) -> bool:
+    return not isinstance(v, bool) and isinstance(v, int | float)
+
+
+def _int(minimum: int | None = None, maximum: int | None = None) -> Check:
+    def check(v: Any) -> int:
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise InputError("", f"must be a whole number, got {v!r}", "write e.g. 5")
+        if minimum is not None and v < minimum:
+            raise InputError("", f"must be >= {minimum}, got {v}", f"use a value of at least {minimum}")
+        if maximum is not None and v > maximum:
+            raise InputError("", f"must be <= {maximum}, got {v}", f"use a value of at most {maximum}")
+        return v
+    return check
+
+
+def _float(*, positive: bool = False, minimum: float = 0.0) -> Check:
+    def check(v: Any) -> float:
+        if not _is_number(v):
+            raise InputError("", f"must be a number, got {v!r}", "write e.g. 1.5")
+        v = float(v)
+        if not math.isfinite(v):
+            raise InputError("", f"must be finite, got {v}", "write a finite number")
+        if positive and v <= 0:
+            raise InputError("", f"must be > 0, got {v:g}", "use a positive number")
+        if v < minimum:
+            raise InputError("", f"must be >= {minimum:g}, got {v:g}", f"use a value of at least {minimum:g}")
+        return v
+    return check
+
+
+def _str(v: Any) -> str:
+    if not isinstance(v, str) or v == "":
+        raise InputError("", f"must be a non-empty string, got {v!r}", "write it as text")
+    return v
+
+
+def _bool(v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise InputError("", f"must be true or false, got {v!r}", "write true or false")
+    return v
+
+
+def _choice(*options: str) -> Check:
+    def check(v: Any) -> str:
+        if v not in options:
+            raise InputError("", f"is {v!r}", f"use one of: {', '.join(options)}")
+        return str(v)
+    return check
+
+
+def _optional(inner: Check) -> Check:
+    def check(v: Any) -> Any:
+        return None if v is None else inner(v)
+    return check
+
+
+def _mapping(v: Any) -> Mapping[str, Any]:
+    if v is None:
+        return {}
+    if not isinstance(v, Mapping):
+        raise InputError("", f"must be a mapping, got {type(v).__name__}", "write it as key: value lines")
+    return dict(v)
+
+
+def _robot_ids(v: Any) -> tuple[tuple[str, ...], ...]:
+    """``[a, b, [c1, c2]]``: one entry per virtual robot, rank order; a list groups real robots."""
+    if v is None:
+        return ()
+    if isinstance(v, str):
+        v = [x.strip() for x in v.split(",") if x.strip()]
+    if not isinstance(v, Sequence):
+        raise InputError("", f"must be a list of robot ids, got {type(v).__name__}",
+                         "write e.g. [r1, r2, [r3a, r3b]]")
+    out: list[tuple[str, ...]] = []
+    seen: set[str] = set()
+    for n, entry in enumerate(v):
+        group = [entry] if not isinstance(entry, list | tuple) else list(entry)
+        if not group:
+            raise InputError(f"[{n}]", "is an empty group", "a group lists at least one robot id")
+        ids = []
+        for rid in group:
+            if isinstance(rid, bool) or not isinstance(rid, str | int) or str(rid) == "":
+                raise InputError(f"[{n}]", f"holds {rid!r}, not a robot id", "robot ids are strings")
+            if str(rid) in seen:
+                raise InputError(f"[{n}]", f"repeats robot id {str(rid)!r}", "list each robot once")
+            seen.add(str(rid))
+            ids.append(str(rid))
+        out.append(tuple(ids))
+    return tuple(out)
+
+
+def _startup(v: Any) -> str | int | tuple[int, ...]:
+    if v == "all":
+        return "all"
+    if isinstance(v, str):
+        try:
+            return ThresholdPolicy.parse(v).robots_at_level
+        except InputError as exc:
+            raise InputError("", f"is {v!r}", "write all, a number of robots, or a list r(0..K)") from exc
+    if isinstance(v, int) and not isinstance(v, bool):
+        if v < 0:
+            raise InputError("", f"must be >= 0 robots, got {v}",
+                             "write all, a number of robots, or a list r(0..K)")
+        return v
+    if isinstance(v, Sequence):
+        try:
+            return ThresholdPolicy(tuple(v)).robots_at_level
+        except InputError as exc:
+            raise InputError(exc.field.replace("policy", ""), exc.problem, exc.hint) from exc
+    raise InputError("", f"is {v!r}", "write all, a number of robots, or a list r(0..K)")
+
+
+def _modes(v: Any) -> tuple[int, ...] | None:
+    if v is None:
+        return None
+    if isinstance(v, str):
+        v = [x for x in v.replace(" ", "").split(",") if x]
+        try:
+            v = [int(x) for x in v]
+        except ValueError as exc:
+            raise InputError("", "must list whole numbers of robots", "write e.g. [3, 1]") from exc
+    if not isinstance(v, Sequence) or not v:
+        raise InputError("", f"must be a non-empty list of modes, got {v!r}", "write e.g. [3, 1]")
+    out = sorted({_int(0)(x) for x in v}, reverse=True)
+    return tuple(out)
+
+
+def _spec(default: Any, check: Check, doc: str) -> Any:
+    """A config field: its default, its checker and one line of documentation."""
+    if isinstance(default, dict):
+        return field(default_factory=lambda: dict(default), metadata={"check": check, "doc": doc})
+    return field(default=default, metadata={"check": check, "doc": doc})
+
+
+def _required(check: Check, doc: str) -> Any:
+    return field(metadata={"check": check, "doc": doc, "required": True})
+
+
+class _Section:
+    """Base of a config section: ``__post_init__`` runs each field's checker and stores the coerced value."""
+
+    SECTION: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):  # type: ignore[arg-type]
+            check = f.metadata.get("check")
+            if check is None:
+                continue
+            try:
+                value = check(getattr(self, f.name))
+            except InputError as exc:
+                raise InputError(f"{self.SECTION}.{f.name}{exc.field}", exc.problem, exc.hint) from None
+            object.__setattr__(self, f.name, value)
+
+    @classmethod
+    def from_mapping(cls, raw: Any) -> Any:
+        d = _mapping(raw) if raw is not None else {}
+        known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        for key in d:
+            if key not in known:
+                raise InputError(f"{cls.SECTION}.{key}", "is not a known key",
+                                 f"keys of {cls.SECTION}: {', '.join(sorted(known))}")
+        for f in fields(cls):  # type: ignore[arg-type]
+            if f.metadata.get("required") and d.get(f.name) is None:
+                raise InputError(f"{cls.SECTION}.{f.name}", "is missing", f.metadata.get("doc", ""))
+        return cls(**d)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):  # type: ignore[arg-type]
+            v = getattr(self, f.name)
+            if isinstance(v, tuple):
+                v = [list(x) if isinstance(x, tuple) else x for x in v]
+            out[f.name] = v
+        return out
+
+
+@dataclass(frozen=True)
+class ServerConfig(_Section):
+    SECTION: ClassVar[str] = "server"
+    host: str = _spec("127.0.0.1", _str, "address to bind; 127.0.0.1 keeps the agent private to the host")
+    port: int = _spec(8787, _int(0, 65535), "TCP port; 0 picks a free port (printed at start)")
+    token: str | None = _spec(None, _optional(_str), "bearer token required by every mutating endpoint")
+    max_body_bytes: int = _spec(1 << 20, _int(1024), "largest request body accepted")
+    max_batch: int = _spec(10_000, _int(1), "most deliveries (or completions) in one request")
+    long_poll_max_s: float = _spec(30.0, _float(positive=True), "longest a command long-poll waits")
+    shutdown_timeout_s: float = _spec(5.0, _float(), "how long shutdown waits for open requests")
+
+
+@dataclass(frozen=True)
+class QueueConfig(_Section):
+    SECTION: ClassVar[str] = "queue"
+    capacity: int = _required(_int(1), "K, the indexer's buffer in pages, the page being indexed included")
+    admission: str = _spec("partial", _choice("partial", "reject-batch"),
+                           "a delivery that does not fit: keep what fits (partial) or lose it all")
+
+
+@dataclass(frozen=True)
+class RobotsConfig(_Section):
+    SECTION: ClassVar[str] = "robots"
+    count: int | None = _spec(None, _optional(_int(1)),
+                              "N, virtual robots (the largest mode); default: len(ids)")
+    ids: tuple[tuple[str, ...], ...] = _spec((), _robot_ids,
+                                             "robot ids in rank order; a list groups real robots")
+    group_size: int = _spec(1, _int(1),
+                            "real robots per virtual robot for robots that register without an id")
+    min_active: int = _spec(1, _int(1), "fewest virtual robots a fitted policy may keep active")
+    default_state: str = _spec("active", _choice("active", "parked"),
+                               "what a robot does when it loses the agent")
+    lease_s: float = _spec(10.0, _float(positive=True), "a command is valid this long without contact")
+    dwell_s: float = _spec(0.0, _float(), "minimum time between two changes of the active count (0: off)")
+    allow_unregistered: bool = _spec(False, _bool, "accept deliveries naming robots that never registered")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.count is None:
+            object.__setattr__(self, "count", max(1, len(self.ids)))
+        assert self.count is not None
+        if len(self.ids) > self.count:
+            raise InputError("robots.ids",
+                             f"lists {len(self.ids)} virtual robots but robots.count is {self.count}",
+                             "raise robots.count or group robots into lists")
+        if self.min_active > self.count:
+            raise InputError("robots.min_active", f"is {self.min_active} > robots.count = {self.count}",
+                             "min_active counts virtual robots, at most robots.count")
+
+    @property
+    def n(self) -> int:
+        """N, the number of virtual robots."""
+        assert self.count is not None
+        return self.count
+
+
+@dataclass(frozen=True)
+class PolicyConfig(_Section):
+    SECTION: ClassVar[str] = "policy"
+    startup: str | int | tuple[int, ...] = _spec("all", _startup,
+                                                 "before the first fit: all, a robot count, or r(0..K)")
+    modes: tuple[int, ...] | None = _spec(None, _modes, "modes the optimiser may use (default min_active..N)")
+    restore: bool = _spec(True, _bool, "resume the last adopted policy from the log directory at start")
+
+
+@dataclass(frozen=True)
+class RefitConfig(_Section):
+    SECTION: ClassVar[str] = "refit"
+    interval_s: float = _spec(300.0, _float(positive=True), "time between scheduled refits")
+    window_s: float = _spec(3600.0, _float(positive=True),
+                            "the fit (and observed measures) use this recent window")
+    min_deliveries: int = _spec(200, _int(2), "a refit needs at least this many deliveries in the window")
+    max_samples: int = _spec(200_000, _int(100), "most recent deliveries kept for fitting")
+    min_interval_s: float = _spec(30.0, _float(), "no refit sooner than this after the previous one")
+    drift_bound: float | None = _spec(0.5, _optional(_float(positive=True)),
+                                      "refit early when an observed mode rate differs by this "
+                                      "relative amount")
+    drift_window_s: float = _spec(60.0, _float(positive=True), "window of the drift check")
+    drift_min_pages: int = _spec(50, _int(1), "pages needed in a mode before its drift counts")
+    executor: str = _spec("thread", _choice("thread", "process"),
+                          "where fit and optimise run, off the event loop")
+    timeout_s: float = _spec(120.0, _float(positive=True),
+                             "a refit taking longer is abandoned (and counted failed)")
+    time_source: str = _spec("agent", _choice("agent", "client"),
+                             "timestamps to fit: the agent's stamps or the client times sent with deliveries")
+
+
+@dataclass(frozen=True)
+class FitConfig(_Section):
+    SECTION: ClassVar[str] = "fit"
+    processing_rate_bps: float | None = _spec(None, _optional(_float(positive=True)),
+                                              "indexer speed, bytes/s: service law from delivery sizes")
+    mean_useful_life_s: float | None = _spec(None, _optional(_float(positive=True)),
+                                             "mean useful life of a waiting page (exponential obsolescence)")
+    options: Mapping[str, Any] = _spec({}, _mapping, "passed to fitting.fit_model(options=...)")
+
+
+@dataclass(frozen=True)
+class LogConfig(_Section):
+    SECTION: ClassVar[str] = "log"
+    dir: str = _spec("var/robotctl", _str, "directory of the delivery log and agent state")
+    max_bytes: int = _spec(64 << 20, _int(4096), "a log file is rotated when it reaches this size")
+    keep_files: int = _spec(16, _int(1), "rotated log files kept (the oldest are deleted)")
+    fsync: str = _spec("interval", _choice("always", "interval", "never"),
+                       "always: fsync before each ack; interval: every fsync_interval_ms; "
+                       "never: leave it to the OS")
+    fsync_interval_ms: int = _spec(200, _int(1), "period of fsync when fsync is interval")
+
+
+SECTIONS: dict[str, type[_Section]] = {
+    "server": ServerConfig, "queue": QueueConfig, "robots": RobotsConfig, "policy": PolicyConfig,
+    "refit": RefitConfig, "fit": FitConfig, "log": LogConfig,
+}
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """The whole configuration; see config/sidecar.yaml.
+
+    Build it from a mapping with :meth:`from_dict`, from a file and the environment with
+    :func:`load_config`, or directly (``AgentConfig(queue=QueueConfig(capacity=5))``).
+    """
+
+    queue: QueueConfig
+    server: ServerConfig = field(default_factory=ServerConfig)
+    robots: RobotsConfig = field(default_factory=RobotsConfig)
+    costs: Costs = field(default_factory=Costs)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    refit: RefitConfig = field(default_factory=RefitConfig)
+    fit: FitConfig = field(default_factory=FitConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+
+    def __post_init__(self) -> None:
+        K, N = self.queue.capacity, self.robots.n
+        s = self.policy.startup
+        if isinstance(s, tuple):
+            if len(s) != K + 1:
+                raise InputError("policy.startup",
+                                 f"has {len(s)} levels but queue.capacity = {K} needs {K + 1}",
+                                 "give one robot count per queue length 0..K")
+            if max(s) > N:
+                raise InputError("policy.startup", f"asks for {max(s)} robots but robots.count = {N}",
+                                 "use at most robots.count")
+        elif isinstance(s, int) and s > N:
+            raise InputError("policy.startup", f"asks for {s} robots but robots.count = {N}",
+                             "use at most robots.count")
+        if self.policy.modes is not None:
+            bad = [m for m in self.policy.modes if m > N or m < self.robots.min_active]
+            if bad:
+                raise InputError("policy.modes", f"holds {bad}, outside robots.min_active..robots.count = "
+                                 f"{self.robots.min_active}..{N}", "list modes the fleet can run")
+        if self.refit.drift_window_s > self.refit.window_s:
+            raise InputError("refit.drift_window_s", f"is {self.refit.drift_window_s:g} > refit.window_s = "
+                             f"{self.refit.window_s:g}",
+                             "the drift window is a recent part of the fit window")
+
+    # -- derived -------------------------------------------------------------------------------------
+    @property
+    def capacity(self) -> int:
+        return self.queue.capacity
+
+    @property
+    def admission(self) -> Admission:
+        return Admission(self.queue.admission)
+
+    @property
+    def all_modes(self) -> tuple[int, ...]:
+        """Modes the fleet can run, ascending: min_active..N."""
+        return tuple(range(self.robots.min_active, self.robots.n + 1))
+
+    def startup_policy(self) -> ThresholdPolicy:
+        s = self.policy.startup
+        K = self.queue.capacity
+        if s == "all":
+            return ThresholdPolicy.static(self.robots.n, K)
+        if isinstance(s, int):
+            return ThresholdPolicy.static(s, K)
+        assert isinstance(s, tuple)
+        return ThresholdPolicy(s)
+
+    # -- (de)serialisation ---------------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, raw: Any, *, source: str = "") -> AgentConfig:
+        """From the YAML mapping; every error names ``source`` and the key."""
+        try:
+            d = _mapping(raw)
+            for key in d:
+                if key not in SECTIONS and key != "costs":
+                    raise InputError(str(key), "is not a known section",
+                                     f"sections: {', '.join(sorted([*SECTIONS, 'costs']))}")
+            if d.get("queue") is None:
+                raise InputError("queue.capacity", "is missing",
+                                 "give queue: {capacity: K}, K the indexer's buffer")
+            robots = d.get("robots")
+            if isinstance(robots, int) and not isinstance(robots, bool):
+                robots = {"count": robots}
+            elif isinstance(robots, list):
+                robots = {"ids": robots}
+            kwargs: dict[str, Any] = {}
+            for name, section in SECTIONS.items():
+                kwargs[name] = section.from_mapping(robots if name == "robots" else d.get(name))
+            kwargs["costs"] = _costs(d.get("costs"))
+            return cls(**kwargs)
+        except InputError as exc:
+            if source:
+                raise InputError(f"{source}: {exc.field}", exc.problem, exc.hint) from None
+            raise
+
+    def to_dict(self, *, redact: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {name: getattr(self, name).to_dict() for name in SECTIONS}
+        out["costs"] = self.costs.to_dict()
+        if redact and out["server"]["token"] is not None:
+            out["server"]["token"] = "***"
+        return out
+
+
+def _costs(raw: Any) -> Costs:
+    d = _mapping(raw)
+    known = {f.name for f in fields(Costs)}
+    for key in d:
+        if key not in known:
+            raise InputError(f"costs.{key}", "is not a known key",
+                             f"keys of costs: {', '.join(sorted(known))}")
+    try:
+        return Costs(**d)
+    except InputError:
+        raise
+    except TypeError as exc:  # pragma: no cover - guarded by the key check
+        raise InputError("costs", str(exc), "") from exc
+
+
+def env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """``ROBOTCTL_<SECTION>_<KEY>`` variables as ``{section: {key: value}}`` (values parsed as YAML scalars).
+
+    A variable whose name starts with ``ROBOTCTL_`` and a known section but names no key of it is an
+    error; other ``ROBOTCTL_`` variables (``ROBOTCTL_CONFIG``) are not configuration keys and are left alone.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    sections = [*SECTIONS, "costs"]
+    for name, text in environ.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        rest = name[len(ENV_PREFIX):].lower()
+        section = next((s for s in sections if rest.startswith(s + "_")), None)
+        if section is None:
+            continue
+        key = rest[len(section) + 1:]
+        known = ({f.name for f in fields(Costs)} if section == "costs"
+                 else {f.name for f in fields(SECTIONS[section])})  # type: ignore[arg-type]
+        if key not in known:
+            raise InputError(name, f"names no key of section {section}",
+                             "keys: " + ", ".join(f"{ENV_PREFIX}{section.upper()}_{k.upper()}"
+                                                  for k in sorted(known)))
+        try:
+            value = yaml.safe_load(text) if text != "" else None
+        except yaml.YAMLError as exc:
+            raise InputError(name, f"is not a valid YAML value: {text!r}",
+                             "quote it or fix the brackets") from exc
+        out.setdefault(section, {})[key] = value
+    return out
+
+
+def _merge(base: dict[str, Any], section: str, values: Mapping[str, Any]) -> None:
+    cur = base.get(section)
+    if isinstance(cur, int) and not isinstance(cur, bool) and section == "robots":
+        cur = {"count": cur}
+    elif isinstance(cur, list) and section == "robots":
+        cur = {"ids": cur}
+    merged = dict(_mapping(cur)) if cur is not None else {}
+    merged.update(values)
+    base[section] = merged
+
+
+def load_config(path: str | Path | None = None, *, environ: Mapping[str, str] | None = None,
+                overrides: Mapping[str, Mapping[str, Any]] | None = None) -> AgentConfig:
+    """The configuration from a YAML file (or none), the environment and explicit overrides.
+
+    Parameters
+    ----------
+    path : str or Path, optional
+        The YAML file (config/sidecar.yaml documents every key).
+    environ : mapping, optional
+        Environment variables (default ``os.environ``); ``ROBOTCTL_<SECTION>_<KEY>`` override the file.
+    overrides : mapping, optional
+        ``{section: {key: value}}`` applied last (command-line flags).
+    """
+    from ._files import load_yaml
+
+    raw: dict[str, Any] = {}
+    source = ""
+    if path is not None:
+        source = str(path)
+        doc = load_yaml(source)
+        if doc is not None and not isinstance(doc, dict):
+            raise InputError(source, f"must hold a mapping of sections, got {type(doc).__name__}",
+                             "see config/sidecar.yaml")
+        raw = dict(doc or {})
+    env = env_overrides(os.environ if environ is None else environ)
+    for section, values in env.items():
+        _merge(raw, section, values)
+    for section, given in (overrides or {}).items():
+        _merge(raw, section, given)
+    where = source
+    if env:
+        names = ", ".join(f"{ENV_PREFIX}{s.upper()}_*" for s in sorted(env))
+        where = f"{source} (with {names})" if source else names
+    return AgentConfig.from_dict(raw, source=where)
+
+
+def documented_keys() -> dict[str, dict[str, str]]:
+    """``{section: {key: doc}}``, for tests that keep config/sidecar.yaml complete."""
+    out = {name: {f.name: f.metadata.get("doc", "") for f in fields(cls)}  # type: ignore[arg-type]
+           for name, cls in SECTIONS.items()}
+    out["costs"] = {f.name: "cost coefficient" for f in fields(Costs)}
+    return out
+
+
+__all__ = [
+    "ENV_PREFIX",
+    "SECTIONS",
+    "AgentConfig",
+    "FitConfig",
+    "LogConfig",
+    "PolicyConfig",
+    "QueueConfig",
+    "RefitConfig",
+    "RobotsConfig",
+    "ServerConfig",
+    "documented_keys",
+    "env_overrides",
+    "load_config",
+]

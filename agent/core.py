@@ -1,0 +1,594 @@
+"""The agent's state and the walk of one delivery (DESIGN.md), without HTTP.
+
+:class:`Agent` owns the queue view, the actuator, the policy holder, the recent samples for fitting
+and the observation windows, and writes every input to the delivery log. Each mutating method is
+synchronous up to the log write and follows one order:
+
+1. validate (done by :mod:`agent.api` before the call) and stamp with the clock;
+2. compute what changes (admission at K) without changing anything;
+3. append the lines to the delivery log — if that fails, nothing has changed and the error propagates;
+4. apply: queue view, counters, samples, windows, then the actuator (park/resume lines follow);
+5. the caller awaits :meth:`DeliveryLog.commit` before acknowledging.
+
+The HTTP layer (:mod:`agent.app`) is a thin shell around it; ``robotctl replay`` can drive the same
+object with a manual clock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from model import InputError, ThresholdPolicy
+
+from .actuator import Actuator, Command, Robot
+from .api import Completion, Delivery
+from .clock import Clock
+from .config import AgentConfig
+from .log import DeliveryLog, Durability, read_records
+from .queue import (
+    ACTIVE,
+    EMPTY,
+    LOST,
+    OBSOLETE,
+    OFFERED,
+    SERVED,
+    SOJOURN,
+    TIME,
+    Observed,
+    QueueView,
+    Window,
+    mode_pages_key,
+    mode_time_key,
+    observed_measures,
+)
+from .refit import PolicyHolder, PolicySnapshot, RefitInput, RefitOutcome
+
+LOG = logging.getLogger("robotctl.agent")
+
+ROBOTS_FILE = "robots.json"
+POLICY_FILE = "policy.json"
+
+
+class Ring:
+    """Fixed-capacity columns of floats, oldest overwritten first; rows are appended in time order."""
+
+    def __init__(self, capacity: int, columns: Sequence[str]) -> None:
+        self.capacity = capacity
+        self.cols = {c: np.full(capacity, np.nan) for c in columns}
+        self.n = 0  # rows ever appended
+
+    def append(self, **row: float) -> None:
+        i = self.n % self.capacity
+        for c, arr in self.cols.items():
+            arr[i] = row.get(c, math.nan)
+        self.n += 1
+
+    def extend(self, rows: dict[str, Sequence[float]], count: int) -> None:
+        if count <= 0:
+            return
+        if count >= self.capacity:
+            rows = {c: v[-self.capacity:] for c, v in rows.items()}
+            self.n += count - self.capacity
+            count = self.capacity
+        start = self.n % self.capacity
+        first = min(count, self.capacity - start)
+        for c, arr in self.cols.items():
+            values = rows.get(c)
+            if values is None:
+                arr[start:start + first] = math.nan
+                arr[: count - first] = math.nan
+            else:
+                v = np.asarray(values, dtype=float)
+                arr[start:start + first] = v[:first]
+                arr[: count - first] = v[first:]
+        self.n += count
+
+    def __len__(self) -> int:
+        return min(self.n, self.capacity)
+
+    def since(self, t0: float, time_col: str = "t") -> dict[str, NDArray[np.float64]]:
+        """Copies of the rows with ``time_col >= t0``, oldest first."""
+        size = len(self)
+        if size == 0:
+            return {c: np.empty(0) for c in self.cols}
+        start = self.n % self.capacity if self.n > self.capacity else 0
+        order = np.r_[start:size, 0:start] if start else np.arange(size)
+        t = self.cols[time_col][order]
+        keep = order[t >= t0]
+        return {c: arr[keep].copy() for c, arr in self.cols.items()}
+
+
+@dataclass
+class Totals:
+    """Counters since the agent started (exported as Prometheus counters)."""
+
+    deliveries: int = 0
+    pages: int = 0
+    bytes: int = 0
+    admitted: int = 0
+    lost: int = 0
+    completions: int = 0
+    completed_pages: int = 0
+    completed_unmatched: int = 0
+    service_seconds: float = 0.0
+    obsolete: int = 0
+    obsolete_unmatched: int = 0
+    resyncs: int = 0
+    bad_requests: dict[str, int] = field(default_factory=dict)
+    recovered_deliveries: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _atomic_write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(obj, fh, indent=1)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _fmt(x: float) -> str:
+    return repr(float(x))
+
+
+class Agent:
+    """See the module docstring.
+
+    Parameters
+    ----------
+    config : AgentConfig
+    clock : Clock
+    log : DeliveryLog, optional
+        Built from ``config.log`` when omitted; :meth:`open` opens it and recovers from it.
+    """
+
+    def __init__(self, config: AgentConfig, clock: Clock, *, log: DeliveryLog | None = None) -> None:
+        self.config = config
+        self.clock = clock
+        self.state_dir = Path(config.log.dir)
+        self.log = log if log is not None else DeliveryLog(
+            self.state_dir, max_bytes=config.log.max_bytes, keep_files=config.log.keep_files,
+            durability=Durability(config.log.fsync), fsync_interval_s=config.log.fsync_interval_ms / 1000.0,
+            header=self._header)
+        if self.log.header is None:
+            self.log.header = self._header
+        self.queue = QueueView(config.capacity, config.admission)
+        startup = config.startup_policy()
+        now = clock.now()
+        self.holder = PolicyHolder(PolicySnapshot.initial(startup, now))
+        rc = config.robots
+        self.actuator = Actuator(rc.n, fixed_ids=rc.ids, group_size=rc.group_size,
+                                 default_state=Command(rc.default_state), lease_s=rc.lease_s,
+                                 dwell_s=rc.dwell_s,
+                                 initial_mode=startup.robots_at_level[0], listener=self._on_command)
+        self.totals = Totals()
+        self.deliveries = Ring(config.refit.max_samples, ("t", "pages", "mode", "client_t", "bytes"))
+        self.completions = Ring(config.refit.max_samples, ("t", "service_s", "bytes"))
+        self.window = Window(config.refit.window_s)
+        self.drift_window = Window(config.refit.drift_window_s, buckets=30)
+        self.started_at = now
+        self._last_t = -math.inf
+        self._robot_json: dict[str, str] = {}
+        self._pending_lines: list[str] = []
+        self._robots_dirty = False
+        self.schedule_tick: Callable[[float], None] | None = None
+        self.ready = False
+
+    # -- life cycle ----------------------------------------------------------------------------------
+    def open(self) -> None:
+        """Open the log, recover the queue view and recent samples from it, restore robots and the last
+        adopted policy; then start the time integrals."""
+        segments = self.log.open()
+        self._recover(segments)
+        now = self._stamp()
+        self._restore_policy(now)
+        r = self.holder.current.policy.robots_at_level
+        self.actuator.mode = self.actuator.target = r[min(self.queue.length, len(r) - 1)]
+        self._restore_robots(now)
+        for w in (self.window, self.drift_window):
+            w.hold(now, TIME, 1.0)
+        self._hold_mode(now, None, self.actuator.mode)
+        self._queue_changed(now)
+        self.ready = True
+
+    async def close(self) -> None:
+        self.ready = False
+        now = self._stamp()
+        self.actuator.shutdown(now)
+        self._flush_pending()
+        self._save_robots()
+        await self.log.close()
+
+    def _header(self) -> bytes:
+        return (f'{{"t":{_fmt(max(self._last_t, self.clock.now()))},"event":"queue",'
+                f'"pages":{self.queue.length},"active":{self.actuator.mode}}}\n').encode()
+
+    def _stamp(self) -> float:
+        t = self.clock.now()
+        if t < self._last_t:
+            t = self._last_t
+        self._last_t = t
+        return t
+
+    # -- recovery ------------------------------------------------------------------------------------
+    def _recover(self, segments: list[Path]) -> None:
+        if not segments:
+            return
+        records = list(read_records(segments[-1]))
+        last_t = max((float(r["t"]) for r in records), default=-math.inf)
+        # the newest file alone rebuilds the queue (it starts with a queue checkpoint, or is the first)
+        q = QueueView(self.config.capacity, self.config.admission)
+        for r in records:
+            kind = r.get("event")
+            t = float(r["t"])
+            pages = int(r.get("pages", 1) or 0)
+            if kind == "queue":
+                q.resync(min(max(pages, 0), q.capacity), t)
+            elif kind == "delivery":
+                q.admit(q.preview([pages])[0].admitted, t)
+            elif kind == "completion":
+                q.complete(pages, t)
+            elif kind == "obsolete":
+                q.drop_obsolete(pages)
+        self.queue = q
+        # recent deliveries for the next fit: newest files first until the window or the ring is full
+        cutoff = last_t - self.config.refit.window_s
+        chunks: list[list[dict[str, Any]]] = [records]
+        for seg in reversed(segments[:-1]):
+            have = sum(1 for c in chunks for r in c if r.get("event") == "delivery")
+            if (chunks[-1] and float(chunks[-1][0]["t"]) <= cutoff) or have >= self.deliveries.capacity:
+                break
+            chunks.append(list(read_records(seg)))
+        n = 0
+        for chunk in reversed(chunks):
+            for r in chunk:
+                t = float(r["t"])
+                if t < cutoff:
+                    continue
+                kind = r.get("event")
+                if kind == "delivery":
+                    pages = int(r.get("pages", 1))
+                    self.deliveries.append(t=t, pages=pages, mode=float(r.get("active", math.nan)),
+                                           client_t=float(r.get("client_t", math.nan)),
+                                           bytes=float(r.get("bytes", math.nan)))
+                    n += 1
+                elif kind == "completion":
+                    pages = max(1, int(r.get("pages", 1)))
+                    svc = r.get("service_s")
+                    size = r.get("bytes")
+                    self.completions.append(t=t,
+                                            service_s=float(svc) / pages if svc is not None else math.nan,
+                                            bytes=float(size) / pages if size is not None else math.nan)
+        self.totals.recovered_deliveries = n
+        self._last_t = max(self._last_t, last_t)
+        LOG.info("event=recovered files=%d queue=%d deliveries_in_window=%d last_t=%s", len(segments),
+                 self.queue.length, n, last_t)
+
+    def _restore_robots(self, now: float) -> None:
+        path = self.state_dir / ROBOTS_FILE
+        if not path.exists():
+            return
+        try:
+            records = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            LOG.warning("event=robots_file_unreadable file=%s error=%s", path, exc)
+            return
+        n = self.actuator.restore(records if isinstance(records, list) else [], now)
+        LOG.info("event=robots_restored count=%d", n)
+
+    def _restore_policy(self, now: float) -> None:
+        if not self.config.policy.restore:
+            return
+        path = self.state_dir / POLICY_FILE
+        if not path.exists():
+            return
+        try:
+            state = json.loads(path.read_text(encoding="utf-8"))
+            policy = ThresholdPolicy(tuple(state["robots_at_level"]))
+            if policy.capacity != self.config.capacity or max(policy.robots_at_level) > self.config.robots.n:
+                raise InputError("policy", "does not fit the configured capacity or fleet", "")
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            LOG.warning("event=policy_file_ignored file=%s error=%s", path, exc)
+            return
+        snap = PolicySnapshot(int(state.get("version", 1)), "restored", policy, now, policy.modes,
+                              policy.thresholds, fit=state.get("fit", {}))
+        self.holder.swap(snap)
+        LOG.info("event=policy_restored policy=%s", policy)
+
+    def _save_robots(self) -> None:
+        with contextlib.suppress(OSError):
+            _atomic_write_json(self.state_dir / ROBOTS_FILE, self.actuator.to_records())
+        self._robots_dirty = False
+
+    # -- the walk of one delivery --------------------------------------------------------------------
+    def _rid(self, robot: str | None) -> str:
+        if robot is None:
+            return ""
+        s = self._robot_json.get(robot)
+        if s is None:
+            s = f',"robot":{json.dumps(robot)}'
+            if len(self._robot_json) < 100_000:
+                self._robot_json[robot] = s
+        return s
+
+    def known_robot(self, robot_id: str) -> bool:
+        return self.config.robots.allow_unregistered or robot_id in self.actuator.robots
+
+    def deliver(self, items: Sequence[Delivery]) -> dict[str, Any]:
+        """Stamp, log and apply validated deliveries (step 1 of the walk); the caller then awaits
+        ``log.commit()`` before acknowledging."""
+        now = self._stamp()
+        mode = self.actuator.mode
+        admitted = self.queue.preview([d.pages for d in items])
+        ts = _fmt(now)
+        lines = []
+        for d, a in zip(items, admitted, strict=True):
+            rid = self._rid(d.robot)
+            extra = ""
+            if d.bytes is not None:
+                extra += f',"bytes":{d.bytes}'
+            if d.client_time is not None:
+                extra += f',"client_t":{_fmt(d.client_time)}'
+            lines.append(f'{{"t":{ts},"event":"delivery"{rid},"pages":{d.pages}{extra},"active":{mode}}}\n')
+            if a.lost:
+                lines.append(f'{{"t":{ts},"event":"loss"{rid},"pages":{a.lost},"active":{mode}}}\n')
+        self.log.append("".join(lines).encode())
+        # -- apply
+        pages = sum(d.pages for d in items)
+        got = sum(a.admitted for a in admitted)
+        lost = pages - got
+        nbytes = sum(d.bytes for d in items if d.bytes is not None)
+        tot = self.totals
+        tot.deliveries += len(items)
+        tot.pages += pages
+        tot.bytes += nbytes
+        tot.admitted += got
+        tot.lost += lost
+        self.queue.admit(got, now)
+        n = len(items)
+        self.deliveries.extend({"t": [now] * n, "pages": [d.pages for d in items], "mode": [mode] * n,
+                                "client_t": [math.nan if d.client_time is None else d.client_time
+                                             for d in items],
+                                "bytes": [math.nan if d.bytes is None else d.bytes for d in items]}, n)
+        counts = {OFFERED: pages, LOST: lost, mode_pages_key(mode): pages}
+        self.window.add_many(now, counts)
+        self.drift_window.add_many(now, counts)
+        self._queue_changed(now)
+        robot_state = None
+        if len(items) == 1 and items[0].robot is not None:
+            r = self.actuator.robots.get(items[0].robot)
+            if r is not None:
+                robot_state = r.command.value
+        ack: dict[str, Any] = {"accepted": n, "pages": pages, "admitted": got, "lost": lost, "t": now,
+                               "queue": self.queue.length, "active": self.actuator.mode}
+        if robot_state is not None:
+            ack["state"] = robot_state
+        return ack
+
+    def complete(self, items: Sequence[Completion]) -> dict[str, Any]:
+        """Pages indexed: out of the queue (FIFO), with their service times or sizes as samples."""
+        now = self._stamp()
+        ts = _fmt(now)
+        lines = []
+        for c in items:
+            extra = ""
+            if c.service_s is not None:
+                extra += f',"service_s":{_fmt(c.service_s)}'
+            if c.bytes is not None:
+                extra += f',"bytes":{c.bytes}'
+            lines.append(f'{{"t":{ts},"event":"completion","pages":{c.pages}{extra}}}\n')
+        self.log.append("".join(lines).encode())
+        pages = sum(c.pages for c in items)
+        removed, sojourn = self.queue.complete(pages, now)
+        tot = self.totals
+        tot.completions += len(items)
+        tot.completed_pages += removed
+        tot.completed_unmatched += pages - removed
+        for c in items:
+            if c.service_s is not None:
+                tot.service_seconds += c.service_s
+            if c.service_s is not None or c.bytes is not None:
+                svc = c.service_s / c.pages if c.service_s is not None else math.nan
+                size = c.bytes / c.pages if c.bytes is not None else math.nan
+                self.completions.append(t=now, service_s=svc, bytes=size)
+        self.window.add_many(now, {SERVED: removed, SOJOURN: sojourn})
+        self._queue_changed(now)
+        return {"accepted": len(items), "pages": pages, "removed": removed, "unmatched": pages - removed,
+                "t": now, "queue": self.queue.length, "active": self.actuator.mode}
+
+    def obsolete(self, pages: int) -> dict[str, Any]:
+        now = self._stamp()
+        self.log.append(f'{{"t":{_fmt(now)},"event":"obsolete","pages":{pages}}}\n'.encode())
+        removed = self.queue.drop_obsolete(pages)
+        self.totals.obsolete += removed
+        self.totals.obsolete_unmatched += pages - removed
+        self.window.add(now, OBSOLETE, removed)
+        self._queue_changed(now)
+        return {"pages": pages, "removed": removed, "unmatched": pages - removed, "t": now,
+                "queue": self.queue.length, "active": self.actuator.mode}
+
+    def set_queue(self, length: int) -> dict[str, Any]:
+        now = self._stamp()
+        line = f'{{"t":{_fmt(now)},"event":"queue","pages":{length},"active":{self.actuator.mode}}}\n'
+        self.log.append(line.encode())
+        delta = self.queue.resync(length, now)
+        self.totals.resyncs += 1
+        self._queue_changed(now)
+        return {"queue": self.queue.length, "change": delta, "t": now, "active": self.actuator.mode}
+
+    # -- actuation -----------------------------------------------------------------------------------
+    def _queue_changed(self, now: float) -> None:
+        """Step 2 of the walk: r(i) for the new queue length, to the actuator."""
+        i = self.queue.length
+        empty = 1.0 if i == 0 else 0.0
+        self.window.hold(now, EMPTY, empty)
+        old = self.actuator.mode
+        r = self.holder.current.policy.robots_at_level
+        self.actuator.set_target(r[min(i, len(r) - 1)], now)
+        if self.actuator.mode != old:
+            self._hold_mode(now, old, self.actuator.mode)
+        if self.actuator.deferred_until is not None and self.schedule_tick is not None:
+            self.schedule_tick(self.actuator.deferred_until)
+        self._flush_pending()
+
+    def tick(self) -> None:
+        """A dwell ended: apply the deferred change."""
+        now = self._stamp()
+        old = self.actuator.mode
+        if self.actuator.tick(now):
+            self._hold_mode(now, old, self.actuator.mode)
+        self._flush_pending()
+
+    def _hold_mode(self, now: float, old: int | None, new: int) -> None:
+        for w in (self.window, self.drift_window):
+            if old is not None:
+                w.hold(now, mode_time_key(old), 0.0)
+            w.hold(now, mode_time_key(new), 1.0)
+        self.window.hold(now, ACTIVE, float(new))
+
+    def _on_command(self, now: float, robot: Robot, command: Command, mode: int) -> None:
+        kind = "resume" if command is Command.ACTIVE else "park"
+        rid = self._rid(robot.robot_id)
+        self._pending_lines.append(f'{{"t":{_fmt(now)},"event":"{kind}"{rid},"active":{mode}}}\n')
+
+    def _flush_pending(self) -> None:
+        if not self._pending_lines:
+            return
+        data = "".join(self._pending_lines).encode()
+        self._pending_lines.clear()
+        try:
+            self.log.append(data)
+        except OSError as exc:
+            LOG.error("event=log_write_failed what=park_resume error=%s", exc)
+
+    def register(self, robot_id: str | None, rank: int | None, default_state: str | None) -> Robot:
+        now = self._stamp()
+        if robot_id is None:
+            n = len(self.actuator.robots) + 1
+            while f"robot-{n}" in self.actuator.robots:
+                n += 1
+            robot_id = f"robot-{n}"
+        before = robot_id in self.actuator.robots
+        robot = self.actuator.register(robot_id, now, rank=rank,
+                                       default_state=Command(default_state) if default_state else None)
+        if not before:
+            self._save_robots()
+            LOG.info("event=robot_registered robot=%s rank=%d slot=%d state=%s", robot.robot_id, robot.rank,
+                     robot.slot, robot.command.value)
+        return robot
+
+    def deregister(self, robot_id: str) -> Robot:
+        robot = self.actuator.deregister(robot_id)
+        self._save_robots()
+        LOG.info("event=robot_deregistered robot=%s", robot_id)
+        return robot
+
+    # -- policy --------------------------------------------------------------------------------------
+    def adopt(self, outcome: RefitOutcome, now: float, reason: str) -> PolicySnapshot:
+        """Swap in the refit's policy (one assignment) and re-apply r(i) at the current queue length."""
+        assert outcome.policy is not None
+        old = self.holder.current
+        snap = PolicySnapshot(old.version + 1, "fit", outcome.policy, now, outcome.modes, outcome.thresholds,
+                              outcome.measures, outcome.cost, dict(outcome.fit), outcome.model,
+                              outcome.deliveries, (now - self.config.refit.window_s, now))
+        self.holder.swap(snap)
+        with contextlib.suppress(OSError):
+            _atomic_write_json(self.state_dir / POLICY_FILE, snap.to_state())
+        self._queue_changed(self._stamp())
+        return snap
+
+    def refit_input(self, now: float) -> RefitInput | str:
+        """The fit window as a :class:`RefitInput`, or why there is not enough data."""
+        cfg = self.config
+        t0 = now - cfg.refit.window_s
+        d = self.deliveries.since(t0)
+        n = int(d["t"].size)
+        if n < cfg.refit.min_deliveries:
+            return (f"{n} deliveries in the last refit.window_s = {cfg.refit.window_s:g} s; a refit needs "
+                    f"refit.min_deliveries = {cfg.refit.min_deliveries}")
+        times = d["t"]
+        if cfg.refit.time_source == "client" and not np.isnan(d["client_t"]).any():
+            times = d["client_t"]
+            order = np.argsort(times, kind="stable")
+            d = {k: v[order] for k, v in d.items()}
+            times = d["client_t"]
+        c = self.completions.since(t0)
+        svc = c["service_s"][~np.isnan(c["service_s"])]
+        sizes = c["bytes"][~np.isnan(c["bytes"])]
+        if sizes.size == 0:
+            per_page = d["bytes"] / d["pages"]
+            sizes = per_page[~np.isnan(per_page)]
+        modes = d["mode"]
+        mode_ints = np.where(np.isnan(modes), float(self.actuator.mode), modes).astype(np.int64)
+        fit_modes = tuple(m for m in cfg.all_modes if m >= 1)
+        return RefitInput(
+            delivery_times=times.astype(np.float64), pages=d["pages"].astype(np.int64), modes=mode_ints,
+            all_modes=fit_modes, search_modes=cfg.policy.modes,
+            service_times=svc if svc.size else None, sizes_bytes=sizes if sizes.size else None,
+            capacity=cfg.capacity, costs=cfg.costs, processing_rate_bps=cfg.fit.processing_rate_bps,
+            mean_useful_life_s=cfg.fit.mean_useful_life_s, options=dict(cfg.fit.options),
+            window=(float(times[0]), float(times[-1])))
+
+    def drift(self, now: float, snapshot: PolicySnapshot) -> str | None:
+        """Why the observed traffic no longer matches the fitted model, or None."""
+        cfg = self.config.refit
+        if snapshot.model is None:
+            if len(self.deliveries) >= cfg.min_deliveries and now - self.started_at >= cfg.min_interval_s:
+                return "first_fit"
+            return None
+        if cfg.drift_bound is None:
+            return None
+        totals = self.drift_window.totals(now)
+        for m in snapshot.model.modes:
+            pages = totals.get(mode_pages_key(m), 0.0)
+            t = totals.get(mode_time_key(m), 0.0)
+            if pages < cfg.drift_min_pages or t <= 0:
+                continue
+            observed = pages / t
+            fitted = float(snapshot.model.arrivals[m].rate)
+            if fitted > 0 and abs(observed - fitted) / fitted > cfg.drift_bound:
+                return f"drift mode={m} observed_rate={observed:.4g} fitted_rate={fitted:.4g}"
+        return None
+
+    # -- views ---------------------------------------------------------------------------------------
+    def observed(self, now: float | None = None) -> Observed:
+        t = self.clock.now() if now is None else now
+        return observed_measures(self.window.totals(t), self.config.costs)
+
+    def desired(self) -> int:
+        r = self.holder.current.policy.robots_at_level
+        return r[min(self.queue.length, len(r) - 1)]
+
+    def status(self) -> dict[str, Any]:
+        now = self.clock.now()
+        act = self.actuator
+        return {
+            "t": now,
+            "uptime_s": now - self.started_at,
+            "ready": self.ready,
+            "queue": {"length": self.queue.length, "capacity": self.config.capacity,
+                      "admission": self.config.queue.admission},
+            "robots": {"virtual": self.config.robots.n, "mode": act.mode, "desired": self.desired(),
+                       "deferred_until": act.deferred_until, "counts": act.counts(now),
+                       "registered": [r.view(act.lease_s, now) for r in sorted(act.robots.values(),
+                                                                               key=lambda r: r.rank)]},
+            "policy": {"version": self.holder.current.version, "source": self.holder.current.source,
+                       "robots_at_level": list(self.holder.current.policy.robots_at_level)},
+            "totals": self.totals.to_dict(),
+            "observed": self.observed(now).to_dict(),
+            "log": self.log.stats().__dict__,
+        }

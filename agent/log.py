@@ -1,0 +1,294 @@
+"""The delivery log: append-only JSON Lines in DESIGN.md's trace format, rotated by size.
+
+Files are ``deliveries-00000001.jsonl``, ``deliveries-00000002.jsonl``, ... in one directory; the
+highest number is the one being written. ``robotctl replay`` and ``robotctl fit`` read them unchanged
+(``agent.trace``). A new file starts with a ``queue`` line that states the queue length at that
+moment, so that a restart rebuilds the queue view from the newest file alone.
+
+Durability (``log.fsync``), and what survives what:
+
+``always``
+    Every acknowledgement waits for an fsync that covers its lines. Concurrent requests share one
+    fsync (group commit), so throughput stays high while each ack is durable against power loss.
+``interval``
+    Lines are written to the file (the kernel's page cache) before the ack and fsynced every
+    ``fsync_interval_ms``. A crash or kill of the agent loses nothing acknowledged; a power loss or
+    kernel crash may lose the last interval.
+``never``
+    Lines are written before the ack; the kernel flushes when it likes. Same guarantee against a
+    crash of the agent as ``interval``.
+
+A write that fails (disk full) is cut back to the last whole line and raises ``OSError``; nothing of
+it is acknowledged. A torn last line left by a power loss is cut off when the log is reopened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import json
+import logging
+import os
+import re
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+LOG = logging.getLogger("robotctl.agent.log")
+
+PREFIX = "deliveries-"
+SUFFIX = ".jsonl"
+_NAME = re.compile(r"^deliveries-(\d{8})\.jsonl$")
+
+
+class Durability(enum.Enum):
+    """When lines reach the disk; see the module docstring."""
+
+    #: fsync before every acknowledgement (group commit)
+    ALWAYS = "always"
+    #: fsync every ``fsync_interval_ms``
+    INTERVAL = "interval"
+    #: never fsync explicitly
+    NEVER = "never"
+
+
+def segment_name(seq: int) -> str:
+    return f"{PREFIX}{seq:08d}{SUFFIX}"
+
+
+def list_segments(directory: Path) -> list[Path]:
+    """Log files in ``directory``, oldest first."""
+    if not directory.is_dir():
+        return []
+    found = []
+    for p in directory.iterdir():
+        m = _NAME.match(p.name)
+        if m:
+            found.append((int(m.group(1)), p))
+    return [p for _, p in sorted(found)]
+
+
+def read_records(path: Path) -> Iterator[dict[str, Any]]:
+    """The JSON objects of one log file; a line that is not a JSON object with ``t`` and ``event`` is
+    skipped with a warning (only a torn tail should ever be)."""
+    with open(path, "rb") as fh:
+        for n, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except ValueError:
+                LOG.warning("event=log_line_skipped file=%s line=%d reason=invalid_json", path.name, n)
+                continue
+            if not isinstance(obj, dict) or "t" not in obj or "event" not in obj:
+                LOG.warning("event=log_line_skipped file=%s line=%d reason=not_an_event", path.name, n)
+                continue
+            yield obj
+
+
+@dataclass(frozen=True)
+class LogStats:
+    """What /v1/status shows about the log."""
+
+    directory: str
+    current_file: str
+    files: int
+    bytes_written: int
+    bytes_synced: int
+    fsync: str
+    fsyncs: int
+
+
+class DeliveryLog:
+    """Append-only, size-rotated JSON Lines with a durability policy.
+
+    Parameters
+    ----------
+    directory : Path
+        Created if missing.
+    max_bytes : int
+        A file is rotated before a write would take it past this size.
+    keep_files : int
+        Files kept; older ones are deleted at rotation.
+    durability : Durability
+    fsync_interval_s : float
+        Period of the background fsync for :attr:`Durability.INTERVAL`.
+    header : callable, optional
+        Returns the bytes that open each new file (the agent's ``queue`` checkpoint line).
+    """
+
+    def __init__(self, directory: Path, *, max_bytes: int = 64 << 20, keep_files: int = 16,
+                 durability: Durability = Durability.INTERVAL, fsync_interval_s: float = 0.2,
+                 header: Callable[[], bytes] | None = None) -> None:
+        self.directory = Path(directory)
+        self.max_bytes = max_bytes
+        self.keep_files = keep_files
+        self.durability = durability
+        self.fsync_interval_s = fsync_interval_s
+        self.header = header
+        self._fd = -1
+        self._seq = 0
+        self._size = 0
+        self._written = 0  # bytes written since open, all files
+        self._synced = 0  # bytes known durable
+        self._fsyncs = 0
+        self._files = 0
+        self._sync_task: asyncio.Future[None] | None = None
+        self._executor: ThreadPoolExecutor | None = None
+
+    # -- life cycle ----------------------------------------------------------------------------------
+    def open(self) -> list[Path]:
+        """Open the newest file for appending (cutting a torn tail) or start the first one.
+
+        Returns the existing files, oldest first, for recovery; read them before appending.
+        """
+        self.directory.mkdir(parents=True, exist_ok=True)
+        segments = list_segments(self.directory)
+        if segments:
+            newest = segments[-1]
+            self._seq = int(_NAME.match(newest.name).group(1))  # type: ignore[union-attr]
+            self._cut_torn_tail(newest)
+            self._fd = os.open(newest, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self._size = os.fstat(self._fd).st_size
+        else:
+            self._seq = 0
+            self._start_file(write_header=False)
+        self._files = len(list_segments(self.directory))
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="robotctl-fsync")
+        return segments
+
+    def _cut_torn_tail(self, path: Path) -> None:
+        size = path.stat().st_size
+        if size == 0:
+            return
+        with open(path, "rb+") as fh:
+            back = min(size, 1 << 16)
+            fh.seek(size - back)
+            tail = fh.read()
+            if tail.endswith(b"\n"):
+                return
+            cut = tail.rfind(b"\n")
+            keep = size - back + cut + 1 if cut >= 0 else (0 if back == size else size - back)
+            LOG.warning("event=log_torn_tail file=%s cut_bytes=%d", path.name, size - keep)
+            fh.truncate(keep)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def _start_file(self, *, write_header: bool = True) -> None:
+        self._seq += 1
+        path = self.directory / segment_name(self._seq)
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._size = os.fstat(self._fd).st_size
+        self._files += 1
+        with contextlib.suppress(OSError):
+            dfd = os.open(self.directory, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        if write_header and self.header is not None:
+            self._write(self.header())
+
+    def _rotate(self) -> None:
+        if self.durability is not Durability.NEVER:
+            os.fsync(self._fd)
+            self._fsyncs += 1
+        os.close(self._fd)
+        self._synced = self._written
+        self._start_file()
+        segments = list_segments(self.directory)
+        for old in segments[: max(0, len(segments) - self.keep_files)]:
+            with contextlib.suppress(OSError):
+                old.unlink()
+                LOG.info("event=log_file_deleted file=%s", old.name)
+        self._files = min(len(segments), self.keep_files)
+        LOG.info("event=log_rotated file=%s", segment_name(self._seq))
+
+    async def close(self) -> None:
+        """Flush, fsync (unless ``never``) and close."""
+        if self._sync_task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._sync_task)
+        if self._fd >= 0:
+            if self.durability is not Durability.NEVER:
+                os.fsync(self._fd)
+                self._fsyncs += 1
+                self._synced = self._written
+            os.close(self._fd)
+            self._fd = -1
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+
+    # -- writing -------------------------------------------------------------------------------------
+    def append(self, data: bytes) -> None:
+        """Write whole lines (``data`` ends with a newline); rotates first when the file is full.
+
+        Raises OSError if the write fails; the file is then cut back to where it was.
+        """
+        if self._fd < 0:
+            raise RuntimeError("DeliveryLog.append: the log is closed; open() it first")
+        if self._size > 0 and self._size + len(data) > self.max_bytes:
+            self._rotate()
+        self._write(data)
+
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        done = 0
+        try:
+            while done < len(view):
+                done += os.write(self._fd, view[done:])
+        except OSError:
+            if done:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self._fd, self._size)
+            raise
+        self._size += done
+        self._written += done
+
+    async def commit(self) -> None:
+        """Return once everything appended so far is as durable as the policy promises."""
+        if self.durability is not Durability.ALWAYS:
+            return
+        target = self._written
+        while self._synced < target:
+            if self._sync_task is None or self._sync_task.done():
+                self._sync_task = asyncio.ensure_future(self._sync_once())
+            await asyncio.shield(self._sync_task)
+
+    async def _sync_once(self) -> None:
+        pos = self._written
+        fd = self._fd
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, os.fsync, fd)
+        self._fsyncs += 1
+        self._synced = max(self._synced, pos)
+
+    async def run_flusher(self) -> None:
+        """Background task for ``interval``: fsync when something was written since the last one."""
+        if self.durability is not Durability.INTERVAL:
+            return
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self.fsync_interval_s)
+            if self._synced < self._written and self._fd >= 0:
+                pos = self._written
+                try:
+                    await loop.run_in_executor(self._executor, os.fsync, self._fd)
+                except OSError as exc:
+                    LOG.error("event=log_fsync_failed error=%s", exc)
+                    continue
+                self._fsyncs += 1
+                self._synced = max(self._synced, pos)
+
+    # -- views ---------------------------------------------------------------------------------------
+    @property
+    def current_path(self) -> Path:
+        return self.directory / segment_name(self._seq)
+
+    def stats(self) -> LogStats:
+        return LogStats(str(self.directory), self.current_path.name, self._files, self._written,
+                        self._synced, self.durability.value, self._fsyncs)

@@ -1,0 +1,209 @@
+"""Prometheus metrics of the agent, on its own ``CollectorRegistry`` (never the global one).
+
+Two kinds:
+
+- *Instruments* updated where things happen: the fit and solve duration histograms, the refit
+  counters, the acknowledgement latency of deliveries.
+- *Derived values* read at scrape time by :class:`AgentCollector` from the agent's state and from one
+  :class:`~agent.refit.PolicySnapshot` (so a scrape never shows half of a policy update): the
+  counters of deliveries, pages, bytes, completions, obsolete drops and losses; the queue length;
+  active and desired robots; ``robots_at_level`` and the thresholds; the fitted arrival rates and
+  correlations per mode and the fallback rungs; and each predicted measure next to its observed
+  counterpart over the same window (label ``source="predicted"|"observed"``).
+
+Names follow ``robotctl_<subsystem>_<name>_<unit>``; counters end in ``_total``. ``robotctl_desired_robots``
+is r(i) at the current queue length, the number an autoscaler (KEDA, an HPA on external metrics) can
+follow.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from .core import Agent
+from .refit import RefitOutcome, RefitRecord
+
+NAMESPACE = "robotctl"
+
+#: Buckets of the fit and solve histograms (seconds).
+DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+#: Buckets of the acknowledgement latency (seconds).
+ACK_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+
+#: (metric suffix, Measures field, help) of the measures exported predicted and observed.
+MEASURES = (
+    ("offered_pages_per_second", "arrival_rate", "pages offered per second (lambda, paper 000 eq. (9))"),
+    ("loss_ratio", "p_loss", "fraction of offered pages lost at the buffer (P_loss)"),
+    ("obsolete_ratio", "p_obsolete", "fraction of offered pages dropped as obsolete (P_obs)"),
+    ("starvation_ratio", "p_starvation", "fraction of time the indexer has nothing to do (P_starvation)"),
+    ("mean_active_robots", "mean_active_robots", "time-average number of active virtual robots (N_act)"),
+    ("response_time_seconds", "mean_response_served", "mean sojourn of indexed pages (V^(1))"),
+)
+
+
+class AgentCollector(Collector):
+    """Derived values of one agent, read at scrape time (see the module docstring)."""
+
+    def __init__(self, agent: Agent, refit_record: Callable[[], RefitRecord | None]) -> None:
+        self.agent = agent
+        self.refit_record = refit_record
+
+    def describe(self) -> list[Metric]:
+        # no descriptions: the registry must not call collect() at registration
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        a = self.agent
+        now = a.clock.now()
+        snap = a.holder.current  # one reference: the whole scrape sees one policy
+        tot = a.totals
+
+        def counter(name: str, doc: str, value: float) -> CounterMetricFamily:
+            return CounterMetricFamily(f"{NAMESPACE}_{name}", doc, value=value)
+
+        def gauge(name: str, doc: str, value: float | None = None, labels: list[str] | None = None
+                  ) -> GaugeMetricFamily:
+            if labels is not None:
+                return GaugeMetricFamily(f"{NAMESPACE}_{name}", doc, labels=labels)
+            return GaugeMetricFamily(f"{NAMESPACE}_{name}", doc, value=math.nan if value is None else value)
+
+        yield counter("deliveries", "Deliveries acknowledged.", tot.deliveries)
+        yield counter("delivered_pages", "Pages delivered (offered), lost ones included.", tot.pages)
+        yield counter("delivered_bytes", "Bytes of delivered pages, where reported.", tot.bytes)
+        yield counter("lost_pages", "Delivered pages lost at the full buffer (partial admission at K).",
+                      tot.lost)
+        yield counter("completed_pages", "Pages whose indexing finished.", tot.completed_pages)
+        yield counter("obsolete_pages", "Waiting pages dropped as obsolete.", tot.obsolete)
+        yield counter("unmatched_pages", "Completions and obsolete drops beyond the queue view "
+                      "(a resynchronisation is due).", tot.completed_unmatched + tot.obsolete_unmatched)
+        yield counter("queue_resyncs", "Queue resynchronisations by POST /v1/queue.", tot.resyncs)
+        bad = CounterMetricFamily(f"{NAMESPACE}_http_bad_requests", "Requests refused with 4xx, by endpoint.",
+                                  labels=["endpoint"])
+        for endpoint, n in sorted(tot.bad_requests.items()):
+            bad.add_metric([endpoint], n)
+        yield bad
+        cmd = CounterMetricFamily(f"{NAMESPACE}_robot_commands", "Park and resume commands issued.",
+                                  labels=["state"])
+        for command, n in a.actuator.commands_issued.items():
+            cmd.add_metric([command.value], n)
+        yield cmd
+
+        yield gauge("queue_length_pages", "Pages in the system (being indexed or waiting).", a.queue.length)
+        yield gauge("queue_capacity_pages", "K, the buffer's capacity.", a.config.capacity)
+        yield gauge("active_robots", "Virtual robots commanded active (the mode in force).", a.actuator.mode)
+        yield gauge("desired_robots", "r(i): virtual robots the policy wants at the current queue length.",
+                    a.desired())
+        robots = gauge("robots", "Registered real robots by effective state (lost: lease expired).",
+                       labels=["state"])
+        for state, n in a.actuator.counts(now).items():
+            robots.add_metric([state], n)
+        yield robots
+
+        yield gauge("policy_version", "Version of the policy in force.", snap.version)
+        yield gauge("policy_adopted_timestamp_seconds", "Agent time the policy in force was adopted.",
+                    snap.adopted_at)
+        levels = gauge("policy_robots_at_level", "r(i) of the policy in force.", labels=["level"])
+        for i, r in enumerate(snap.policy.robots_at_level):
+            levels.add_metric([str(i)], r)
+        yield levels
+        th = gauge("policy_threshold_pages", "The paper's thresholds j_r of the policy in force.",
+                   labels=["index", "mode"])
+        for idx, (j, m) in enumerate(zip(snap.thresholds, snap.modes, strict=False), start=1):
+            th.add_metric([str(idx), str(m)], j)
+        yield th
+        src = gauge("policy_source", "1 for where the policy in force came from.", labels=["source"])
+        src.add_metric([snap.source], 1)
+        yield src
+
+        rate = gauge("fit_arrival_pages_per_second", "Fitted arrival rate per mode (active robots).",
+                     labels=["mode"])
+        corr = gauge("fit_lag1_correlation", "Fitted lag-1 correlation of inter-batch times per mode.",
+                     labels=["mode"])
+        for m, d in sorted(snap.fit.get("modes", {}).items()):
+            if d.get("arrival_rate") is not None:
+                rate.add_metric([m], d["arrival_rate"])
+            if d.get("lag1_correlation") is not None:
+                corr.add_metric([m], d["lag1_correlation"])
+        yield rate
+        yield corr
+        rung = gauge("fit_fallback_rung", "1 for the fallback rung each part of the last fit used.",
+                     labels=["part", "rung"])
+        for part, name in sorted(snap.fit.get("rungs", {}).items()):
+            rung.add_metric([part, name], 1)
+        yield rung
+
+        obs = a.observed(now)
+        yield gauge("observed_window_seconds", "Time covered by the observed measures.", obs.window_s)
+        for suffix, attr, doc in MEASURES:
+            g = gauge(suffix, doc.capitalize() + "; predicted by the fitted model or observed over "
+                      "refit.window_s.", labels=["source"])
+            if snap.measures is not None:
+                g.add_metric(["predicted"], float(getattr(snap.measures, attr)))
+            g.add_metric(["observed"], float(getattr(obs, attr)))
+            yield g
+        cost = gauge("cost", "Cost rate J of paper 000 eq. (2), predicted or observed.", labels=["source"])
+        if snap.cost is not None:
+            cost.add_metric(["predicted"], snap.cost.total)
+        cost.add_metric(["observed"], obs.cost)
+        yield cost
+
+        rec = self.refit_record()
+        if rec is not None:
+            yield gauge("refit_last_success", "1 if the last refit was adopted, 0 if it failed.",
+                        None if rec.last_success is None else float(rec.last_success))
+            yield gauge("refit_last_timestamp_seconds", "Agent time of the last refit attempt.", rec.last_at)
+            yield gauge("refit_running", "1 while a refit runs.", float(rec.running))
+
+        st = a.log.stats()
+        yield counter("log_written_bytes", "Bytes appended to the delivery log.", st.bytes_written)
+        yield counter("log_fsyncs", "fsync calls on the delivery log.", st.fsyncs)
+
+
+class AgentMetrics:
+    """The registry and the instruments of one agent.
+
+    Parameters
+    ----------
+    registry : CollectorRegistry
+        Give each app its own; two apps in one process never collide.
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.fit_seconds = Histogram("fit_duration_seconds", "Wall time of fitting.model fits in refits.",
+                                     namespace=NAMESPACE, buckets=DURATION_BUCKETS, registry=registry)
+        self.solve_seconds = Histogram("solve_duration_seconds", "Wall time of the threshold optimisation "
+                                       "in refits.", namespace=NAMESPACE, buckets=DURATION_BUCKETS,
+                                       registry=registry)
+        self.refits = Counter("refits", "Refit attempts by outcome (adopted or failed).", ["outcome"],
+                              namespace=NAMESPACE, registry=registry)
+        self.refit_failures = Counter("refit_failures",
+                                      "Refits that kept the last good policy, by the stage that "
+                                      "failed (input, fit, solve, timeout).", ["stage"], namespace=NAMESPACE,
+                                      registry=registry)
+        self.ack_seconds = Histogram("delivery_ack_seconds", "Time from receiving a delivery request to its "
+                                     "acknowledgement (log write and commit included).", namespace=NAMESPACE,
+                                     buckets=ACK_BUCKETS, registry=registry)
+        for stage in ("input", "fit", "solve", "timeout"):
+            self.refit_failures.labels(stage)
+        for outcome in ("adopted", "failed"):
+            self.refits.labels(outcome)
+
+    def attach(self, agent: Agent, refit_record: Callable[[], RefitRecord | None]) -> AgentCollector:
+        collector = AgentCollector(agent, refit_record)
+        self.registry.register(collector)
+        return collector
+
+    def observe_refit(self, outcome: RefitOutcome, reason: str) -> None:
+        if outcome.fit_seconds > 0:
+            self.fit_seconds.observe(outcome.fit_seconds)
+        if outcome.solve_seconds > 0:
+            self.solve_seconds.observe(outcome.solve_seconds)
+        self.refits.labels("adopted" if outcome.success else "failed").inc()
+        if not outcome.success:
+            self.refit_failures.labels(outcome.stage.value).inc()

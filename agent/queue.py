@@ -1,0 +1,249 @@
+"""The agent's view of the indexing queue, and windows of what it observed.
+
+:class:`QueueView` counts the pages in the system (the one being indexed included): deliveries come
+in with partial admission at capacity K (the overflow is counted as lost, as in paper 000),
+completions and obsolete drops go out, and ``POST /v1/queue`` resynchronises it with the indexer's own
+count. It keeps the arrival time of each page, first in first out, so that completions yield the
+sojourn of served pages. Which waiting page went stale is not reported by the indexer; the view
+assumes the oldest waiting page (the page in service never goes stale).
+
+:class:`Window` sums counters and time integrals over a sliding window of time buckets, without
+storing events; the agent keeps one over ``refit.window_s`` for the observed measures and one over
+``refit.drift_window_s`` for the drift check.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from model import Admission, Costs, Measures, cost_of
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """Outcome of one delivery at the buffer."""
+
+    pages: int
+    admitted: int
+    lost: int
+    length_after: int
+
+
+class QueueView:
+    """Pages in the system, FIFO arrival times, partial admission at ``capacity``."""
+
+    def __init__(self, capacity: int, admission: Admission = Admission.PARTIAL) -> None:
+        self.capacity = capacity
+        self.admission = admission
+        self.length = 0
+        # [arrival time, pages] groups, oldest first; the first page of the first group is in service
+        self._fifo: deque[list[float]] = deque()
+
+    def preview(self, batches: list[int], start: int | None = None) -> list[Admitted]:
+        """Admission of consecutive deliveries of ``batches`` pages, without changing the view."""
+        i = self.length if start is None else start
+        out = []
+        for k in batches:
+            a = self.admission.admitted(k, self.capacity - i)
+            i += a
+            out.append(Admitted(k, a, k - a, i))
+        return out
+
+    def admit(self, admitted: int, now: float) -> None:
+        """Add ``admitted`` pages (already limited by :meth:`preview`) arriving at ``now``."""
+        if admitted <= 0:
+            return
+        if self._fifo and self._fifo[-1][0] == now:
+            self._fifo[-1][1] += admitted
+        else:
+            self._fifo.append([now, float(admitted)])
+        self.length += admitted
+
+    def complete(self, pages: int, now: float) -> tuple[int, float]:
+        """Remove up to ``pages`` served pages from the head; returns (removed, sum of their sojourns)."""
+        removed = 0
+        total = 0.0
+        while removed < pages and self._fifo:
+            head = self._fifo[0]
+            take = int(min(head[1], pages - removed))
+            total += take * (now - head[0])
+            removed += take
+            head[1] -= take
+            if head[1] <= 0:
+                self._fifo.popleft()
+        self.length -= removed
+        return removed, total
+
+    def drop_obsolete(self, pages: int) -> int:
+        """Remove up to ``pages`` waiting pages, oldest waiting first (never the page in service)."""
+        waiting = self.length - 1 if self.length > 0 else 0
+        k = min(pages, waiting)
+        left = k
+        idx = 0
+        skip = 1  # the page in service
+        while left > 0 and idx < len(self._fifo):
+            group = self._fifo[idx]
+            avail = int(group[1]) - skip
+            skip = 0
+            take = min(avail, left)
+            group[1] -= take
+            left -= take
+            if group[1] <= 0:
+                del self._fifo[idx]
+            else:
+                idx += 1
+        self.length -= k
+        return k
+
+    def resync(self, length: int, now: float) -> int:
+        """Set the length to the indexer's count; returns the change. Pages removed are taken from the
+        head (assumed indexed unseen); pages added arrive now."""
+        delta = length - self.length
+        if delta > 0:
+            self.admit(delta, now)
+        elif delta < 0:
+            left = -delta
+            while left > 0 and self._fifo:
+                head = self._fifo[0]
+                take = int(min(head[1], left))
+                head[1] -= take
+                left -= take
+                if head[1] <= 0:
+                    self._fifo.popleft()
+            self.length = length
+        return delta
+
+
+class Window:
+    """Counters and time integrals over the last ``span_s`` seconds, in ``buckets`` time buckets.
+
+    ``add(now, key, x)`` counts x at time now; ``hold(now, key, level)`` declares that ``key`` stays
+    at ``level`` from now on (its integral over time accumulates); ``totals(now)`` sums both over the
+    window. The window's edge is as coarse as one bucket (span_s / buckets).
+    """
+
+    def __init__(self, span_s: float, buckets: int = 60) -> None:
+        self.span_s = span_s
+        self.width = span_s / buckets
+        self.n = buckets
+        self._buckets: dict[int, dict[str, float]] = {}
+        self._levels: dict[str, float] = {}
+        self._since: float | None = None  # time up to which levels are integrated
+
+    def _bucket(self, idx: int) -> dict[str, float]:
+        b = self._buckets.get(idx)
+        if b is None:
+            b = self._buckets[idx] = {}
+            if len(self._buckets) > self.n + 2:
+                lo = idx - self.n - 1
+                for old in [k for k in self._buckets if k < lo]:
+                    del self._buckets[old]
+        return b
+
+    def _integrate(self, now: float) -> None:
+        since = self._since
+        self._since = now
+        if since is None or now <= since or not self._levels:
+            return
+        start = max(since, now - self.span_s - self.width)
+        t = start
+        while t < now:
+            idx = math.floor(t / self.width)
+            end = min(now, (idx + 1) * self.width)
+            dt = end - t
+            if dt > 0:
+                b = self._bucket(idx)
+                for key, level in self._levels.items():
+                    if level:
+                        b[key] = b.get(key, 0.0) + level * dt
+            t = end if end > t else math.nextafter(t, math.inf)
+
+    def add(self, now: float, key: str, amount: float) -> None:
+        self._integrate(now)
+        b = self._bucket(math.floor(now / self.width))
+        b[key] = b.get(key, 0.0) + amount
+
+    def add_many(self, now: float, items: Mapping[str, float]) -> None:
+        self._integrate(now)
+        b = self._bucket(math.floor(now / self.width))
+        for key, amount in items.items():
+            b[key] = b.get(key, 0.0) + amount
+
+    def hold(self, now: float, key: str, level: float) -> None:
+        self._integrate(now)
+        self._levels[key] = level
+
+    def totals(self, now: float) -> dict[str, float]:
+        """Sums over buckets newer than ``now - span_s``, level integrals up to ``now`` included."""
+        lo = math.floor((now - self.span_s) / self.width) + 1
+        out: dict[str, float] = {}
+        for idx, b in self._buckets.items():
+            if idx >= lo:
+                for k, v in b.items():
+                    out[k] = out.get(k, 0.0) + v
+        since = self._since
+        if since is not None and now > since:
+            dt = now - max(since, lo * self.width)
+            if dt > 0:
+                for key, level in self._levels.items():
+                    out[key] = out.get(key, 0.0) + level * dt
+        return out
+
+
+#: Keys the agent keeps in its observation window.
+OFFERED, LOST, OBSOLETE, SERVED, SOJOURN, TIME, EMPTY, ACTIVE = (
+    "offered", "lost", "obsolete", "served", "sojourn_sum", "time", "empty_time", "active_time")
+
+
+def mode_time_key(mode: int) -> str:
+    return f"mode_time:{mode}"
+
+
+def mode_pages_key(mode: int) -> str:
+    return f"mode_pages:{mode}"
+
+
+@dataclass(frozen=True)
+class Observed:
+    """Measures observed over a window, named as the model core's :class:`model.Measures`.
+
+    ``nan`` where the window holds nothing to measure (no pages offered, none served).
+    """
+
+    window_s: float
+    arrival_rate: float
+    p_loss: float
+    p_obsolete: float
+    p_starvation: float
+    mean_active_robots: float
+    mean_response_served: float
+    offered_pages: int
+    served_pages: int
+    cost: float
+
+    def to_dict(self) -> dict[str, float | int | None]:
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                for k, v in self.__dict__.items()}
+
+
+def observed_measures(totals: dict[str, float], costs: Costs) -> Observed:
+    """The observed counterparts of the predicted measures, from :meth:`Window.totals`."""
+    nan = math.nan
+    time = totals.get(TIME, 0.0)
+    offered = totals.get(OFFERED, 0.0)
+    served = totals.get(SERVED, 0.0)
+    rate = offered / time if time > 0 else nan
+    p_loss = totals.get(LOST, 0.0) / offered if offered > 0 else nan
+    p_obs = totals.get(OBSOLETE, 0.0) / offered if offered > 0 else nan
+    p_star = totals.get(EMPTY, 0.0) / time if time > 0 else nan
+    n_act = totals.get(ACTIVE, 0.0) / time if time > 0 else nan
+    resp = totals.get(SOJOURN, 0.0) / served if served > 0 else nan
+    m = Measures(arrival_rate=rate, p_loss=p_loss, p_obsolete=p_obs, p_success=nan, p_starvation=p_star,
+                 mean_active_robots=n_act, active_robots_distribution=(), queue_length_distribution=(),
+                 mean_queue_length=nan, mean_response_served=resp, mean_sojourn_obsolete=nan,
+                 mean_sojourn=nan)
+    return Observed(time, rate, p_loss, p_obs, p_star, n_act, resp, int(offered), int(served),
+                    cost_of(m, costs).total)

@@ -1,0 +1,517 @@
+"""The refit: from the recent window of the delivery log to a new policy, off the event loop.
+
+:func:`compute_refit` is the whole computation — fit the model (``fitting.fit_model``), optimise the
+thresholds (``policies.optimise``) — as one function of plain, picklable data (:class:`RefitInput`),
+so that it runs in a worker thread or a worker process and, later, in ``robotctl replay`` against a
+simulated clock. It never raises: every failure is a :class:`RefitOutcome` with ``success=False``,
+the ``stage`` that failed and why.
+
+:class:`PolicyHolder` publishes the policy in force as one frozen :class:`PolicySnapshot`; a refit
+replaces the reference in one assignment, so readers (the actuator, ``/v1/policy``, the metrics
+collector) always see a whole snapshot, never half of an update.
+
+:class:`RefitLoop` schedules refits: every ``refit.interval_s``, early when the observed arrival rate
+of a mode drifts beyond ``refit.drift_bound`` from the fitted one, or on request (``POST /v1/refit``).
+One refit runs at a time; a failed one keeps the last good policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import enum
+import logging
+import math
+import multiprocessing
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from model import CostBreakdown, Costs, InputError, Measures, QueueModel, ThresholdPolicy
+
+from .clock import Clock
+
+LOG = logging.getLogger("robotctl.agent.refit")
+
+
+class RefitStage(enum.Enum):
+    """Where a refit stopped."""
+
+    #: fitted and optimised; the new policy was adopted
+    DONE = "done"
+    #: not enough data in the window
+    INPUT = "input"
+    #: fitting.fit_model raised or reported failure
+    FIT = "fit"
+    #: policies.optimise raised or reported failure
+    SOLVE = "solve"
+    #: the computation took longer than refit.timeout_s
+    TIMEOUT = "timeout"
+
+
+@dataclass(frozen=True, eq=False)
+class RefitInput:
+    """Everything a refit needs, as plain data (picklable for a worker process).
+
+    Attributes
+    ----------
+    delivery_times, pages, modes : ndarray
+        One entry per delivery in the window: time (s), pages offered, active robots (mode) then.
+    all_modes : tuple of int
+        Modes the fleet can run (each gets a BMAP; unobserved ones by fitting's rule).
+    search_modes : tuple of int or None
+        Modes the optimiser may use (None: all).
+    service_times, sizes_bytes : ndarray or None
+        From completions: service seconds, or content sizes for ``processing_rate_bps``.
+    capacity : int
+    costs : Costs
+    processing_rate_bps, mean_useful_life_s : float or None
+    options : mapping
+        ``fit.options``, passed through.
+    window : tuple of float
+        (start, end) of the window, for the report.
+    """
+
+    delivery_times: NDArray[np.float64]
+    pages: NDArray[np.int64]
+    modes: NDArray[np.int64]
+    all_modes: tuple[int, ...]
+    search_modes: tuple[int, ...] | None
+    service_times: NDArray[np.float64] | None
+    sizes_bytes: NDArray[np.float64] | None
+    capacity: int
+    costs: Costs
+    processing_rate_bps: float | None = None
+    mean_useful_life_s: float | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    window: tuple[float, float] = (0.0, 0.0)
+
+
+@dataclass(frozen=True, eq=False)
+class RefitOutcome:
+    """What one refit produced.
+
+    Attributes
+    ----------
+    success : bool
+    stage : RefitStage
+        ``DONE`` on success, else where it failed.
+    message : str
+    policy : ThresholdPolicy or None
+    modes, thresholds : tuple of int
+        The optimum's modes (largest first) and the paper's thresholds j_r.
+    measures : Measures or None
+        Predicted measures of the new policy under the fitted model.
+    cost : CostBreakdown or None
+    fit : dict
+        Summary of the fitted model (rates and lag-1 correlations per mode, service and obsolescence
+        means, fit status, fallback rungs) for /v1/policy and /metrics.
+    model : QueueModel or None
+        The fitted model.
+    fit_seconds, solve_seconds : float
+        Wall time of the two stages.
+    deliveries : int
+        Deliveries in the window.
+    """
+
+    success: bool
+    stage: RefitStage
+    message: str
+    policy: ThresholdPolicy | None = None
+    modes: tuple[int, ...] = ()
+    thresholds: tuple[int, ...] = ()
+    measures: Measures | None = None
+    cost: CostBreakdown | None = None
+    fit: Mapping[str, Any] = field(default_factory=dict)
+    model: QueueModel | None = None
+    fit_seconds: float = 0.0
+    solve_seconds: float = 0.0
+    deliveries: int = 0
+
+
+def _finite(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def fit_summary(model: QueueModel, fit: Any = None) -> dict[str, Any]:
+    """Rates and lag-1 correlations per mode, service and obsolescence, and the fit's own status."""
+    per_mode = {}
+    for m in model.modes:
+        b = model.arrivals[m]
+        per_mode[str(m)] = {"arrival_rate": _finite(float(b.rate)),
+                            "lag1_correlation": _finite(float(b.lag1_correlation)),
+                            "mean_batch_size": _finite(float(b.mean_batch_size))}
+    out: dict[str, Any] = {
+        "modes": per_mode,
+        "service_mean_s": _finite(float(model.service.mean)),
+        "service_scv": _finite(float(model.service.scv)),
+        "mean_useful_life_s": (_finite(float(model.obsolescence.mean)) if model.obsolescence is not None
+                               else None),
+    }
+    if fit is not None:
+        status = getattr(fit, "status", None)
+        out["status"] = getattr(status, "name", str(status)).lower() if status is not None else None
+        out["success"] = bool(getattr(fit, "success", True))
+        out["message"] = str(getattr(fit, "message", ""))
+        out["rungs"] = _rungs(fit)
+    return out
+
+
+def _rungs(fit: Any) -> dict[str, str]:
+    """Fallback rungs named in the fit report, as {part: rung}; whatever the report's shape, only
+    entries whose key mentions ``rung`` are taken."""
+    found: dict[str, str] = {}
+    try:
+        report = fit.to_dict().get("report", {})
+    except Exception:
+        return found
+
+    def walk(obj: Any, path: str) -> None:
+        if isinstance(obj, Mapping):
+            for k, v in obj.items():
+                p = f"{path}.{k}" if path else str(k)
+                if "rung" in str(k).lower() and isinstance(v, str | int):
+                    found[path or str(k)] = str(v)
+                else:
+                    walk(v, p)
+        elif isinstance(obj, list | tuple):
+            for n, v in enumerate(obj):
+                walk(v, f"{path}[{n}]")
+
+    walk(report, "")
+    return found
+
+
+FitFn = Callable[..., Any]
+OptimiseFn = Callable[..., Any]
+
+
+def compute_refit(inp: RefitInput, *, fit_fn: FitFn | None = None,
+                  optimise_fn: OptimiseFn | None = None) -> RefitOutcome:
+    """Fit the window and optimise; never raises.
+
+    Parameters
+    ----------
+    inp : RefitInput
+    fit_fn, optimise_fn : callable, optional
+        Stand-ins for ``fitting.fit_model`` and ``policies.optimise`` (tests inject failures here).
+    """
+    n = int(inp.delivery_times.size)
+    if fit_fn is None:
+        import fitting
+
+        fit_fn = fitting.fit_model
+    if optimise_fn is None:
+        import policies
+
+        optimise_fn = policies.optimise
+    t0 = time.perf_counter()
+    try:
+        fit = fit_fn(inp.delivery_times, pages=inp.pages, modes=inp.modes, all_modes=inp.all_modes,
+                     service_times=inp.service_times, sizes_bytes=inp.sizes_bytes,
+                     processing_rate_bps=inp.processing_rate_bps, mean_useful_life_s=inp.mean_useful_life_s,
+                     capacity=inp.capacity, options=dict(inp.options) or None)
+    except InputError as exc:
+        return RefitOutcome(False, RefitStage.FIT, f"fit rejected the window: {exc}",
+                            fit_seconds=time.perf_counter() - t0, deliveries=n)
+    except Exception as exc:
+        LOG.exception("event=fit_crashed")
+        return RefitOutcome(False, RefitStage.FIT, f"fit failed: {type(exc).__name__}: {exc}",
+                            fit_seconds=time.perf_counter() - t0, deliveries=n)
+    fit_s = time.perf_counter() - t0
+    fitted = getattr(fit, "model", None)
+    if fitted is None or not bool(getattr(fit, "success", True)):
+        return RefitOutcome(False, RefitStage.FIT,
+                            f"fit did not succeed: {getattr(fit, 'message', 'no model')}",
+                            fit_seconds=fit_s, deliveries=n)
+    summary = fit_summary(fitted, fit)
+    t1 = time.perf_counter()
+    try:
+        search = optimise_fn(fitted, inp.costs, modes=inp.search_modes)
+    except Exception as exc:
+        if not isinstance(exc, InputError):
+            LOG.exception("event=optimise_crashed")
+        return RefitOutcome(False, RefitStage.SOLVE, f"optimise failed: {type(exc).__name__}: {exc}",
+                            fit=summary, model=fitted, fit_seconds=fit_s,
+                            solve_seconds=time.perf_counter() - t1, deliveries=n)
+    solve_s = time.perf_counter() - t1
+    best = getattr(search, "best", None)
+    if best is None or not bool(getattr(search, "success", True)) or not math.isfinite(best.cost.total):
+        return RefitOutcome(False, RefitStage.SOLVE,
+                            f"optimise did not succeed: {getattr(search, 'message', 'no optimum')}",
+                            fit=summary, model=fitted, fit_seconds=fit_s, solve_seconds=solve_s, deliveries=n)
+    return RefitOutcome(True, RefitStage.DONE, "adopted", policy=best.policy, modes=tuple(best.modes),
+                        thresholds=tuple(best.thresholds), measures=best.measures, cost=best.cost,
+                        fit=summary, model=fitted, fit_seconds=fit_s, solve_seconds=solve_s, deliveries=n)
+
+
+@dataclass(frozen=True, eq=False)
+class PolicySnapshot:
+    """The policy in force and where it came from.
+
+    Attributes
+    ----------
+    version : int
+        Grows by one at every adoption.
+    source : str
+        ``startup`` (the configured policy), ``restored`` (the last adopted one, read back at start)
+        or ``fit``.
+    policy : ThresholdPolicy
+    adopted_at : float
+        Agent time of adoption.
+    modes, thresholds : tuple of int
+    measures, cost
+        Predicted by the fitted model (None before the first fit).
+    fit : mapping
+        :func:`fit_summary` of the model it came from.
+    model : QueueModel or None
+    deliveries : int
+        Deliveries in the fit window.
+    window : tuple of float
+    """
+
+    version: int
+    source: str
+    policy: ThresholdPolicy
+    adopted_at: float
+    modes: tuple[int, ...] = ()
+    thresholds: tuple[int, ...] = ()
+    measures: Measures | None = None
+    cost: CostBreakdown | None = None
+    fit: Mapping[str, Any] = field(default_factory=dict)
+    model: QueueModel | None = None
+    deliveries: int = 0
+    window: tuple[float, float] = (0.0, 0.0)
+
+    @classmethod
+    def initial(cls, policy: ThresholdPolicy, now: float, *, source: str = "startup") -> PolicySnapshot:
+        return cls(1, source, policy, now, policy.modes, policy.thresholds)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "source": self.source,
+            "robots_at_level": list(self.policy.robots_at_level),
+            "modes": list(self.modes),
+            "thresholds": list(self.thresholds),
+            "adopted_at": self.adopted_at,
+            "predicted": ({k: _finite(v) for k, v in self.measures.to_dict().items()}
+                          if self.measures is not None else None),
+            "cost": ({k: _finite(v) for k,
+                      v in self.cost.to_dict().items()} if self.cost is not None else None),
+            "fit": dict(self.fit),
+            "window": {"start": self.window[0], "end": self.window[1], "deliveries": self.deliveries},
+        }
+
+    def to_state(self) -> dict[str, Any]:
+        """What is saved so that a restart resumes this policy."""
+        return {"version": self.version, "robots_at_level": list(self.policy.robots_at_level),
+                "adopted_at": self.adopted_at, "fit": dict(self.fit)}
+
+
+class PolicyHolder:
+    """Holds the current :class:`PolicySnapshot`; :meth:`swap` replaces it in one assignment."""
+
+    def __init__(self, snapshot: PolicySnapshot) -> None:
+        self.current = snapshot
+
+    def swap(self, snapshot: PolicySnapshot) -> PolicySnapshot:
+        old, self.current = self.current, snapshot
+        return old
+
+
+@dataclass
+class RefitRecord:
+    """The last refit attempt, for /v1/status and /metrics."""
+
+    attempts: int = 0
+    adopted: int = 0
+    failures: dict[str, int] = field(default_factory=dict)
+    last_at: float | None = None
+    last_success: bool | None = None
+    last_stage: str | None = None
+    last_message: str = ""
+    last_reason: str = ""
+    last_fit_seconds: float = 0.0
+    last_solve_seconds: float = 0.0
+    running: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+InputMaker = Callable[[float], "RefitInput | str"]
+DriftCheck = Callable[[float, PolicySnapshot], "str | None"]
+Adopter = Callable[[RefitOutcome, float, str], object]
+Observer = Callable[[RefitOutcome, str], None]
+
+
+def _spawn_pool() -> concurrent.futures.ProcessPoolExecutor:
+    return concurrent.futures.ProcessPoolExecutor(max_workers=1,
+                                                  mp_context=multiprocessing.get_context("spawn"))
+
+
+class RefitLoop:
+    """Schedules refits and runs them in an executor; see the module docstring.
+
+    Parameters
+    ----------
+    clock : Clock
+    interval_s, min_interval_s, timeout_s : float
+    make_input : callable
+        ``now -> RefitInput`` or a string saying why there is not enough data.
+    drift : callable
+        ``(now, snapshot) -> reason or None``.
+    adopt : callable
+        ``(outcome, now, reason)``, called on the event loop with a successful outcome.
+    observe : callable, optional
+        ``(outcome, reason)`` after every attempt (metrics).
+    compute : callable
+        ``RefitInput -> RefitOutcome``; :func:`compute_refit` by default.
+    executor : str
+        ``thread`` or ``process``.
+    holder : PolicyHolder
+    check_every_s : float
+        How often the loop wakes to check the schedule and the drift.
+    """
+
+    def __init__(self, *, clock: Clock, holder: PolicyHolder, make_input: InputMaker, drift: DriftCheck,
+                 adopt: Adopter, observe: Observer | None = None,
+                 compute: Callable[[RefitInput], RefitOutcome] = compute_refit, executor: str = "thread",
+                 interval_s: float = 300.0, min_interval_s: float = 30.0, timeout_s: float = 120.0,
+                 check_every_s: float = 5.0) -> None:
+        self.clock = clock
+        self.holder = holder
+        self.make_input = make_input
+        self.drift = drift
+        self.adopt = adopt
+        self.observe = observe
+        self.compute = compute
+        self.executor_kind = executor
+        self.interval_s = interval_s
+        self.min_interval_s = min_interval_s
+        self.timeout_s = timeout_s
+        self.check_every_s = min(check_every_s, interval_s)
+        self.record = RefitRecord()
+        self._lock = asyncio.Lock()
+        self._executor: concurrent.futures.Executor | None = None
+        self._started_at: float | None = None
+
+    def start_executor(self) -> None:
+        if self._executor is None:
+            self._executor = (_spawn_pool() if self.executor_kind == "process" else
+                              concurrent.futures.ThreadPoolExecutor(max_workers=1,
+                                                                    thread_name_prefix="robotctl-refit"))
+
+    def shutdown_executor(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+
+    def due(self, now: float) -> str | None:
+        """Why a refit should run now, or None."""
+        if self._started_at is None:
+            self._started_at = now
+        last = self.record.last_at
+        if last is not None and now - last < self.min_interval_s:
+            return None
+        since = now - (last if last is not None else self._started_at)
+        if since >= self.interval_s:
+            return "interval"
+        return self.drift(now, self.holder.current)
+
+    async def run(self) -> None:
+        """The background loop: wake every ``check_every_s``, refit when due."""
+        self._started_at = self.clock.now()
+        while True:
+            await self.clock.sleep(self.check_every_s)
+            reason = self.due(self.clock.now())
+            if reason is not None and not self._lock.locked():
+                try:
+                    await self.refit(reason)
+                except Exception:
+                    LOG.exception("event=refit_loop_error")
+
+    async def refit(self, reason: str = "request") -> RefitOutcome:
+        """Run one refit now (waiting for a running one to finish first) and adopt its policy if it
+        succeeds."""
+        async with self._lock:
+            now = self.clock.now()
+            self.record.attempts += 1
+            self.record.last_at = now
+            self.record.last_reason = reason
+            self.record.running = True
+            try:
+                made = self.make_input(now)
+                if isinstance(made, str):
+                    outcome = RefitOutcome(False, RefitStage.INPUT, made)
+                else:
+                    outcome = await self._run(made)
+            finally:
+                self.record.running = False
+            self._finish(outcome, reason)
+            return outcome
+
+    async def _run(self, inp: RefitInput) -> RefitOutcome:
+        self.start_executor()
+        loop = asyncio.get_running_loop()
+        fut = loop.run_in_executor(self._executor, self.compute, inp)
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), self.timeout_s)
+        except TimeoutError:
+            fut.cancel()
+            return RefitOutcome(False, RefitStage.TIMEOUT, f"refit took longer than refit.timeout_s = "
+                                f"{self.timeout_s:g} s and was abandoned",
+                                deliveries=int(inp.delivery_times.size))
+        except concurrent.futures.process.BrokenProcessPool as exc:
+            self.shutdown_executor()
+            return RefitOutcome(False, RefitStage.FIT, f"the refit worker process died: {exc}")
+
+    def _finish(self, outcome: RefitOutcome, reason: str) -> None:
+        rec = self.record
+        rec.last_success = outcome.success
+        rec.last_stage = outcome.stage.value
+        rec.last_message = outcome.message
+        rec.last_fit_seconds = outcome.fit_seconds
+        rec.last_solve_seconds = outcome.solve_seconds
+        if outcome.success:
+            rec.adopted += 1
+            self.adopt(outcome, self.clock.now(), reason)
+            LOG.info("event=refit_adopted reason=%s policy=%s deliveries=%d fit_s=%.3f solve_s=%.3f", reason,
+                     outcome.policy, outcome.deliveries, outcome.fit_seconds, outcome.solve_seconds)
+        else:
+            rec.failures[outcome.stage.value] = rec.failures.get(outcome.stage.value, 0) + 1
+            level = logging.INFO if outcome.stage is RefitStage.INPUT else logging.WARNING
+            LOG.log(level, "event=refit_failed reason=%s stage=%s kept_policy=%s message=%r", reason,
+                    outcome.stage.value, self.holder.current.policy, outcome.message)
+        if self.observe is not None:
+            self.observe(outcome, reason)
+
+
+async def cancel_and_wait(task: asyncio.Task[Any] | None) -> None:
+    """Cancel a background task and wait for it, surfacing errors other than the cancellation."""
+    if task is None:
+        return
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+__all__ = [
+    "PolicyHolder",
+    "PolicySnapshot",
+    "RefitInput",
+    "RefitLoop",
+    "RefitOutcome",
+    "RefitRecord",
+    "RefitStage",
+    "compute_refit",
+    "fit_summary",
+]

@@ -124,6 +124,8 @@ class ComparisonRow:
         """(exact - estimate) / standard error (inf for a degenerate interval that misses)."""
         se = self.estimate.std_error
         diff = self.exact - self.estimate.value
+        if self.inside and abs(diff) <= 1e-9 * max(1.0, abs(self.exact)):
+            return 0.0  # equal up to rounding (e.g. a measure that is constant in every batch)
         if se > 0:
             return diff / se
         return 0.0 if self.inside else math.copysign(math.inf, diff)

@@ -14,7 +14,7 @@ from ._random import random_bmap, random_model, random_ph, random_policy
 from ._sim_engine import Simulation
 from ._sim_events import Controller, EventKind, TraceKind, TraceRow
 from ._sim_stats import Comparison, ComparisonRow, Estimate, SimulationResult, SimulationStatus, StopRule
-from ._simulate import simulate, simulate_events, simulate_horizon
+from ._simulate import iter_simulate, simulate, simulate_events, simulate_horizon
 from ._solve import METHODS, Solution, SolveStatus, prepare, solve
 from ._spec import costs_from_dict, model_from_dict, model_to_dict, ph_from_dict
 
@@ -47,6 +47,7 @@ __all__ = [
     "TraceRow",
     "cost_of",
     "costs_from_dict",
+    "iter_simulate",
     "model_from_dict",
     "model_to_dict",
     "ph_from_dict",

@@ -1,11 +1,13 @@
 """Discrete-event simulation of the controlled queue of paper 000: the independent check of the exact
 solver, and the evaluator of controllers the solver cannot handle.
 
-Three drivers, one per stopping rule (as ciw's ``simulate_until_max_time`` and friends):
+One driver per stopping rule (as ciw's ``simulate_until_max_time`` and friends):
 
 - :func:`simulate_events`: a number of events after the warm-up, batches of equal event counts;
 - :func:`simulate_horizon`: simulated seconds after the warm-up, batches of equal duration;
-- :func:`simulate`: either of the two, by keyword.
+- :func:`simulate`: either of the two, by keyword;
+- :func:`iter_simulate`: either of the two as a generator that hands over the trace rows chunk by chunk
+  with the fraction done, and returns the result (for a caller that streams a long trace to a file).
 
 Every run starts empty at t = 0 with the controller's mode for an empty system and the directing phase
 drawn from that mode's stationary law; the warm-up is then discarded. The randomness comes only from
@@ -15,8 +17,9 @@ seed gives the same run, and recording a trace does not change it.
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 
 import numpy as np
 
@@ -29,11 +32,13 @@ from ._sim_stats import SimulationResult, StopRule, _check_level, estimate_from_
 
 #: Default number of batches.
 BATCHES = 30
-#: Progress is reported at least this often (in events) by :func:`simulate_events`.
-PROGRESS_EVENTS = 250_000
-#: Progress steps per batch for :func:`simulate_horizon`.
-PROGRESS_STEPS_PER_BATCH = 4
+#: The run pauses at least this often (in events) to hand over trace rows and progress.
+STEP_EVENTS = 250_000
+#: Pauses per batch when the run length is in simulated seconds.
+STEPS_PER_BATCH = 4
 
+#: What :func:`iter_simulate` yields: (fraction of the run done, trace rows since the last step).
+Step = tuple[float, tuple[TraceRow, ...]]
 TraceSink = Callable[[tuple[TraceRow, ...]], None]
 ProgressSink = Callable[[float], None]
 
@@ -55,33 +60,95 @@ def _seconds(field: str, value: object, *, positive: bool) -> float:
     return float(value)  # type: ignore[arg-type]
 
 
-class _Run:
-    """A :class:`Simulation` plus what the drivers share: snapshots, trace hand-over, progress."""
+def _engine(model: QueueModel, controller: ThresholdPolicy | Controller, rng: np.random.Generator,
+            record: bool, obsolete_in_service: bool) -> Simulation:
+    if not isinstance(rng, np.random.Generator):
+        raise InputError("rng", f"must be a numpy.random.Generator, got {type(rng).__name__}",
+                         "pass numpy.random.default_rng(seed)")
+    return Simulation(model, controller, rng, record=record, obsolete_in_service=obsolete_in_service)
 
-    def __init__(self, model: QueueModel, controller: ThresholdPolicy | Controller, rng: np.random.Generator,
-                 *, trace: bool, on_trace: TraceSink | None, on_progress: ProgressSink | None,
-                 obsolete_in_service: bool) -> None:
-        if not isinstance(rng, np.random.Generator):
-            raise InputError("rng", f"must be a numpy.random.Generator, got {type(rng).__name__}",
-                             "pass numpy.random.default_rng(seed)")
-        self.sim = Simulation(model, controller, rng, record=trace or on_trace is not None,
-                              obsolete_in_service=obsolete_in_service)
-        self.on_trace = on_trace
-        self.on_progress = on_progress
-        self.kept: list[TraceRow] = []
 
-    def flush(self) -> None:
-        if not self.sim.record:
-            return
-        rows = self.sim.take_rows()
-        if self.on_trace is not None:
-            self.on_trace(rows)
-        else:
-            self.kept.extend(rows)
+def _events_steps(model: QueueModel, controller: ThresholdPolicy | Controller, rng: np.random.Generator, *,
+                  events: int, warmup_events: int | None, batches: int, level: float, costs: Costs | None,
+                  record: bool, obsolete_in_service: bool) -> Generator[Step, None, SimulationResult]:
+    events = _whole("events", events, 1)
+    batches = _whole("batches", batches, 2)
+    if events < batches:
+        raise InputError("events", f"{events} events cannot fill {batches} batches",
+                         "simulate at least one event per batch (in practice thousands)")
+    warm = events // 10 if warmup_events is None else _whole("warmup_events", warmup_events, 0)
+    _check_level(level)
+    sim = _engine(model, controller, rng, record, obsolete_in_service)
+    total = warm + events
+    done = 0
 
-    def progress(self, fraction: float) -> None:
-        if self.on_progress is not None:
-            self.on_progress(min(1.0, fraction))
+    def advance(n: int) -> Generator[Step, None, None]:
+        nonlocal done
+        while n > 0:
+            step = min(n, STEP_EVENTS)
+            sim.advance(max_events=step)
+            n -= step
+            done += step
+            yield done / total, sim.take_rows()
+
+    yield from advance(warm)
+    warmup_s = sim.t
+    prev = sim.totals()
+    rows = np.empty((batches, prev.size))
+    start = 0
+    for j in range(batches):
+        end = events * (j + 1) // batches
+        yield from advance(end - start)
+        start = end
+        now = sim.totals()
+        rows[j] = now - prev
+        prev = now
+    return estimate_from_batches(rows, sim.layout, model.modes, level=level, stop=StopRule.EVENTS,
+                                 warmup_events=warm, warmup_s=warmup_s, costs=costs)
+
+
+def _horizon_steps(model: QueueModel, controller: ThresholdPolicy | Controller, rng: np.random.Generator, *,
+                   horizon_s: float, warmup_s: float | None, batches: int, level: float, costs: Costs | None,
+                   record: bool, obsolete_in_service: bool) -> Generator[Step, None, SimulationResult]:
+    horizon_s = _seconds("horizon_s", horizon_s, positive=True)
+    warm = horizon_s / 10.0 if warmup_s is None else _seconds("warmup_s", warmup_s, positive=False)
+    batches = _whole("batches", batches, 2)
+    _check_level(level)
+    sim = _engine(model, controller, rng, record, obsolete_in_service)
+    total = warm + horizon_s
+    sim.advance(t_end=warm)
+    yield warm / total, sim.take_rows()
+    warmup_events = sim.events
+    prev = sim.totals()
+    rows = np.empty((batches, prev.size))
+    for j in range(batches):
+        for s in range(1, STEPS_PER_BATCH + 1):
+            t_end = warm + horizon_s * (j * STEPS_PER_BATCH + s) / (batches * STEPS_PER_BATCH)
+            sim.advance(t_end=t_end)
+            yield t_end / total, sim.take_rows()
+        now = sim.totals()
+        rows[j] = now - prev
+        prev = now
+    return estimate_from_batches(rows, sim.layout, model.modes, level=level, stop=StopRule.HORIZON,
+                                 warmup_events=warmup_events, warmup_s=warm, costs=costs)
+
+
+def _consume(steps: Generator[Step, None, SimulationResult], *, keep: bool, on_trace: TraceSink | None,
+             on_progress: ProgressSink | None) -> SimulationResult:
+    kept: list[TraceRow] = []
+    while True:
+        try:
+            fraction, rows = next(steps)
+        except StopIteration as stop:
+            result: SimulationResult = stop.value
+            return dataclasses.replace(result, trace=tuple(kept)) if kept else result
+        if rows:
+            if on_trace is not None:
+                on_trace(rows)
+            elif keep:
+                kept.extend(rows)
+        if on_progress is not None:
+            on_progress(min(1.0, fraction))
 
 
 def simulate_events(model: QueueModel, controller: ThresholdPolicy | Controller, rng: np.random.Generator,
@@ -116,48 +183,17 @@ def simulate_events(model: QueueModel, controller: ThresholdPolicy | Controller,
         Receives the trace rows chunk by chunk instead (bounded memory for long runs).
     on_progress : callable, optional
         Receives the fraction done, now and then.
+    _obsolete_in_service : bool
+        For tests only: simulate a deliberately wrong model (see :class:`model.Simulation`).
 
     Returns
     -------
     SimulationResult
     """
-    events = _whole("events", events, 1)
-    batches = _whole("batches", batches, 2)
-    if events < batches:
-        raise InputError("events", f"{events} events cannot fill {batches} batches",
-                         "simulate at least one event per batch (in practice thousands)")
-    warm = events // 10 if warmup_events is None else _whole("warmup_events", warmup_events, 0)
-    _check_level(level)
-    run = _Run(model, controller, rng, trace=trace, on_trace=on_trace, on_progress=on_progress,
-               obsolete_in_service=_obsolete_in_service)
-    sim = run.sim
-    total = warm + events
-    done = 0
-
-    def advance(n: int) -> None:
-        nonlocal done
-        while n > 0:
-            step = min(n, PROGRESS_EVENTS)
-            sim.advance(max_events=step)
-            n -= step
-            done += step
-            run.flush()
-            run.progress(done / total)
-
-    advance(warm)
-    warmup_s = sim.t
-    prev = sim.totals()
-    rows = np.empty((batches, prev.size))
-    bounds = [events * (j + 1) // batches for j in range(batches)]
-    start = 0
-    for j, end in enumerate(bounds):
-        advance(end - start)
-        start = end
-        now = sim.totals()
-        rows[j] = now - prev
-        prev = now
-    return estimate_from_batches(rows, sim.layout, model.modes, level=level, stop=StopRule.EVENTS,
-                                 warmup_events=warm, warmup_s=warmup_s, costs=costs, trace=tuple(run.kept))
+    steps = _events_steps(model, controller, rng, events=events, warmup_events=warmup_events, batches=batches,
+                          level=level, costs=costs, record=trace or on_trace is not None,
+                          obsolete_in_service=_obsolete_in_service)
+    return _consume(steps, keep=trace, on_trace=on_trace, on_progress=on_progress)
 
 
 def simulate_horizon(model: QueueModel, controller: ThresholdPolicy | Controller, rng: np.random.Generator, *,
@@ -168,33 +204,38 @@ def simulate_horizon(model: QueueModel, controller: ThresholdPolicy | Controller
     """Simulate ``horizon_s`` simulated seconds after a warm-up of ``warmup_s`` seconds (default
     ``horizon_s / 10``), in ``batches`` batches of equal duration. Other parameters as
     :func:`simulate_events`."""
-    horizon_s = _seconds("horizon_s", horizon_s, positive=True)
-    warm = horizon_s / 10.0 if warmup_s is None else _seconds("warmup_s", warmup_s, positive=False)
-    batches = _whole("batches", batches, 2)
-    _check_level(level)
-    run = _Run(model, controller, rng, trace=trace, on_trace=on_trace, on_progress=on_progress,
-               obsolete_in_service=_obsolete_in_service)
-    sim = run.sim
-    total = warm + horizon_s
-    sim.advance(t_end=warm)
-    run.flush()
-    run.progress(warm / total)
-    warmup_events = sim.events
-    prev = sim.totals()
-    rows = np.empty((batches, prev.size))
-    steps = PROGRESS_STEPS_PER_BATCH
-    for j in range(batches):
-        for s in range(1, steps + 1):
-            t_end = warm + horizon_s * (j * steps + s) / (batches * steps)
-            sim.advance(t_end=t_end)
-            run.flush()
-            run.progress(t_end / total)
-        now = sim.totals()
-        rows[j] = now - prev
-        prev = now
-    return estimate_from_batches(rows, sim.layout, model.modes, level=level, stop=StopRule.HORIZON,
-                                 warmup_events=warmup_events, warmup_s=warm, costs=costs,
-                                 trace=tuple(run.kept))
+    steps = _horizon_steps(model, controller, rng, horizon_s=horizon_s, warmup_s=warmup_s, batches=batches,
+                           level=level, costs=costs, record=trace or on_trace is not None,
+                           obsolete_in_service=_obsolete_in_service)
+    return _consume(steps, keep=trace, on_trace=on_trace, on_progress=on_progress)
+
+
+def iter_simulate(model: QueueModel, controller: ThresholdPolicy | Controller, rng: np.random.Generator, *,
+                  events: int | None = None, horizon_s: float | None = None, warmup: float | None = None,
+                  batches: int = BATCHES, level: float = 0.99, costs: Costs | None = None,
+                  trace: bool = False) -> Generator[Step, None, SimulationResult]:
+    """The run of :func:`simulate` as a generator: it yields ``(fraction_done, rows)`` now and then
+    (``rows``: the trace rows since the previous step, empty unless ``trace``) and returns the
+    :class:`SimulationResult` (whose ``trace`` is empty: the rows were handed over).
+
+    Input is checked when the generator starts, i.e. at the first ``next``.
+    """
+    if (events is None) == (horizon_s is None):
+        raise InputError("events", "give exactly one of events and horizon_s",
+                         "e.g. events=1_000_000, or horizon_s=3600 simulated seconds")
+    if events is not None:
+        if isinstance(warmup, float):
+            if not warmup.is_integer():
+                raise InputError("warmup", f"counts events here, got {warmup!r}",
+                                 "give a whole number of events")
+            warmup = int(warmup)
+        return (yield from _events_steps(model, controller, rng, events=events, warmup_events=warmup,
+                                         batches=batches, level=level, costs=costs, record=trace,
+                                         obsolete_in_service=False))
+    assert horizon_s is not None
+    return (yield from _horizon_steps(model, controller, rng, horizon_s=horizon_s, warmup_s=warmup,
+                                      batches=batches, level=level, costs=costs, record=trace,
+                                      obsolete_in_service=False))
 
 
 def simulate(model: QueueModel, controller: ThresholdPolicy | Controller, rng: np.random.Generator, *,
@@ -213,18 +254,6 @@ def simulate(model: QueueModel, controller: ThresholdPolicy | Controller, rng: n
     search engines with obsolescence of documents", Section 2 (the system) and Sections 4-5 (the
     measures estimated here).
     """
-    if (events is None) == (horizon_s is None):
-        raise InputError("events", "give exactly one of events and horizon_s",
-                         "e.g. events=1_000_000, or horizon_s=3600 simulated seconds")
-    if events is not None:
-        if isinstance(warmup, float):
-            if not warmup.is_integer():
-                raise InputError("warmup", f"counts events here, got {warmup!r}",
-                                 "give a whole number of events")
-            warmup = int(warmup)
-        return simulate_events(model, controller, rng, events=events, warmup_events=warmup, batches=batches,
-                               level=level, costs=costs, trace=trace, on_trace=on_trace,
-                               on_progress=on_progress)
-    assert horizon_s is not None
-    return simulate_horizon(model, controller, rng, horizon_s=horizon_s, warmup_s=warmup, batches=batches,
-                            level=level, costs=costs, trace=trace, on_trace=on_trace, on_progress=on_progress)
+    steps = iter_simulate(model, controller, rng, events=events, horizon_s=horizon_s, warmup=warmup,
+                          batches=batches, level=level, costs=costs, trace=trace or on_trace is not None)
+    return _consume(steps, keep=trace, on_trace=on_trace, on_progress=on_progress)

@@ -9,7 +9,16 @@ import numpy as np
 import pytest
 
 from agent._files import load_model_file
-from model import Admission, Simulation, ThresholdPolicy, TraceKind, TraceRow, random_model, simulate_events
+from model import (
+    Admission,
+    Simulation,
+    ThresholdPolicy,
+    TraceKind,
+    TraceRow,
+    iter_simulate,
+    random_model,
+    simulate_events,
+)
 from model._sim_engine import Totals
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "paper-example.yaml"
@@ -116,3 +125,23 @@ def test_streamed_rows_equal_kept_rows() -> None:
     assert tuple(row for chunk in chunks for row in chunk) == kept.trace
     assert kept.trace[0] == TraceRow(0.0, TraceKind.RESUME, 1, 1, None, 3)
     assert streamed.to_dict() == kept.to_dict()
+
+
+def test_iter_simulate_hands_over_rows_and_returns_the_result() -> None:
+    model, _ = load_model_file(str(EXAMPLE))
+    policy = ThresholdPolicy((3, 3, 3, 1, 1, 1))
+    kept = simulate_events(model, policy, np.random.default_rng(6), events=3_000, batches=3, trace=True)
+    steps = iter_simulate(model, policy, np.random.default_rng(6), events=3_000, batches=3, trace=True)
+    rows: list[TraceRow] = []
+    fractions: list[float] = []
+    while True:
+        try:
+            fraction, chunk = next(steps)
+        except StopIteration as stop:
+            result = stop.value
+            break
+        fractions.append(fraction)
+        rows.extend(chunk)
+    assert tuple(rows) == kept.trace and result.trace == ()
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
+    assert result.to_dict() == kept.to_dict()

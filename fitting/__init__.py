@@ -1,0 +1,62 @@
+"""Fitting: from delivery timestamps, sizes and service samples to the model core's BMAP per mode,
+PH service law and obsolescence law (issue 3).
+
+The public names are re-exported from private modules: :func:`fit_model` runs the whole pipeline;
+:func:`map2_from_statistics` and :func:`h2_from_moments` fit from summary statistics alone; the pipeline
+steps are pure functions with frozen results.
+"""
+
+from ._deliveries import (
+    Batches,
+    Deliveries,
+    IntervalSplit,
+    ModeSample,
+    Threshold,
+    choose_batch_resolution,
+    choose_censor_bound,
+    extract_batches,
+    split_intervals,
+    validate_deliveries,
+)
+from ._fit import FitOptions, FitReport, FitStatus, ModeFit, ModelFit, fit_model
+from ._map2 import Map2Fit, MapFitStatus, gamma_reach, map2_from_statistics
+from ._obsolescence import ObsolescenceFit, fit_obsolescence, waiting_exposure
+from ._ph2 import Cf1, PhFit, PhFitStatus, cf1_from_moments, h2_from_moments
+from ._service import ServiceFit, fit_service
+from ._stats import SampleStats, fit_decay, sample_stats
+
+__all__ = [
+    "Batches",
+    "Cf1",
+    "Deliveries",
+    "FitOptions",
+    "FitReport",
+    "FitStatus",
+    "IntervalSplit",
+    "Map2Fit",
+    "MapFitStatus",
+    "ModeFit",
+    "ModeSample",
+    "ModelFit",
+    "ObsolescenceFit",
+    "PhFit",
+    "PhFitStatus",
+    "SampleStats",
+    "ServiceFit",
+    "Threshold",
+    "cf1_from_moments",
+    "choose_batch_resolution",
+    "choose_censor_bound",
+    "extract_batches",
+    "fit_decay",
+    "fit_model",
+    "fit_obsolescence",
+    "fit_service",
+    "gamma_reach",
+    "h2_from_moments",
+    "map2_from_statistics",
+    "sample_stats",
+    "split_intervals",
+    "validate_deliveries",
+    "waiting_exposure",
+]

@@ -1,0 +1,640 @@
+"""The whole fit (issue 3): delivery timestamps, sizes and service samples to a :class:`model.QueueModel`
+and a report that explains every choice.
+
+Pipeline: validate the deliveries (step 1), choose the batch resolution and merge batches (step 3),
+choose the stop-gap bound and censor (step 2), split the intervals by mode, fit a MAP(2) to each mode's
+batch epochs (step 4), make it a BMAP of pages with D_k = d_k D_1 (step 5), give unobserved modes
+D^(r) = (r / r_obs) D^(r_obs) (step 6), fit the service law (step 7) and the obsolescence law (step 8).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from model import BMAP, Admission, InputError, ModeArrivals, QueueModel, model_to_dict
+
+from ._deliveries import (
+    IntervalSplit,
+    ModeSample,
+    Threshold,
+    choose_batch_resolution,
+    choose_censor_bound,
+    extract_batches,
+    split_intervals,
+    validate_deliveries,
+)
+from ._map2 import MAX_DECAY, Map2Fit, MapFitStatus, map2_from_statistics
+from ._obsolescence import ObsolescenceFit, fit_obsolescence
+from ._ph2 import PhFitStatus
+from ._service import ServiceFit, fit_service
+from ._stats import SampleStats, fit_decay, sample_stats
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    """Knobs of :func:`fit_model` (all optional; ``fit.options`` in the agent's configuration).
+
+    Attributes
+    ----------
+    batch_resolution_s : float or None
+        Deliveries closer than this are one batch; None chooses it from the data (see
+        :func:`choose_batch_resolution`), 0 merges equal timestamps only.
+    censor_above_s : float or None
+        Intervals between batches longer than this are stops and removed; None chooses from the data
+        (see :func:`choose_censor_bound`); ``inf`` censors nothing.
+    out_of_order : str
+        ``error`` (default) or ``sort`` for timestamps earlier than their predecessor.
+    max_lag : int
+        Lags used for the correlation structure (fewer when a mode has under 10 per lag).
+    min_intervals : int
+        Intervals a mode needs for more than a Poisson fit; modes with fewer take the linear rule from
+        an observed mode when there is one.
+    significance_z : float
+        A lag correlation counts when |rho_k| > z / sqrt(pairs); c^2 differs from 1 when beyond z
+        standard errors.
+    max_decay : float
+        Cap on the MAP(2) decay |gamma|.
+    match_interval_third_moment : bool
+        Also match the third moment of the intervals (restricts the reach of rho_1).
+    max_batch : int
+        Batches larger than this count as this size (reported).
+    gap_factor : float
+        Width (as a ratio) of the empty stretch the automatic resolution and censoring rules look for.
+    min_service_samples : int
+        Fewer service samples give an exponential law of their mean.
+    max_service_order : int
+        Most phases of the service law (an Erlang mixture when c^2 < 1/2).
+    min_obsolete : int
+        Fewest obsolete drops for an estimate of the useful life.
+    admission : str
+        ``partial`` (the paper) or ``reject-batch``.
+    """
+
+    batch_resolution_s: float | None = None
+    censor_above_s: float | None = None
+    out_of_order: str = "error"
+    max_lag: int = 20
+    min_intervals: int = 30
+    significance_z: float = 3.0
+    max_decay: float = MAX_DECAY
+    match_interval_third_moment: bool = False
+    max_batch: int = 256
+    gap_factor: float = 10.0
+    min_service_samples: int = 10
+    max_service_order: int = 10
+    min_obsolete: int = 30
+    admission: str = "partial"
+
+    def __post_init__(self) -> None:
+        def number(name: str, *, lo: float, hi: float = math.inf, integer: bool = False, optional: bool = False,
+                   open_lo: bool = False) -> None:
+            v = getattr(self, name)
+            if v is None and optional:
+                return
+            ok = not isinstance(v, bool) and isinstance(v, int | float) and not math.isnan(v)
+            if ok and integer:
+                ok = isinstance(v, int)
+            if ok:
+                ok = (v > lo if open_lo else v >= lo) and v <= hi
+            if not ok:
+                kind = "a whole number" if integer else "a number"
+                rng = f"{'>' if open_lo else '>='} {lo:g}" + ("" if math.isinf(hi) else f" and <= {hi:g}")
+                raise InputError(f"options.{name}", f"must be {kind} {rng}, got {v!r}",
+                                 "fix or remove this option" + (" (null chooses from the data)" if optional else ""))
+
+        number("batch_resolution_s", lo=0.0, optional=True)
+        number("censor_above_s", lo=0.0, optional=True, open_lo=True)
+        if self.out_of_order not in ("error", "sort"):
+            raise InputError("options.out_of_order", f"is {self.out_of_order!r}", "use 'error' or 'sort'")
+        number("max_lag", lo=1, integer=True)
+        number("min_intervals", lo=3, integer=True)
+        number("significance_z", lo=0.0)
+        number("max_decay", lo=0.0, hi=1.0 - 1e-12, open_lo=True)
+        if not isinstance(self.match_interval_third_moment, bool):
+            raise InputError("options.match_interval_third_moment", f"must be true or false, got "
+                             f"{self.match_interval_third_moment!r}", "write true or false")
+        number("max_batch", lo=1, integer=True)
+        number("gap_factor", lo=1.0, open_lo=True)
+        number("min_service_samples", lo=3, integer=True)
+        number("max_service_order", lo=1, integer=True)
+        number("min_obsolete", lo=1, integer=True)
+        try:
+            Admission(self.admission)
+        except ValueError as exc:
+            raise InputError("options.admission", f"is {self.admission!r}", "use partial or reject-batch") from exc
+
+    @classmethod
+    def from_mapping(cls, options: Mapping[str, Any] | FitOptions | None) -> FitOptions:
+        """Options from a mapping (unknown keys are errors), an instance, or None (defaults)."""
+        if options is None:
+            return cls()
+        if isinstance(options, FitOptions):
+            return options
+        if not isinstance(options, Mapping):
+            raise InputError("options", f"must be a mapping, got {type(options).__name__}", "write key: value pairs")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(str(k) for k in options if k not in known)
+        if unknown:
+            raise InputError(f"options.{unknown[0]}", "is not a known fitting option",
+                             f"known options: {', '.join(sorted(known))}")
+        values = dict(options)
+        for key in ("batch_resolution_s", "censor_above_s", "max_decay", "significance_z", "gap_factor"):
+            v = values.get(key)
+            if isinstance(v, int) and not isinstance(v, bool):
+                values[key] = float(v)
+        return cls(**values)
+
+
+class FitStatus(enum.Enum):
+    """Overall outcome of :func:`fit_model`."""
+
+    #: every observed mode's arrivals at the EXACT rung and the service law exact
+    OK = "ok"
+    #: a usable model, but some part used a lower rung (see the report's rungs)
+    FALLBACK = "fallback"
+    #: no mode had ``min_intervals`` intervals: the arrivals are a Poisson guess; success is False
+    INSUFFICIENT_DATA = "insufficient_data"
+
+
+@dataclass(frozen=True, eq=False)
+class ModeFit:
+    """The arrivals of one mode and how they were obtained.
+
+    Attributes
+    ----------
+    mode : int
+    source : str
+        ``observed`` or ``linear``.
+    base_mode : int or None
+        For ``linear``: the observed mode r_obs in D^(r) = (r / r_obs) D^(r_obs).
+    bmap : BMAP
+        D_0, D_1 = d_1 D_1', ..., of the mode.
+    rung : str
+        A :class:`MapFitStatus` value, or ``linear``.
+    message : str
+    map_fit : Map2Fit or None
+        The MAP(2) of batch epochs (observed modes).
+    stats : SampleStats or None
+        The interval sample (None when the mode had no interval).
+    batch_size_probs : ndarray
+        d_k, k = 1..k_max (of the base mode for ``linear``).
+    n_batches, n_intervals, n_segments : int
+    observed_page_rate : float or None
+    """
+
+    mode: int
+    source: str
+    base_mode: int | None
+    bmap: BMAP
+    rung: str
+    message: str
+    map_fit: Map2Fit | None
+    stats: SampleStats | None
+    batch_size_probs: NDArray[np.float64]
+    n_batches: int
+    n_intervals: int
+    n_segments: int
+    observed_page_rate: float | None
+
+    def __post_init__(self) -> None:
+        self.batch_size_probs.flags.writeable = False
+
+    def report(self) -> dict[str, Any]:
+        b = self.bmap
+        L = 0 if self.stats is None else int(self.stats.lag_correlations.size)
+        observed: dict[str, Any] = {"page_rate": self.observed_page_rate}
+        if self.stats is not None:
+            s = self.stats
+            observed.update({"mean_interval_s": s.mean, "variance": s.variance, "scv": s.scv,
+                             "scv_stderr": s.scv_stderr, "third_moment": s.third_moment,
+                             "lag_correlations": s.lag_correlations.tolist(),
+                             "decay": fit_decay(s.lag_correlations)})
+        lags = b.lag_correlations(L) if L and b.order > 1 else np.zeros(L)
+        fitted: dict[str, Any] = {
+            "page_rate": b.rate, "batch_rate": b.batch_rate, "mean_batch_size": b.mean_batch_size,
+            "mean_interval_s": b.interval_moment(1), "variance": b.interval_variance, "scv": b.interval_scv,
+            "third_moment": b.interval_moment(3), "lag_correlations": np.asarray(lags).tolist(),
+            "decay": 0.0 if self.map_fit is None and b.order == 1 else (
+                self.map_fit.gamma if self.map_fit is not None else None),
+        }
+        if self.map_fit is not None:
+            fitted["rho1_bounds"] = list(self.map_fit.rho1_bounds)
+            fitted["marginal"] = self.map_fit.marginal
+        return {"mode": self.mode, "source": self.source, "base_mode": self.base_mode, "rung": self.rung,
+                "message": self.message,
+                "samples": {"batches": self.n_batches, "intervals": self.n_intervals, "segments": self.n_segments},
+                "observed": observed, "fitted": fitted, "batch_size_probs": self.batch_size_probs.tolist()}
+
+
+@dataclass(frozen=True, eq=False)
+class FitReport:
+    """Everything a person needs to judge a fit.
+
+    Attributes
+    ----------
+    deliveries, pages : int
+        Deliveries and pages in the input.
+    span_s : float
+        Time from the first to the last delivery.
+    out_of_order : int
+        Timestamps that were earlier than their predecessor (re-sorted when ``sorted``).
+    sorted : bool
+    batch_resolution : Threshold
+        The chosen resolution and why.
+    batches, merged_deliveries : int
+    censor : Threshold
+        The chosen stop-gap bound and why.
+    censored, mode_switches : int
+        Intervals removed as stops, and across a change of mode.
+    censored_time_s : float
+    batch_sizes_clipped : int
+        Batches larger than ``max_batch``.
+    modes : tuple of dict
+        Per mode: source, rung, samples, observed vs fitted moments and lag correlations, d_k.
+    linear_modes : tuple of int
+        Modes that came from the linear rule.
+    unused_modes : tuple of int
+        Observed modes outside ``all_modes`` (their data was not used).
+    service : dict
+        Source, sample size, observed vs fitted moments, rung and message.
+    obsolescence : dict
+    capacity : int
+    notes : tuple of str
+        The choices, in pipeline order, in words.
+    """
+
+    deliveries: int
+    pages: int
+    span_s: float
+    out_of_order: int
+    sorted: bool
+    batch_resolution: Threshold
+    batches: int
+    merged_deliveries: int
+    censor: Threshold
+    censored: int
+    censored_time_s: float
+    mode_switches: int
+    batch_sizes_clipped: int
+    modes: tuple[Mapping[str, Any], ...]
+    linear_modes: tuple[int, ...]
+    unused_modes: tuple[int, ...]
+    service: Mapping[str, Any]
+    obsolescence: Mapping[str, Any]
+    capacity: int
+    notes: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain lists, dicts, numbers and strings (YAML- and JSON-safe; no inf or NaN)."""
+        return _plain({
+            "deliveries": self.deliveries, "pages": self.pages, "span_s": self.span_s,
+            "out_of_order": self.out_of_order, "sorted": self.sorted,
+            "batch_resolution": {"value_s": self.batch_resolution.value, "rule": self.batch_resolution.rule,
+                                 "reason": self.batch_resolution.reason},
+            "batches": self.batches, "merged_deliveries": self.merged_deliveries,
+            "censoring": {"bound_s": self.censor.value, "rule": self.censor.rule, "reason": self.censor.reason,
+                          "censored": self.censored, "censored_time_s": self.censored_time_s},
+            "mode_switches_dropped": self.mode_switches,
+            "batch_sizes_clipped": self.batch_sizes_clipped,
+            "modes": list(self.modes), "linear_modes": list(self.linear_modes),
+            "unused_modes": list(self.unused_modes),
+            "service": dict(self.service), "obsolescence": dict(self.obsolescence),
+            "capacity": self.capacity, "notes": list(self.notes),
+        })
+
+
+def _plain(x: Any) -> Any:
+    if isinstance(x, Mapping):
+        return {(k if isinstance(k, str | int) else str(k)): _plain(v) for k, v in x.items()}
+    if isinstance(x, list | tuple | np.ndarray):
+        return [_plain(v) for v in x]
+    if isinstance(x, enum.Enum):
+        return x.value
+    if isinstance(x, bool | np.bool_):
+        return bool(x)
+    if isinstance(x, int | np.integer):
+        return int(x)
+    if isinstance(x, float | np.floating):
+        v = float(x)
+        return v if math.isfinite(v) else None
+    return x
+
+
+@dataclass(frozen=True, eq=False)
+class ModelFit:
+    """The result of :func:`fit_model`.
+
+    Attributes
+    ----------
+    model : QueueModel
+        The fitted model.
+    report : FitReport
+    success : bool
+        False when no mode had enough intervals (status INSUFFICIENT_DATA) or a part failed its own
+        numerical check; the model is still built.
+    status : FitStatus
+    message : str
+    modes : tuple of ModeFit
+        Every mode of the model, sorted.
+    service : ServiceFit
+    obsolescence : ObsolescenceFit
+    options : FitOptions
+    """
+
+    model: QueueModel
+    report: FitReport
+    success: bool
+    status: FitStatus
+    message: str
+    modes: tuple[ModeFit, ...]
+    service: ServiceFit
+    obsolescence: ObsolescenceFit
+    options: FitOptions
+
+    def to_dict(self) -> dict[str, Any]:
+        """The model file of DESIGN.md, ``{"model": ...}``, plus the fit under ``"report"``."""
+        report = self.report.to_dict()
+        report["status"] = self.status.value
+        report["success"] = self.success
+        report["message"] = self.message
+        return {"model": _plain(model_to_dict(self.model)), "report": report}
+
+
+# -- per-mode fits -------------------------------------------------------------------------------------
+
+def _batch_probs(sizes: NDArray[np.int64]) -> NDArray[np.float64]:
+    counts = np.bincount(sizes)[1:].astype(float)
+    return np.asarray(counts / counts.sum())
+
+
+def _lift(D0: NDArray[np.float64], D1: NDArray[np.float64], order: int) -> tuple[NDArray[np.float64], ...]:
+    """A Poisson MAP (order 1) written with two phases, the same process."""
+    if D0.shape[0] == order:
+        return D0, D1
+    lam = float(D1[0, 0])
+    return np.array([[-2 * lam, lam], [lam, -2 * lam]]), lam * np.eye(2)
+
+
+def _fit_observed(sample: ModeSample, opts: FitOptions) -> tuple[Map2Fit, SampleStats, str]:
+    x = sample.intervals
+    L = min(opts.max_lag, max(1, x.size // 10))
+    stats = sample_stats(x, sample.segments, L)
+    m3 = stats.third_moment if opts.match_interval_third_moment else None
+    sig = stats.significant_lags(opts.significance_z)
+    z = opts.significance_z
+    if not sig.any():
+        why_lags = (f"no lag correlation among lags 1..{L} is significant (|rho_k| <= {z:g}/sqrt(pairs); "
+                    f"rho_1 = {stats.lag_correlations[0]:.3g})")
+        if stats.scv_consistent_with_one(z):
+            fit = map2_from_statistics(mean=stats.mean, variance=None, max_decay=opts.max_decay)
+            return fit, stats, (f"poisson: {why_lags} and c^2 = {stats.scv:.3g} ± {stats.scv_stderr:.2g} is "
+                                f"consistent with exponential intervals; Poisson batch epochs of the measured mean")
+        fit = map2_from_statistics(mean=stats.mean, variance=stats.variance, lag_correlations=(),
+                                   third_moment=m3, max_decay=opts.max_decay)
+        return fit, stats, f"renewal: {why_lags}; {fit.message}"
+    fit = map2_from_statistics(mean=stats.mean, variance=stats.variance, lag_correlations=stats.lag_correlations,
+                               third_moment=m3, max_decay=opts.max_decay)
+    n_sig = int(sig.sum())
+    return fit, stats, f"{fit.message} ({n_sig} of {L} lags significant)"
+
+
+def _nearest(mode: int, candidates: Sequence[tuple[int, int]]) -> int:
+    """The candidate mode nearest to ``mode``; ties go to more intervals, then to the smaller mode."""
+    return min(candidates, key=lambda c: (abs(c[0] - mode), -c[1], c[0]))[0]
+
+
+def _modes_arg(all_modes: Any) -> tuple[int, ...] | None:
+    if all_modes is None:
+        return None
+    try:
+        values = [int(m) for m in all_modes]
+        exact = all(float(m) == int(m) for m in all_modes)
+    except (TypeError, ValueError) as exc:
+        raise InputError("all_modes", f"is not a list of robot counts ({exc})", "e.g. all_modes=[1, 2, 3, 4]") from exc
+    if not values or not exact or min(values) < 0 or len(set(values)) != len(values):
+        raise InputError("all_modes", f"must be distinct whole numbers >= 0, got {list(all_modes)!r}",
+                         "e.g. all_modes=[1, 2, 3, 4]")
+    return tuple(sorted(values))
+
+
+def fit_model(delivery_times: Any, *, pages: Any = None, modes: Any = None, all_modes: Any = None,
+              service_times: Any = None, sizes_bytes: Any = None, processing_rate_bps: float | None = None,
+              mean_useful_life_s: float | None = None, obsolete_lifetimes: Any = None,
+              obsolete_drops: int | None = None, obsolete_exposure_s: float | None = None,
+              capacity: int, options: Mapping[str, Any] | FitOptions | None = None) -> ModelFit:
+    """Fit the queueing model of paper 000 to observed deliveries and service.
+
+    Parameters
+    ----------
+    delivery_times : array_like
+        One timestamp (s) per delivery event, at least two.
+    pages : array_like of int, optional
+        Pages per delivery (default 1).
+    modes : array_like of int, optional
+        Active robots at each delivery (default: one mode, 1).
+    all_modes : sequence of int, optional
+        Modes the model must define (default: the observed ones). Unobserved modes, and observed ones
+        with fewer than ``min_intervals`` intervals, get D^(r) = (r / r_obs) D^(r_obs) from the nearest
+        well-observed mode r_obs (paper 000's real-data model).
+    service_times : array_like, optional
+        Service-time samples (s); or
+    sizes_bytes, processing_rate_bps : optional
+        Content sizes and the indexer's bytes per second (service = size / rate).
+    mean_useful_life_s : float, optional
+        Configured mean useful life of a waiting page (exponential).
+    obsolete_lifetimes : array_like, optional
+        Observed lives of pages that went stale (uncensored estimate).
+    obsolete_drops, obsolete_exposure_s : optional
+        Obsolete drops and page-seconds spent waiting (censored maximum-likelihood estimate).
+    capacity : int
+        K, pages in the system (the one in service included).
+    options : FitOptions or mapping, optional
+        See :class:`FitOptions`.
+
+    Returns
+    -------
+    ModelFit
+        ``.model``, ``.report``, ``.success``, ``.status``, ``.message``; ``.to_dict()`` is a model file.
+
+    Raises
+    ------
+    InputError
+        Invalid input only (see :func:`validate_deliveries`, :func:`fit_service`): awkward but valid data
+        falls back to a lower rung and says so.
+    """
+    opts = FitOptions.from_mapping(options)
+    wanted = _modes_arg(all_modes)
+    dl = validate_deliveries(delivery_times, pages, modes, out_of_order=opts.out_of_order)
+    notes: list[str] = []
+    notes.append(f"{dl.n} deliveries ({int(dl.pages.sum())} pages) over {dl.times[-1] - dl.times[0]:.6g} s"
+                 + (f"; {dl.out_of_order} timestamp(s) out of order were re-sorted" if dl.sorted else ""))
+
+    res = choose_batch_resolution(dl.gaps, configured=opts.batch_resolution_s, gap_factor=opts.gap_factor)
+    batches = extract_batches(dl, res.value or 0.0)
+    notes.append(res.reason + f"; {batches.n} batches ({batches.merged} deliveries merged into earlier ones)")
+    if batches.n < 2:
+        raise InputError("delivery_times", f"all {dl.n} deliveries fall into one batch (resolution "
+                         f"{res.value or 0:g} s), so there is no interval between batches to fit",
+                         "collect a longer window, or set options batch_resolution_s lower")
+    censor = choose_censor_bound(np.diff(batches.epochs), configured=opts.censor_above_s, gap_factor=opts.gap_factor)
+    split: IntervalSplit = split_intervals(batches, censor.value)
+    notes.append(censor.reason + (f" ({split.censored} interval(s), {split.censored_time:.6g} s)"
+                                  if split.censored else ""))
+    if split.mode_switches:
+        notes.append(f"{split.mode_switches} interval(s) between batches in different modes were dropped "
+                     "(the number of robots changed inside them)")
+
+    by_mode = {s.mode: s for s in split.samples}
+    model_modes = wanted if wanted is not None else tuple(sorted(by_mode))
+    unused = tuple(m for m in sorted(by_mode) if m not in model_modes)
+    if unused:
+        notes.append(f"observed mode(s) {list(unused)} are not among all_modes {list(model_modes)}; their data "
+                     "was not used")
+    good = [(m, s.intervals.size) for m, s in by_mode.items()
+            if m in model_modes and s.intervals.size >= opts.min_intervals]
+    clipped = int(sum(int((s.sizes > opts.max_batch).sum()) for m, s in by_mode.items() if m in model_modes))
+    if clipped:
+        notes.append(f"{clipped} batch(es) larger than max_batch = {opts.max_batch} pages counted as "
+                     f"{opts.max_batch} pages")
+
+    fits: dict[int, ModeFit] = {}
+    raw: dict[int, tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]] = {}
+    insufficient = not good
+    for m in model_modes:
+        s = by_mode.get(m)
+        if s is None or s.sizes.size == 0:
+            continue
+        usable = any(g[0] == m for g in good)
+        if not usable and good:
+            continue  # the linear rule below
+        if s.intervals.size == 0:
+            continue
+        probs = _batch_probs(np.minimum(s.sizes, opts.max_batch))
+        if usable:
+            fit, stats, message = _fit_observed(s, opts)
+        else:
+            stats = sample_stats(s.intervals, s.segments, 0)
+            fit = map2_from_statistics(mean=stats.mean, variance=None, max_decay=opts.max_decay)
+            message = (f"poisson: only {s.intervals.size} interval(s) (< min_intervals = {opts.min_intervals}) "
+                       "and no better-observed mode; Poisson batch epochs of the measured mean")
+        raw[m] = (fit.D0, fit.D1, probs)
+        fits[m] = ModeFit(m, "observed", None, fit.map, fit.status.value, message, fit, stats, probs,
+                          int(s.sizes.size), int(s.intervals.size), int(np.unique(s.segments).size),
+                          s.observed_page_rate)
+
+    if not raw:
+        # nothing usable at all: every interval censored or across mode switches
+        x = np.diff(batches.epochs)
+        stats = sample_stats(x, None, 0)
+        fit = map2_from_statistics(mean=stats.mean, variance=None, max_decay=opts.max_decay)
+        probs = _batch_probs(np.minimum(batches.sizes, opts.max_batch))
+        base = min((m for m in model_modes if m >= 1), default=None)
+        if base is None:
+            raise InputError("all_modes", "has no mode >= 1 to carry the arrivals", "add the modes the fleet runs")
+        message = (f"poisson: no interval survived censoring and mode splitting; Poisson epochs from all "
+                   f"{x.size} intervals between batches regardless of mode, taken as mode {base}")
+        raw[base] = (fit.D0, fit.D1, probs)
+        fits[base] = ModeFit(base, "observed", None, fit.map, fit.status.value, message, fit, stats, probs,
+                             batches.n, int(x.size), 1, float(batches.sizes[1:].sum() / x.sum()))
+        insufficient = True
+
+    order = max(D0.shape[0] for D0, _, _ in raw.values())
+    for m, (D0, D1, probs) in raw.items():
+        if D0.shape[0] != order:
+            D0l, D1l = _lift(D0, D1, order)
+            old = fits[m]
+            fits[m] = ModeFit(m, old.source, None, BMAP.from_map(D0l, D1l, probs), old.rung,
+                              old.message + "; written with two phases to share the order of the other modes",
+                              old.map_fit, old.stats, probs, old.n_batches, old.n_intervals, old.n_segments,
+                              old.observed_page_rate)
+        else:
+            old = fits[m]
+            fits[m] = ModeFit(m, old.source, None, BMAP.from_map(D0, D1, probs), old.rung, old.message, old.map_fit,
+                              old.stats, probs, old.n_batches, old.n_intervals, old.n_segments,
+                              old.observed_page_rate)
+
+    observed = [(m, fits[m].n_intervals) for m in fits]
+    linear: list[int] = []
+    for m in model_modes:
+        if m in fits:
+            continue
+        if m == 0:
+            raise InputError("all_modes", "includes mode 0 (no robot active) without enough data, and the linear "
+                             "rule would give it no arrivals", "leave mode 0 out of all_modes")
+        candidates = [c for c in observed if c[0] >= 1]
+        if not candidates:
+            raise InputError("modes", f"mode {m} needs the linear rule but no mode >= 1 was observed to scale from",
+                             "record deliveries with at least one robot active")
+        base = _nearest(m, candidates)
+        bf = fits[base]
+        s = by_mode.get(m)
+        n_int = 0 if s is None else int(s.intervals.size)
+        why = ("not observed" if s is None else
+               f"only {n_int} interval(s) observed (< min_intervals = {opts.min_intervals})")
+        fits[m] = ModeFit(m, "linear", base, bf.bmap.scaled(m / base), "linear",
+                          f"linear: {why}; D^({m}) = ({m}/{base}) D^({base}) (paper 000's real-data model)",
+                          None, None, bf.batch_size_probs, 0 if s is None else int(s.sizes.size), n_int,
+                          0 if s is None else int(np.unique(s.segments).size),
+                          None if s is None or n_int == 0 else s.observed_page_rate)
+        linear.append(m)
+    if linear:
+        notes.append(f"mode(s) {linear} from the linear rule D^(r) = (r / r_obs) D^(r_obs) "
+                     f"({', '.join(f'{m} from {fits[m].base_mode}' for m in linear)})")
+    mode_fits = tuple(fits[m] for m in sorted(fits))
+    for mf in mode_fits:
+        if mf.source == "observed":
+            notes.append(f"mode {mf.mode}: {mf.message}")
+
+    service = fit_service(service_times, sizes_bytes, processing_rate_bps, min_samples=opts.min_service_samples,
+                          max_order=opts.max_service_order)
+    notes.append(f"service from {service.source} ({service.n} samples, mean {service.mean:.4g} s, c^2 "
+                 f"{service.scv:.4g}): {service.fit.message}" + (f"; {service.note}" if service.note else ""))
+    obs = fit_obsolescence(mean_useful_life_s, lifetimes=obsolete_lifetimes, drops=obsolete_drops,
+                           exposure_s=obsolete_exposure_s, min_count=opts.min_obsolete)
+    notes.append(obs.message)
+
+    arrivals = ModeArrivals.per_mode({mf.mode: mf.bmap for mf in mode_fits})
+    model = QueueModel(capacity, arrivals, service.fit.law, obs.law, Admission(opts.admission))
+    notes.append(f"capacity K = {model.capacity} pages (given), admission {opts.admission}")
+
+    observed_fits = [mf for mf in mode_fits if mf.source == "observed"]
+    if insufficient:
+        status = FitStatus.INSUFFICIENT_DATA
+    elif any(mf.rung != MapFitStatus.EXACT.value for mf in observed_fits) or service.fit.status is not PhFitStatus.EXACT:
+        status = FitStatus.FALLBACK
+    else:
+        status = FitStatus.OK
+    numeric_ok = all(mf.map_fit is None or mf.map_fit.success for mf in mode_fits) and service.fit.success
+    success = status is not FitStatus.INSUFFICIENT_DATA and numeric_ok
+    rungs = ", ".join(f"mode {mf.mode}: {mf.rung}" for mf in mode_fits)
+    message = (f"{status.value}: {len(mode_fits)} mode(s) ({rungs}); service {service.fit.status.value} "
+               f"({service.fit.method}); obsolescence {obs.source}")
+    if status is FitStatus.INSUFFICIENT_DATA:
+        message += f"; no mode had min_intervals = {opts.min_intervals} intervals between batches"
+    if not numeric_ok:
+        message += "; a part failed its numerical check (see the report)"
+
+    svc = service.fit
+    report = FitReport(
+        deliveries=dl.n, pages=int(dl.pages.sum()), span_s=float(dl.times[-1] - dl.times[0]),
+        out_of_order=dl.out_of_order, sorted=dl.sorted, batch_resolution=res, batches=batches.n,
+        merged_deliveries=batches.merged, censor=censor, censored=split.censored,
+        censored_time_s=split.censored_time, mode_switches=split.mode_switches, batch_sizes_clipped=clipped,
+        modes=tuple(mf.report() for mf in mode_fits), linear_modes=tuple(linear), unused_modes=unused,
+        service={"source": service.source, "samples": service.n, "rung": svc.status.value, "method": svc.method,
+                 "message": svc.message + (f"; {service.note}" if service.note else ""),
+                 "observed": {"mean_s": service.mean, "scv": service.scv, "third_moment": service.third_moment},
+                 "fitted": {"mean_s": svc.fitted_moments[0], "scv": svc.law.scv,
+                            "third_moment": svc.fitted_moments[2], "phases": svc.law.order}},
+        obsolescence={"source": obs.source, "mean_useful_life_s": obs.mean_useful_life_s,
+                      "estimate_s": obs.estimate_s, "stderr_s": obs.stderr_s, "count": obs.count,
+                      "message": obs.message},
+        capacity=model.capacity, notes=tuple(notes))
+    return ModelFit(model, report, success, status, message, mode_fits, service, obs, opts)

@@ -27,7 +27,9 @@ from model import InputError, RobotctlError  # noqa: E402
 #: Subcommand modules, in the order ``--help`` lists them.
 COMMAND_MODULES = (
     "agent._cmd_model",
+    "agent._cmd_fit",
     "agent._cmd_serve",
+    "agent._cmd_simulate",
 )
 
 

@@ -71,6 +71,7 @@ def _engine(model: QueueModel, controller: ThresholdPolicy | Controller, rng: np
 def _events_steps(model: QueueModel, controller: ThresholdPolicy | Controller, rng: np.random.Generator, *,
                   events: int, warmup_events: int | None, batches: int, level: float, costs: Costs | None,
                   record: bool, obsolete_in_service: bool) -> Generator[Step, None, SimulationResult]:
+    """Check the input now, then return the run as a generator."""
     events = _whole("events", events, 1)
     batches = _whole("batches", batches, 2)
     if events < batches:
@@ -79,6 +80,11 @@ def _events_steps(model: QueueModel, controller: ThresholdPolicy | Controller, r
     warm = events // 10 if warmup_events is None else _whole("warmup_events", warmup_events, 0)
     _check_level(level)
     sim = _engine(model, controller, rng, record, obsolete_in_service)
+    return _events_run(sim, model, events=events, warm=warm, batches=batches, level=level, costs=costs)
+
+
+def _events_run(sim: Simulation, model: QueueModel, *, events: int, warm: int, batches: int, level: float,
+                costs: Costs | None) -> Generator[Step, None, SimulationResult]:
     total = warm + events
     done = 0
 
@@ -110,11 +116,17 @@ def _events_steps(model: QueueModel, controller: ThresholdPolicy | Controller, r
 def _horizon_steps(model: QueueModel, controller: ThresholdPolicy | Controller, rng: np.random.Generator, *,
                    horizon_s: float, warmup_s: float | None, batches: int, level: float, costs: Costs | None,
                    record: bool, obsolete_in_service: bool) -> Generator[Step, None, SimulationResult]:
+    """Check the input now, then return the run as a generator."""
     horizon_s = _seconds("horizon_s", horizon_s, positive=True)
     warm = horizon_s / 10.0 if warmup_s is None else _seconds("warmup_s", warmup_s, positive=False)
     batches = _whole("batches", batches, 2)
     _check_level(level)
     sim = _engine(model, controller, rng, record, obsolete_in_service)
+    return _horizon_run(sim, model, horizon_s=horizon_s, warm=warm, batches=batches, level=level, costs=costs)
+
+
+def _horizon_run(sim: Simulation, model: QueueModel, *, horizon_s: float, warm: float, batches: int,
+                 level: float, costs: Costs | None) -> Generator[Step, None, SimulationResult]:
     total = warm + horizon_s
     sim.advance(t_end=warm)
     yield warm / total, sim.take_rows()
@@ -216,9 +228,8 @@ def iter_simulate(model: QueueModel, controller: ThresholdPolicy | Controller, r
                   trace: bool = False) -> Generator[Step, None, SimulationResult]:
     """The run of :func:`simulate` as a generator: it yields ``(fraction_done, rows)`` now and then
     (``rows``: the trace rows since the previous step, empty unless ``trace``) and returns the
-    :class:`SimulationResult` (whose ``trace`` is empty: the rows were handed over).
-
-    Input is checked when the generator starts, i.e. at the first ``next``.
+    :class:`SimulationResult` (whose ``trace`` is empty: the rows were handed over). The input is
+    checked at the call, before the first step.
     """
     if (events is None) == (horizon_s is None):
         raise InputError("events", "give exactly one of events and horizon_s",
@@ -229,13 +240,11 @@ def iter_simulate(model: QueueModel, controller: ThresholdPolicy | Controller, r
                 raise InputError("warmup", f"counts events here, got {warmup!r}",
                                  "give a whole number of events")
             warmup = int(warmup)
-        return (yield from _events_steps(model, controller, rng, events=events, warmup_events=warmup,
-                                         batches=batches, level=level, costs=costs, record=trace,
-                                         obsolete_in_service=False))
+        return _events_steps(model, controller, rng, events=events, warmup_events=warmup, batches=batches,
+                             level=level, costs=costs, record=trace, obsolete_in_service=False)
     assert horizon_s is not None
-    return (yield from _horizon_steps(model, controller, rng, horizon_s=horizon_s, warmup_s=warmup,
-                                      batches=batches, level=level, costs=costs, record=trace,
-                                      obsolete_in_service=False))
+    return _horizon_steps(model, controller, rng, horizon_s=horizon_s, warmup_s=warmup, batches=batches,
+                          level=level, costs=costs, record=trace, obsolete_in_service=False)
 
 
 def simulate(model: QueueModel, controller: ThresholdPolicy | Controller, rng: np.random.Generator, *,

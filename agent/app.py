@@ -314,7 +314,8 @@ async def _flusher_ctx(app: web.Application) -> AsyncIterator[None]:
 
 async def _refit_ctx(app: web.Application) -> AsyncIterator[None]:
     loop = app[REFIT]
-    task = asyncio.create_task(loop.run())
+    # probe only when starting from the configured policy, not from a restored fitted one
+    task = asyncio.create_task(loop.run(probe=app[AGENT].holder.current.source == "startup"))
     yield
     await cancel_and_wait(task)
     loop.shutdown_executor()
@@ -381,7 +382,8 @@ def create_app(config: AgentConfig, *, registry: CollectorRegistry | None = None
                            adopt=agent.adopt, observe=metrics.observe_refit,
                            compute=compute if compute is not None else compute_refit, executor=rc.executor,
                            interval_s=rc.interval_s, min_interval_s=rc.min_interval_s, timeout_s=rc.timeout_s,
-                           check_every_s=min(5.0, rc.drift_window_s / 4))
+                           check_every_s=min(5.0, rc.drift_window_s / 4), probe=agent.set_probe,
+                           probe_modes=tuple(sorted(config.all_modes, reverse=True)), probe_s=rc.probe_s)
     app.cleanup_ctx.extend([_metrics_ctx, _agent_ctx, _flusher_ctx, _refit_ctx, _reaper_ctx])
     app.on_shutdown.append(_on_shutdown)
     r = app.router

@@ -294,6 +294,7 @@ class RefitConfig(_Section):
                           "where fit and optimise run, off the event loop")
     timeout_s: float = _spec(120.0, _float(positive=True),
                              "a refit taking longer is abandoned (and counted failed)")
+    probe_s: float = _spec(0.0, _float(), "before the first fit, run each mode alone this long (0: no probe)")
     time_source: str = _spec("agent", _choice("agent", "client"),
                              "timestamps to fit: the agent's stamps or the client times sent with deliveries")
 
@@ -305,6 +306,10 @@ class FitConfig(_Section):
                                               "indexer speed, bytes/s: service law from delivery sizes")
     mean_useful_life_s: float | None = _spec(None, _optional(_float(positive=True)),
                                              "mean useful life of a waiting page (exponential obsolescence)")
+    rate_from_exposure: bool = _spec(True, _bool,
+                                     "rescale each observed mode to pages delivered in the mode / "
+                                     "time spent in it")
+    remember_modes: bool = _spec(True, _bool, "a mode not observed in the window keeps its last observed fit")
     options: Mapping[str, Any] = _spec({}, _mapping, "passed to fitting.fit_model(options=...)")
 
 
@@ -362,6 +367,11 @@ class AgentConfig:
             if bad:
                 raise InputError("policy.modes", f"holds {bad}, outside robots.min_active..robots.count = "
                                  f"{self.robots.min_active}..{N}", "list modes the fleet can run")
+        if self.refit.probe_s * len(self.all_modes) > self.refit.window_s:
+            raise InputError("refit.probe_s",
+                             f"is {self.refit.probe_s:g} s for {len(self.all_modes)} modes, longer "
+                             f"than refit.window_s = {self.refit.window_s:g} s",
+                             "the first fit must see the whole probe: shorten probe_s or lengthen window_s")
         if self.refit.drift_window_s > self.refit.window_s:
             raise InputError("refit.drift_window_s", f"is {self.refit.drift_window_s:g} > refit.window_s = "
                              f"{self.refit.window_s:g}",

@@ -21,6 +21,7 @@ import json
 import logging
 import math
 import os
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,7 @@ from .queue import (
     SERVED,
     SOJOURN,
     TIME,
+    WAITING,
     Observed,
     QueueView,
     Window,
@@ -187,6 +189,9 @@ class Agent:
         self._robots_dirty = False
         self.schedule_tick: Callable[[float], None] | None = None
         self.ready = False
+        # (start time, mode) of every stretch of one mode, for the exact time spent in each mode
+        self._segments: deque[tuple[float, int]] = deque([(now, self.actuator.mode)])
+        self.probing: tuple[int, int, int] | None = None  # (mode, index, count) while probing
 
     # -- life cycle ----------------------------------------------------------------------------------
     def open(self) -> None:
@@ -434,8 +439,8 @@ class Agent:
     def _queue_changed(self, now: float) -> None:
         """Step 2 of the walk: r(i) for the new queue length, to the actuator."""
         i = self.queue.length
-        empty = 1.0 if i == 0 else 0.0
-        self.window.hold(now, EMPTY, empty)
+        self.window.hold(now, EMPTY, 1.0 if i == 0 else 0.0)
+        self.window.hold(now, WAITING, float(max(i - 1, 0)))
         old = self.actuator.mode
         r = self.holder.current.policy.robots_at_level
         self.actuator.set_target(r[min(i, len(r) - 1)], now)
@@ -454,6 +459,14 @@ class Agent:
         self._flush_pending()
 
     def _hold_mode(self, now: float, old: int | None, new: int) -> None:
+        segs = self._segments
+        if segs and segs[-1][0] == now:
+            segs.pop()
+        if not segs or segs[-1][1] != new:
+            segs.append((now, new))
+        horizon = now - 2 * self.config.refit.window_s
+        while len(segs) > 1 and segs[1][0] < horizon:
+            segs.popleft()
         for w in (self.window, self.drift_window):
             if old is not None:
                 w.hold(now, mode_time_key(old), 0.0)
@@ -504,12 +517,41 @@ class Agent:
         old = self.holder.current
         snap = PolicySnapshot(old.version + 1, "fit", outcome.policy, now, outcome.modes, outcome.thresholds,
                               outcome.measures, outcome.cost, dict(outcome.fit), outcome.model,
-                              outcome.deliveries, (now - self.config.refit.window_s, now))
+                              outcome.deliveries, outcome.window)
+        self.probing = None
         self.holder.swap(snap)
         with contextlib.suppress(OSError):
             _atomic_write_json(self.state_dir / POLICY_FILE, snap.to_state())
         self._queue_changed(self._stamp())
         return snap
+
+    def mode_exposure(self, t0: float, t1: float) -> dict[int, float]:
+        """Seconds spent in each mode between ``t0`` and ``t1`` (exact, from the mode changes)."""
+        out: dict[int, float] = {}
+        segs = list(self._segments)
+        for k, (start, mode) in enumerate(segs):
+            end = segs[k + 1][0] if k + 1 < len(segs) else t1
+            a, b = max(start, t0), min(end, t1)
+            if b > a:
+                out[mode] = out.get(mode, 0.0) + (b - a)
+        return out
+
+    def set_probe(self, mode: int | None, index: int = 0, count: int = 0) -> None:
+        """Run ``mode`` robots at every queue length (a probe of that mode), or, with None, end the probe
+        and go back to the configured startup policy."""
+        now = self._stamp()
+        old = self.holder.current
+        if mode is None:
+            self.probing = None
+            snap = PolicySnapshot(old.version + 1, "startup", self.config.startup_policy(), now)
+        else:
+            self.probing = (mode, index, count)
+            policy = ThresholdPolicy.static(mode, self.config.capacity)
+            snap = PolicySnapshot(old.version + 1, "probe", policy, now, policy.modes, policy.thresholds,
+                                  fit=old.fit, model=old.model)
+            LOG.info("event=probe mode=%d step=%d/%d", mode, index + 1, count)
+        self.holder.swap(snap)
+        self._queue_changed(now)
 
     def refit_input(self, now: float) -> RefitInput | str:
         """The fit window as a :class:`RefitInput`, or why there is not enough data."""
@@ -526,6 +568,8 @@ class Agent:
             order = np.argsort(times, kind="stable")
             d = {k: v[order] for k, v in d.items()}
             times = d["client_t"]
+        options = dict(cfg.fit.options)
+        options.setdefault("admission", cfg.queue.admission)
         c = self.completions.since(t0)
         svc = c["service_s"][~np.isnan(c["service_s"])]
         sizes = c["bytes"][~np.isnan(c["bytes"])]
@@ -535,13 +579,28 @@ class Agent:
         modes = d["mode"]
         mode_ints = np.where(np.isnan(modes), float(self.actuator.mode), modes).astype(np.int64)
         fit_modes = tuple(m for m in cfg.all_modes if m >= 1)
+        exposure = self.mode_exposure(float(d["t"][0]), now)
+        obs_drops: int | None = None
+        obs_exposure: float | None = None
+        if cfg.fit.mean_useful_life_s is None:
+            totals = self.window.totals(now)
+            obs_drops = int(totals.get(OBSOLETE, 0.0))
+            obs_exposure = float(totals.get(WAITING, 0.0))
+        remembered = {}
+        snap = self.holder.current
+        if cfg.fit.remember_modes and snap.model is not None:
+            for key, info in snap.fit.get("modes", {}).items():
+                if info.get("source") in ("observed", "remembered") and int(key) in snap.model.modes:
+                    remembered[int(key)] = snap.model.arrivals[int(key)]
         return RefitInput(
             delivery_times=times.astype(np.float64), pages=d["pages"].astype(np.int64), modes=mode_ints,
             all_modes=fit_modes, search_modes=cfg.policy.modes,
             service_times=svc if svc.size else None, sizes_bytes=sizes if sizes.size else None,
             capacity=cfg.capacity, costs=cfg.costs, processing_rate_bps=cfg.fit.processing_rate_bps,
-            mean_useful_life_s=cfg.fit.mean_useful_life_s, options=dict(cfg.fit.options),
-            window=(float(times[0]), float(times[-1])))
+            mean_useful_life_s=cfg.fit.mean_useful_life_s, options=options,
+            window=(float(times[0]), now), mode_exposure_s=exposure,
+            rate_from_exposure=cfg.fit.rate_from_exposure, remembered=remembered,
+            obsolete_drops=obs_drops, obsolete_exposure_s=obs_exposure, previous_fit=dict(snap.fit))
 
     def drift(self, now: float, snapshot: PolicySnapshot) -> str | None:
         """Why the observed traffic no longer matches the fitted model, or None."""

@@ -242,9 +242,10 @@ class DeliveryLog:
             while done < len(view):
                 done += os.write(self._fd, view[done:])
         except OSError:
-            if done:
-                with contextlib.suppress(OSError):
-                    os.ftruncate(self._fd, self._size)
+            # part of the data may have landed even when write() reports nothing: cut back to the last
+            # whole line we know of
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, self._size)
             raise
         self._size += done
         self._written += done

@@ -194,8 +194,9 @@ class Window:
 
 
 #: Keys the agent keeps in its observation window.
-OFFERED, LOST, OBSOLETE, SERVED, SOJOURN, TIME, EMPTY, ACTIVE = (
-    "offered", "lost", "obsolete", "served", "sojourn_sum", "time", "empty_time", "active_time")
+OFFERED, LOST, OBSOLETE, SERVED, SOJOURN, TIME, EMPTY, ACTIVE, WAITING = (
+    "offered", "lost", "obsolete", "served", "sojourn_sum", "time", "empty_time", "active_time",
+    "waiting_time")
 
 
 def mode_time_key(mode: int) -> str:

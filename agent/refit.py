@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from model import CostBreakdown, Costs, InputError, Measures, QueueModel, ThresholdPolicy
+from model import BMAP, CostBreakdown, Costs, InputError, Measures, ModeArrivals, QueueModel, ThresholdPolicy
 
 from .clock import Clock
 
@@ -75,6 +75,16 @@ class RefitInput:
         ``fit.options``, passed through.
     window : tuple of float
         (start, end) of the window, for the report.
+    mode_exposure_s : mapping of int to float
+        Seconds spent in each mode over the window (exact, from the agent's mode changes).
+    rate_from_exposure : bool
+        Rescale each observed mode's BMAP in time so that its rate is pages delivered in the mode /
+        seconds spent in it (see :func:`adjust_arrivals`).
+    remembered : mapping of int to BMAP
+        The last observed BMAP of modes, for modes the window does not observe.
+    obsolete_drops, obsolete_exposure_s : optional
+        Obsolete drops and page-seconds spent waiting in the window, for the censored estimate of the
+        useful life when ``mean_useful_life_s`` is not configured.
     """
 
     delivery_times: NDArray[np.float64]
@@ -90,6 +100,12 @@ class RefitInput:
     mean_useful_life_s: float | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     window: tuple[float, float] = (0.0, 0.0)
+    mode_exposure_s: Mapping[int, float] = field(default_factory=dict)
+    rate_from_exposure: bool = True
+    remembered: Mapping[int, BMAP] = field(default_factory=dict)
+    obsolete_drops: int | None = None
+    obsolete_exposure_s: float | None = None
+    previous_fit: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, eq=False)
@@ -117,6 +133,8 @@ class RefitOutcome:
         Wall time of the two stages.
     deliveries : int
         Deliveries in the window.
+    window : tuple of float
+        (start, end) of the window fitted.
     """
 
     success: bool
@@ -132,6 +150,7 @@ class RefitOutcome:
     fit_seconds: float = 0.0
     solve_seconds: float = 0.0
     deliveries: int = 0
+    window: tuple[float, float] = (0.0, 0.0)
 
 
 def _finite(x: Any) -> Any:
@@ -140,14 +159,23 @@ def _finite(x: Any) -> Any:
     return x
 
 
-def fit_summary(model: QueueModel, fit: Any = None) -> dict[str, Any]:
-    """Rates and lag-1 correlations per mode, service and obsolescence, and the fit's own status."""
+def fit_summary(model: QueueModel, fit: Any = None, sources: Mapping[int, str] | None = None,
+                at: float | None = None, previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Rates and lag-1 correlations per mode (with where each came from), service and obsolescence, and
+    the fit's own status."""
     per_mode = {}
+    prev_modes = (previous or {}).get("modes", {})
     for m in model.modes:
         b = model.arrivals[m]
-        per_mode[str(m)] = {"arrival_rate": _finite(float(b.rate)),
-                            "lag1_correlation": _finite(float(b.lag1_correlation)),
-                            "mean_batch_size": _finite(float(b.mean_batch_size))}
+        source = (sources or {}).get(m, "fitted")
+        d: dict[str, Any] = {"arrival_rate": _finite(float(b.rate)),
+                             "lag1_correlation": _finite(float(b.lag1_correlation)),
+                             "mean_batch_size": _finite(float(b.mean_batch_size)), "source": source}
+        if source == "observed":
+            d["observed_at"] = at
+        elif source == "remembered":
+            d["observed_at"] = prev_modes.get(str(m), {}).get("observed_at")
+        per_mode[str(m)] = d
     out: dict[str, Any] = {
         "modes": per_mode,
         "service_mean_s": _finite(float(model.service.mean)),
@@ -165,9 +193,17 @@ def fit_summary(model: QueueModel, fit: Any = None) -> dict[str, Any]:
 
 
 def _rungs(fit: Any) -> dict[str, str]:
-    """Fallback rungs named in the fit report, as {part: rung}; whatever the report's shape, only
-    entries whose key mentions ``rung`` are taken."""
+    """Fallback rungs of the fit, as {part: rung}: ``mode m`` for each mode and ``service``; for other
+    shapes of fit, every report entry whose key mentions ``rung``."""
     found: dict[str, str] = {}
+    modes = getattr(fit, "modes", None)
+    if isinstance(modes, tuple) and all(hasattr(mf, "rung") for mf in modes):
+        for mf in modes:
+            found[f"mode {mf.mode}"] = str(mf.rung)
+        service = getattr(getattr(fit, "report", None), "service", None)
+        if isinstance(service, Mapping) and "rung" in service:
+            found["service"] = str(service["rung"])
+        return found
     try:
         report = fit.to_dict().get("report", {})
     except Exception:
@@ -187,6 +223,65 @@ def _rungs(fit: Any) -> dict[str, str]:
 
     walk(report, "")
     return found
+
+
+def _lift(b: BMAP, order: int) -> BMAP | None:
+    """``b`` written with ``order`` phases when that is possible without changing the process: a
+    Poisson-batch BMAP (order 1) becomes two phases that switch among themselves (as fitting does)."""
+    if b.order == order:
+        return b
+    if b.order != 1 or order != 2:
+        return None
+    lam = -float(b.D[0][0, 0])
+    D0 = np.array([[-2 * lam, lam], [lam, -2 * lam]])
+    return BMAP((D0, *(float(Dk[0, 0]) * np.eye(2) for Dk in b.D[1:])))
+
+
+def adjust_arrivals(fit: Any, inp: RefitInput) -> tuple[ModeArrivals, dict[int, str]]:
+    """The fitted arrivals with what the agent knows beyond the timestamps.
+
+    fitting.fit_model sees each delivery's mode but not how long each mode lasted; it drops the
+    intervals that straddle a change of mode. Under threshold control, modes often last a few
+    deliveries, and the intervals dropped are the long ones, so a short-lived mode's rate comes out
+    several times too high (on the paper example under its optimal policy, mode 1 fits 4.3 pages/s for
+    1.3 true). The agent knows the exact time spent in each mode, so with ``rate_from_exposure`` each
+    observed mode's BMAP is rescaled in time to pages delivered in the mode / seconds spent in it.
+    Modes the window does not observe keep their last observed BMAP (``remembered``) if they have one,
+    else get fitting's linear rule from the (rescaled) nearest observed mode.
+
+    Returns the arrivals and, per mode, ``observed``, ``remembered`` or ``linear``.
+    """
+    mode_fits = getattr(fit, "modes", None)
+    model_arrivals = fit.model.arrivals
+    if not isinstance(mode_fits, tuple) or not all(hasattr(mf, "source") for mf in mode_fits):
+        return model_arrivals, {m: "fitted" for m in model_arrivals.modes}
+    order = model_arrivals.order
+    arr: dict[int, BMAP] = {}
+    src: dict[int, str] = {}
+    for mf in mode_fits:
+        if mf.source != "observed":
+            continue
+        b = mf.bmap
+        if inp.rate_from_exposure:
+            exposure = float(inp.mode_exposure_s.get(mf.mode, 0.0))
+            pages = float(inp.pages[inp.modes == mf.mode].sum())
+            if exposure > 0 and pages > 0 and b.rate > 0:
+                b = b.scaled((pages / exposure) / b.rate)
+        arr[mf.mode] = b
+        src[mf.mode] = "observed"
+    for mf in mode_fits:
+        m = mf.mode
+        if m in arr:
+            continue
+        prev = inp.remembered.get(m)
+        lifted = _lift(prev, order) if prev is not None else None
+        if lifted is not None:
+            arr[m], src[m] = lifted, "remembered"
+        elif mf.source == "linear" and mf.base_mode in arr:
+            arr[m], src[m] = arr[mf.base_mode].scaled(m / mf.base_mode), "linear"
+        else:
+            arr[m], src[m] = mf.bmap, str(mf.source)
+    return ModeArrivals.per_mode(dict(sorted(arr.items()))), src
 
 
 FitFn = Callable[..., Any]
@@ -217,6 +312,7 @@ def compute_refit(inp: RefitInput, *, fit_fn: FitFn | None = None,
         fit = fit_fn(inp.delivery_times, pages=inp.pages, modes=inp.modes, all_modes=inp.all_modes,
                      service_times=inp.service_times, sizes_bytes=inp.sizes_bytes,
                      processing_rate_bps=inp.processing_rate_bps, mean_useful_life_s=inp.mean_useful_life_s,
+                     obsolete_drops=inp.obsolete_drops, obsolete_exposure_s=inp.obsolete_exposure_s,
                      capacity=inp.capacity, options=dict(inp.options) or None)
     except InputError as exc:
         return RefitOutcome(False, RefitStage.FIT, f"fit rejected the window: {exc}",
@@ -225,13 +321,19 @@ def compute_refit(inp: RefitInput, *, fit_fn: FitFn | None = None,
         LOG.exception("event=fit_crashed")
         return RefitOutcome(False, RefitStage.FIT, f"fit failed: {type(exc).__name__}: {exc}",
                             fit_seconds=time.perf_counter() - t0, deliveries=n)
-    fit_s = time.perf_counter() - t0
     fitted = getattr(fit, "model", None)
     if fitted is None or not bool(getattr(fit, "success", True)):
         return RefitOutcome(False, RefitStage.FIT,
                             f"fit did not succeed: {getattr(fit, 'message', 'no model')}",
-                            fit_seconds=fit_s, deliveries=n)
-    summary = fit_summary(fitted, fit)
+                            fit_seconds=time.perf_counter() - t0, deliveries=n)
+    try:
+        arrivals, sources = adjust_arrivals(fit, inp)
+        fitted = QueueModel(fitted.capacity, arrivals, fitted.service, fitted.obsolescence, fitted.admission)
+    except InputError as exc:
+        return RefitOutcome(False, RefitStage.FIT, f"the fitted arrivals could not be adjusted: {exc}",
+                            fit_seconds=time.perf_counter() - t0, deliveries=n)
+    fit_s = time.perf_counter() - t0
+    summary = fit_summary(fitted, fit, sources, inp.window[1], inp.previous_fit)
     t1 = time.perf_counter()
     try:
         search = optimise_fn(fitted, inp.costs, modes=inp.search_modes)
@@ -240,16 +342,18 @@ def compute_refit(inp: RefitInput, *, fit_fn: FitFn | None = None,
             LOG.exception("event=optimise_crashed")
         return RefitOutcome(False, RefitStage.SOLVE, f"optimise failed: {type(exc).__name__}: {exc}",
                             fit=summary, model=fitted, fit_seconds=fit_s,
-                            solve_seconds=time.perf_counter() - t1, deliveries=n)
+                            solve_seconds=time.perf_counter() - t1, deliveries=n, window=inp.window)
     solve_s = time.perf_counter() - t1
     best = getattr(search, "best", None)
     if best is None or not bool(getattr(search, "success", True)) or not math.isfinite(best.cost.total):
         return RefitOutcome(False, RefitStage.SOLVE,
                             f"optimise did not succeed: {getattr(search, 'message', 'no optimum')}",
-                            fit=summary, model=fitted, fit_seconds=fit_s, solve_seconds=solve_s, deliveries=n)
+                            fit=summary, model=fitted, fit_seconds=fit_s, solve_seconds=solve_s, deliveries=n,
+                            window=inp.window)
     return RefitOutcome(True, RefitStage.DONE, "adopted", policy=best.policy, modes=tuple(best.modes),
                         thresholds=tuple(best.thresholds), measures=best.measures, cost=best.cost,
-                        fit=summary, model=fitted, fit_seconds=fit_s, solve_seconds=solve_s, deliveries=n)
+                        fit=summary, model=fitted, fit_seconds=fit_s, solve_seconds=solve_s, deliveries=n,
+                        window=inp.window)
 
 
 @dataclass(frozen=True, eq=False)
@@ -380,13 +484,20 @@ class RefitLoop:
     holder : PolicyHolder
     check_every_s : float
         How often the loop wakes to check the schedule and the drift.
+    probe : callable, optional
+        ``probe(mode, index, count)`` runs one mode alone; ``probe(None, 0, 0)`` ends the probe.
+    probe_modes : tuple of int
+        Modes to probe, in order (the largest first).
+    probe_s : float
+        Seconds per probed mode; 0 disables the probe.
     """
 
     def __init__(self, *, clock: Clock, holder: PolicyHolder, make_input: InputMaker, drift: DriftCheck,
                  adopt: Adopter, observe: Observer | None = None,
                  compute: Callable[[RefitInput], RefitOutcome] = compute_refit, executor: str = "thread",
                  interval_s: float = 300.0, min_interval_s: float = 30.0, timeout_s: float = 120.0,
-                 check_every_s: float = 5.0) -> None:
+                 check_every_s: float = 5.0, probe: Callable[[int | None, int, int], None] | None = None,
+                 probe_modes: tuple[int, ...] = (), probe_s: float = 0.0) -> None:
         self.clock = clock
         self.holder = holder
         self.make_input = make_input
@@ -399,6 +510,10 @@ class RefitLoop:
         self.min_interval_s = min_interval_s
         self.timeout_s = timeout_s
         self.check_every_s = min(check_every_s, interval_s)
+        self.probe = probe
+        self.probe_modes = probe_modes
+        self.probe_s = probe_s
+        self.probing = False
         self.record = RefitRecord()
         self._lock = asyncio.Lock()
         self._executor: concurrent.futures.Executor | None = None
@@ -419,6 +534,8 @@ class RefitLoop:
         """Why a refit should run now, or None."""
         if self._started_at is None:
             self._started_at = now
+        if self.probing:
+            return None
         last = self.record.last_at
         if last is not None and now - last < self.min_interval_s:
             return None
@@ -427,9 +544,32 @@ class RefitLoop:
             return "interval"
         return self.drift(now, self.holder.current)
 
-    async def run(self) -> None:
-        """The background loop: wake every ``check_every_s``, refit when due."""
+    async def run_probe(self) -> RefitOutcome | None:
+        """Run each of ``probe_modes`` alone for ``probe_s``, then refit (the first fit).
+
+        Under threshold control a mode often lasts only a few deliveries, and a mode the policy never
+        uses is never observed, so the first fit would see little of most modes. The probe gives
+        every mode a stretch of its own. If the refit after it fails, the startup policy applies.
+        """
+        if self.probe is None or self.probe_s <= 0 or not self.probe_modes:
+            return None
+        self.probing = True
+        try:
+            for k, mode in enumerate(self.probe_modes):
+                self.probe(mode, k, len(self.probe_modes))
+                await self.clock.sleep(self.probe_s)
+        finally:
+            self.probing = False
+        outcome = await self.refit("probe_done")
+        if not outcome.success:
+            self.probe(None, 0, 0)
+        return outcome
+
+    async def run(self, *, probe: bool = False) -> None:
+        """The background loop: the probe if asked, then wake every ``check_every_s`` and refit when due."""
         self._started_at = self.clock.now()
+        if probe:
+            await self.run_probe()
         while True:
             await self.clock.sleep(self.check_every_s)
             reason = self.due(self.clock.now())

@@ -88,6 +88,7 @@ class PreparedModel:
         self._g0: dict[int, Matrix] = {}
         self._arrivals: dict[tuple[int, int], list[NDArray[np.float64]]] = {}
         self._blocks: dict[tuple[int, int, int], Matrix | None] = {}
+        self._max_jump: dict[tuple[int, int], int] = {}
         self.tagged: object | None = None  # filled by model._sojourn.tagged_chain
 
     # -- sizes --------------------------------------------------------------------------------
@@ -122,13 +123,11 @@ class PreparedModel:
     def gamma0_sum(self, j: int) -> Matrix:
         """Gamma_0^{(+)j}: R^j x R^{j-1}, one of j waiting pages expires."""
         if j not in self._g0:
+            # Gamma_0^{(+)j} = Gamma_0^{(+)(j-1)} (x) I_R + I_{R^{j-1}} (x) Gamma_0
             dense = self.dense(self.M * self.R**j)
             g0 = self.Gamma0.reshape(-1, 1)
-            terms = [_kron(_kron(_eye(self.R**p, dense), g0, dense), _eye(self.R ** (j - 1 - p), dense), dense)
-                     for p in range(j)]
-            total = terms[0]
-            for t in terms[1:]:
-                total = total + t
+            last = _kron(_eye(self.R ** (j - 1), dense), g0, dense)
+            total = last if j == 1 else _kron(self.gamma0_sum(j - 1), _eye(self.R, dense), dense) + last
             self._g0[j] = total if dense else sp.csr_matrix(total)
         return self._g0[j]
 
@@ -164,9 +163,17 @@ class PreparedModel:
             self._blocks[key] = self._build(i, j, mode)
         return self._blocks[key]
 
+    def max_jump(self, mode: int, i: int) -> int:
+        """The most pages a batch can add at level i in this mode."""
+        key = (mode, i)
+        if key not in self._max_jump:
+            arr = self.arrivals_by_admitted(mode, i)
+            self._max_jump[key] = max((a for a in range(1, len(arr)) if arr[a].any()), default=0)
+        return self._max_jump[key]
+
     def _build(self, i: int, j: int, mode: int) -> Matrix | None:
         K, W = self.K, self.W
-        if j < i - 1 or j > K or i > K or i < 0 or j < 0:
+        if j < i - 1 or j > K or i > K or i < 0 or j < 0 or j - i > self.max_jump(mode, i):
             return None
         dense = self.dense(max(self.dim(i), self.dim(j)))
         if j == i - 1:
@@ -222,7 +229,7 @@ class Blocks:
 
     def is_qbd(self) -> bool:
         """True when no level jumps up by more than one (ordinary arrivals, paper 000 Section 6)."""
-        return all(self.Q(i, j) is None for i in range(self.K + 1) for j in range(i + 2, self.K + 1))
+        return all(self.prepared.max_jump(self.mode(i), i) <= 1 for i in range(self.K + 1))
 
     def full(self) -> sp.csr_matrix:
         """The whole generator, sparse."""

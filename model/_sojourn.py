@@ -105,9 +105,12 @@ def tagged_totals(b: Blocks, p: tuple[NDArray[np.float64], ...]) -> TaggedTotals
         P = p[i].reshape(W, -1)
         free = K - i
         # y[l-1]: rate of batches that put a page in position l, by the phases (m, r_1..r_{i-1}) present
-        admitted_rates = np.array([a.sum(axis=1) @ P for a in arr[1:]])  # row a-1: batches admitting a pages
+        top = b.prepared.max_jump(b.mode(i), i)
+        if top == 0:
+            continue
+        admitted_rates = np.array([a.sum(axis=1) @ P for a in arr[1:top + 1]])  # row a-1: batches admitting a
         y = np.cumsum(admitted_rates[::-1], axis=0)[::-1]
-        for l in range(1, free + 1):
+        for l in range(1, top + 1):
             if not y[l - 1].any():
                 continue
             if i == 0:

@@ -176,42 +176,60 @@ def _normalise_p0(Q00bar: NDArray[np.float64], weights: NDArray[np.float64]) -> 
 
 
 def _stationary_block(b: Blocks) -> tuple[NDArray[np.float64], ...]:
-    """Paper 000, Section 3, steps 1-5."""
+    """Paper 000, Section 3, steps 1-5.
+
+    Q-bar_{i,l} = Q_{i,l} + Q-bar_{i,l+1} G_l is zero whenever no batch reaches from level i to level
+    l or beyond, so each row keeps only its non-zero blocks (``None`` for zero): the work grows like
+    K times the largest batch, not K^2.
+    """
     K = b.K
     dims = [b.dim(i) for i in range(K + 1)]
-    G: list[NDArray[np.float64] | None] = [None] * K
-    Qbar: dict[tuple[int, int], NDArray[np.float64]] = {}
+    G: list[NDArray[np.float64]] = [np.zeros((0, 0))] * K
+    Qbar: dict[tuple[int, int], NDArray[np.float64] | None] = {}
     lu_H: list[tuple[NDArray[np.float64], NDArray[np.int32]] | None] = [None] * (K + 1)
 
-    def qbar_row(i: int, stop: int) -> None:
-        """Qbar_{i,l} = Q_{i,l} + Qbar_{i,l+1} G_l for l = K .. stop (step 2)."""
-        Qbar[i, K] = _dense(b.Q(i, K), (dims[i], dims[K]))
-        for l in range(K - 1, stop - 1, -1):
-            g = G[l]
-            assert g is not None
-            acc = Qbar[i, l + 1] @ g
+    def qbar_row(i: int) -> None:
+        """Qbar_{i,l} = Q_{i,l} + Qbar_{i,l+1} G_l for l = top .. i (step 2); zero above the level
+        ``top`` that the largest batch reaches from level i."""
+        top = min(K, i + b.prepared.max_jump(b.mode(i), i))
+        blk = b.Q(i, top)
+        Qbar[i, top] = None if blk is None else to_dense(blk)
+        for l in range(top - 1, i - 1, -1):
+            above = Qbar[i, l + 1]
             blk = b.Q(i, l)
+            if above is None:
+                Qbar[i, l] = None if blk is None else to_dense(blk).copy()
+                continue
+            acc = above @ G[l]
             if blk is not None:
                 acc += to_dense(blk)
             Qbar[i, l] = acc
 
     # Step 1: G_i = (-Qbar_{i+1,i+1})^{-1} Q_{i+1,i}, i = K-1..0
     for i in range(K - 1, -1, -1):
-        qbar_row(i + 1, i + 1)
-        lu = la.lu_factor(-Qbar[i + 1, i + 1])
+        qbar_row(i + 1)
+        diag = Qbar[i + 1, i + 1]
+        assert diag is not None
+        lu = la.lu_factor(-diag)
         lu_H[i + 1] = lu
         G[i] = la.lu_solve(lu, _dense(b.Q(i + 1, i), (dims[i + 1], dims[i])))
-    qbar_row(0, 0)
+    qbar_row(0)
     # Step 3: F_0 = I, F_l = sum_{i<l} F_i Qbar_{i,l} (-Qbar_{l,l})^{-1}
     F: list[NDArray[np.float64]] = [np.eye(dims[0])]
     for l in range(1, K + 1):
-        acc = sum((F[i] @ Qbar[i, l] for i in range(l)), np.zeros((dims[0], dims[l])))
+        acc = np.zeros((dims[0], dims[l]))
+        for i in range(l):
+            q = Qbar.get((i, l))
+            if q is not None:
+                acc += F[i] @ q
         lu = lu_H[l]
         assert lu is not None
         F.append(la.lu_solve(lu, acc.T, trans=1).T)
-    # Step 4-5
+    # Steps 4-5
     weights = sum((Fl.sum(axis=1) for Fl in F), np.zeros(dims[0]))
-    p0 = _normalise_p0(Qbar[0, 0], weights)
+    q00 = Qbar[0, 0]
+    assert q00 is not None
+    p0 = _normalise_p0(q00, weights)
     return tuple(np.asarray(p0 @ Fl) for Fl in F)
 
 
@@ -294,14 +312,13 @@ def measures_from_levels(b: Blocks, p: tuple[NDArray[np.float64], ...]) -> Measu
             lost += (k - model.admission.admitted(k, K - i)) * batch_rate
     served = 0.0
     obsolete = 0.0
+    expiry = np.zeros(1)  # sum over the i-1 waiting pages of Gamma_0 at each one's phase: Gamma_0^{(+)(i-1)} e
     for i in range(1, K + 1):
         x = p[i].reshape(W, M, -1)
         served += float(x.sum(axis=(0, 2)) @ b.S0)
         if i >= 2:
-            y = p[i].reshape((W * M,) + (R,) * (i - 1))
-            for axis in range(1, i):
-                marg = y.sum(axis=tuple(a for a in range(i) if a != axis))
-                obsolete += float(marg @ b.Gamma0)
+            expiry = np.kron(expiry, np.ones(R)) + np.kron(np.ones(expiry.size), b.Gamma0)
+            obsolete += float(x.sum(axis=(0, 1)) @ expiry)
     dist: dict[int, float] = {}
     for i, r in enumerate(b.policy.robots_at_level):
         dist[r] = dist.get(r, 0.0) + float(level_prob[i])

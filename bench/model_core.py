@@ -20,15 +20,15 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import argparse  # noqa: E402
-import dataclasses  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import argparse
+import dataclasses
+import sys
+import time
+from pathlib import Path
 
-from agent._files import load_model_file  # noqa: E402
-from model import PH, Measures, QueueModel, ThresholdPolicy, solve, solve_bruteforce  # noqa: E402
-from policies import optimise  # noqa: E402
+from agent._files import load_model_file
+from model import PH, Measures, QueueModel, ThresholdPolicy, solve, solve_bruteforce
+from policies import optimise
 
 ROOT = Path(__file__).resolve().parents[1]
 FIELDS = ("arrival_rate", "p_loss", "p_obsolete", "p_success", "p_starvation", "mean_active_robots",
@@ -60,12 +60,13 @@ def main() -> int:
           f"J = {search.best.cost.total:.4f} (paper 63.54, error {abs(search.best.cost.total - 63.54):.4f})")
 
     print("\n== 2. one solve, two-phase obsolescence (paper example), policy 3 robots up to 2 pages, then 1")
-    print(f"   {'K':>3} {'states':>7} {'method':>7} {'exact s':>9} {'brute s':>9} {'brute/exact':>11} {'max rel diff':>12}")
+    print(f"   {'K':>3} {'states':>7} {'method':>7} {'exact s':>9} {'brute s':>9} {'brute/exact':>11} "
+          f"{'max rel diff':>12}")
     for K in range(5, args.k_max + 1):
         m = dataclasses.replace(model, capacity=K)
         policy = ThresholdPolicy.from_thresholds((3, 1), (2,), K)
         exact, t_exact = timed(solve, m, policy, method="block")
-        if K <= args.brute_k_max:
+        if args.brute_k_max >= K:
             brute, t_brute = timed(solve_bruteforce, m, policy)
             ratio = f"{t_brute / t_exact:11.1f}"
             diff = f"{max_rel_diff(exact.measures, brute.measures):12.1e}"

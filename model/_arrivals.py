@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -108,7 +109,7 @@ class ModeArrivals(Mapping[int, BMAP]):
             for k in range(1, kmax + 1):
                 terms = []
                 for j in range(l):
-                    parts = [np.eye(r.order) for r in robots]
+                    parts: list[NDArray[Any]] = [np.eye(r.order) for r in robots]
                     parts[j] = robots[j].D[k] if k <= robots[j].max_batch else np.zeros_like(robots[j].D0)
                     terms.append(reduce(np.kron, parts))
                 Dk.append(np.sum(terms, axis=0))

@@ -20,7 +20,7 @@ policy from it.
 
 from __future__ import annotations
 
-from typing import Union
+from typing import Any, TypeAlias, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -29,14 +29,14 @@ from numpy.typing import NDArray
 from ._model import QueueModel
 from ._policy import ThresholdPolicy
 
-Matrix = Union[NDArray[np.float64], sp.csr_matrix]
+Matrix: TypeAlias = "NDArray[np.float64] | sp.csr_matrix"
 #: Levels with at most this many states are kept as dense arrays.
 DENSE_BLOCK_LIMIT = 256
 
 
 def kron_power_vector(v: NDArray[np.float64], n: int) -> NDArray[np.float64]:
     """v (x) v (x) ... (x) v, n times (n = 0 gives [1])."""
-    out = np.ones(1)
+    out: NDArray[Any] = np.ones(1)
     for _ in range(n):
         out = np.kron(out, v)
     return out
@@ -44,9 +44,7 @@ def kron_power_vector(v: NDArray[np.float64], n: int) -> NDArray[np.float64]:
 
 def _kron(a: Matrix, b: Matrix, dense: bool) -> Matrix:
     if dense:
-        a = a.toarray() if sp.issparse(a) else a
-        b = b.toarray() if sp.issparse(b) else b
-        return np.kron(a, b)
+        return np.kron(to_dense(a), to_dense(b))
     return sp.kron(a, b, format="csr")
 
 
@@ -55,7 +53,9 @@ def _eye(n: int, dense: bool) -> Matrix:
 
 
 def to_dense(m: Matrix) -> NDArray[np.float64]:
-    return np.asarray(m.toarray()) if sp.issparse(m) else m
+    if sp.issparse(m):
+        return np.asarray(cast(Any, m).toarray())
+    return cast("NDArray[np.float64]", m)
 
 
 class PreparedModel:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import InitVar, dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -144,7 +145,7 @@ class BMAP:
     def mean_batch_size(self) -> float:
         return self.rate / self.batch_rate
 
-    def _embedded(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    def _embedded(self) -> tuple[NDArray[Any], NDArray[Any]]:
         """Phase distribution just after a batch epoch, phi, and P = (-D_0)^{-1} (D(1) - D_0)."""
         theta = self.stationary
         H = self.generator - self.D0
@@ -156,7 +157,7 @@ class BMAP:
     def interval_moment(self, k: int) -> float:
         """k-th moment of the stationary interval between batch epochs: k! phi (-D_0)^{-k} e."""
         phi, _ = self._embedded()
-        x = np.ones(self.order)
+        x: NDArray[Any] = np.ones(self.order)
         for _ in range(k):
             x = np.linalg.solve(-self.D0, x)
         return float(np.prod(np.arange(1, k + 1)) * phi @ x)

@@ -104,7 +104,7 @@ def generator(model: QueueModel, policy: ThresholdPolicy) -> tuple[list[State], 
         for j, r in enumerate(rs):
             for r2 in range(R):
                 if r2 != r:
-                    add(s, (i, nu, m, rs[:j] + (r2,) + rs[j + 1:]), Gamma[r, r2])
+                    add(s, (i, nu, m, (*rs[:j], r2, *rs[j + 1:])), Gamma[r, r2])
             add(s, (i - 1, nu, m, rs[:j] + rs[j + 1:]), Gamma0[r])
     n = len(states)
     rows, cols = zip(*rates.keys()) if rates else ((), ())
@@ -163,7 +163,7 @@ def solve_bruteforce(model: QueueModel, policy: ThresholdPolicy) -> Solution:
     p = spla.spsolve(A.tocsc(), rhs)
     residual = float(np.abs(Q.T @ p).max())
     K = model.capacity
-    beta, S, S0, gamma, Gamma, Gamma0 = _laws(model)
+    _, _, S0, _, _, Gamma0 = _laws(model)
     fate = _fates(model)
     offered = lost = served = obsolete = 0.0
     will_serve = will_expire = 0.0

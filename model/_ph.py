@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import InitVar, dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -81,7 +82,7 @@ class PH:
 
     def moment(self, k: int) -> float:
         """k-th raw moment k! beta (-S)^{-k} e."""
-        x = np.ones(self.order)
+        x: NDArray[Any] = np.ones(self.order)
         for _ in range(k):
             x = np.linalg.solve(-self.S, x)
         return float(math.factorial(k) * self.beta @ x)

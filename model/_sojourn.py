@@ -22,15 +22,17 @@ eqs. (23)-(25).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import scipy.linalg as la
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from numpy.typing import NDArray
 
-from ._blocks import kron_power_vector
+from ._blocks import Matrix, kron_power_vector
 
 if TYPE_CHECKING:
     from ._blocks import Blocks, PreparedModel
@@ -57,34 +59,36 @@ class TaggedTotals:
     obsolete_time_rate: float
 
 
+def _solver(A: Matrix) -> Callable[[NDArray[np.float64]], NDArray[np.float64]]:
+    """x -> (-A)^{-1} x, factorised once."""
+    if sp.issparse(A):
+        return spla.splu(sp.csc_matrix(-A)).solve
+    lu = la.lu_factor(-A)
+    return lambda rhs: np.asarray(la.lu_solve(lu, rhs))
+
+
+def _down(pm: PreparedModel, j: int) -> Matrix:
+    """Tagged level j -> j - 1: the head waiting page (the tagged one when j = 1, whose clock is then
+    dropped) enters service, or a page ahead expires: B_{j-1} (x) I_R, the paper's B-hat_{j-1}."""
+    R = pm.R
+    if j == 1:
+        return np.kron(np.outer(pm.S0, pm.beta), np.ones((R, 1)))
+    B = pm.B(j - 1)
+    return sp.kron(B, sp.identity(R), format="csr") if sp.issparse(B) else np.kron(B, np.eye(R))
+
+
 def tagged_chain(pm: PreparedModel) -> TaggedChain:
     """The tagged-page chain of ``pm`` (computed once per prepared model)."""
     if isinstance(pm.tagged, TaggedChain):
         return pm.tagged
     M, R = pm.M, pm.R
-    S0beta = np.outer(pm.S0, pm.beta)
-    v = [np.ones(M)]
-    o = [np.zeros(M)]
-    w = [np.linalg.solve(-pm.S, np.ones(M))]
-    w2 = [np.zeros(M)]
+    v: list[NDArray[np.float64]] = [np.ones(M)]
+    o: list[NDArray[np.float64]] = [np.zeros(M)]
+    w: list[NDArray[Any]] = [np.linalg.solve(-pm.S, np.ones(M))]
+    w2: list[NDArray[np.float64]] = [np.zeros(M)]
     for j in range(1, pm.K):
-        A = pm.A(j)
-        if sp.issparse(A):
-            solver = spla.splu(sp.csc_matrix(-A)).solve
-            down = (sp.kron(S0beta, np.ones((R, 1)), format="csr") if j == 1
-                    else sp.kron(pm.B(j - 1), sp.identity(R), format="csr"))
-        else:
-            import scipy.linalg as la
-
-            lu = la.lu_factor(-A)
-
-            def solver(b: NDArray[np.float64], lu: tuple[NDArray[np.float64], NDArray[np.int32]] = lu
-                       ) -> NDArray[np.float64]:
-                return np.asarray(la.lu_solve(lu, b))
-
-            Bd = pm.B(j - 1) if j > 1 else None
-            down = (np.kron(S0beta, np.ones((R, 1))) if j == 1
-                    else np.kron(Bd.toarray() if sp.issparse(Bd) else Bd, np.eye(R)))
+        solver = _solver(pm.A(j))
+        down = _down(pm, j)
         own_expiry = np.kron(np.ones(M * R ** (j - 1)), pm.Gamma0)
         v.append(solver(down @ v[j - 1]))
         o.append(solver(own_expiry + down @ o[j - 1]))
@@ -103,7 +107,6 @@ def tagged_totals(b: Blocks, p: tuple[NDArray[np.float64], ...]) -> TaggedTotals
     for i in range(K):
         arr = b.prepared.arrivals_by_admitted(b.mode(i), i)
         P = p[i].reshape(W, -1)
-        free = K - i
         # y[l-1]: rate of batches that put a page in position l, by the phases (m, r_1..r_{i-1}) present
         top = b.prepared.max_jump(b.mode(i), i)
         if top == 0:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import enum
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.linalg as la
@@ -312,7 +313,8 @@ def measures_from_levels(b: Blocks, p: tuple[NDArray[np.float64], ...]) -> Measu
             lost += (k - model.admission.admitted(k, K - i)) * batch_rate
     served = 0.0
     obsolete = 0.0
-    expiry = np.zeros(1)  # sum over the i-1 waiting pages of Gamma_0 at each one's phase: Gamma_0^{(+)(i-1)} e
+    # expiry = Gamma_0^{(+)(i-1)} e: the total expiry rate of the i - 1 waiting pages, by their phases
+    expiry: NDArray[Any] = np.zeros(1)
     for i in range(1, K + 1):
         x = p[i].reshape(W, M, -1)
         served += float(x.sum(axis=(0, 2)) @ b.S0)

@@ -5,7 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model import BMAP, PH, InputError, ModeArrivals, QueueModel, ThresholdPolicy, model_from_dict, model_to_dict
+from model import (
+    BMAP,
+    PH,
+    InputError,
+    ModeArrivals,
+    QueueModel,
+    ThresholdPolicy,
+    model_from_dict,
+    model_to_dict,
+)
 
 GOOD = {
     "capacity": 3,
@@ -112,11 +121,11 @@ def test_thresholds_round_trip() -> None:
     assert policy.robots_at_level == (4, 3, 3, 1, 1, 1)
     assert policy.thresholds_for((4, 3, 2, 1)) == (0, 2, 2)
     assert policy.modes == (4, 3, 1) and policy.thresholds == (0, 2)
-    with pytest.raises(InputError, match="0..K-1"):
+    with pytest.raises(InputError, match=r"0\.\.K-1"):
         ThresholdPolicy.from_thresholds((3, 1), (5,), 5)
 
 
 def test_queue_model_rejects_bad_capacity() -> None:
     arrivals = ModeArrivals.per_mode({1: BMAP.poisson(1.0)})
-    with pytest.raises(InputError, match="model.capacity"):
+    with pytest.raises(InputError, match=r"model\.capacity"):
         QueueModel(0, arrivals, PH.exponential(1.0))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -202,13 +202,14 @@ class ModeFit:
     n_intervals: int
     n_segments: int
     observed_page_rate: float | None
+    lags: int = 0
 
     def __post_init__(self) -> None:
         self.batch_size_probs.flags.writeable = False
 
     def report(self) -> dict[str, Any]:
         b = self.bmap
-        L = 0 if self.stats is None else int(self.stats.lag_correlations.size)
+        L = self.lags
         observed: dict[str, Any] = {"page_rate": self.observed_page_rate}
         if self.stats is not None:
             s = self.stats
@@ -221,8 +222,7 @@ class ModeFit:
             "page_rate": b.rate, "batch_rate": b.batch_rate, "mean_batch_size": b.mean_batch_size,
             "mean_interval_s": b.interval_moment(1), "variance": b.interval_variance, "scv": b.interval_scv,
             "third_moment": b.interval_moment(3), "lag_correlations": np.asarray(lags).tolist(),
-            "decay": 0.0 if self.map_fit is None and b.order == 1 else (
-                self.map_fit.gamma if self.map_fit is not None else None),
+            "decay": _decay_of(b),
         }
         if self.map_fit is not None:
             fitted["rho1_bounds"] = list(self.map_fit.rho1_bounds)
@@ -368,6 +368,14 @@ class ModelFit:
 
 
 # -- per-mode fits -------------------------------------------------------------------------------------
+
+def _decay_of(b: BMAP) -> float:
+    """The non-unit eigenvalue of the embedded phase chain (0 for one phase): rho_k = rho_1 gamma^(k-1)."""
+    if b.order == 1:
+        return 0.0
+    P = np.linalg.solve(-b.D0, b.generator - b.D0)
+    return float(np.trace(P) - 1.0) if b.order == 2 else float(sorted(np.linalg.eigvals(P).real)[-2])
+
 
 def _batch_probs(sizes: NDArray[np.int64]) -> NDArray[np.float64]:
     counts = np.bincount(sizes)[1:].astype(float)
@@ -547,18 +555,14 @@ def fit_model(delivery_times: Any, *, pages: Any = None, modes: Any = None, all_
 
     order = max(D0.shape[0] for D0, _, _ in raw.values())
     for m, (D0, D1, probs) in raw.items():
+        old = fits[m]
+        lags = 0 if old.stats is None else int(old.stats.lag_correlations.size)
         if D0.shape[0] != order:
-            D0l, D1l = _lift(D0, D1, order)
-            old = fits[m]
-            fits[m] = ModeFit(m, old.source, None, BMAP.from_map(D0l, D1l, probs), old.rung,
-                              old.message + "; written with two phases to share the order of the other modes",
-                              old.map_fit, old.stats, probs, old.n_batches, old.n_intervals, old.n_segments,
-                              old.observed_page_rate)
+            D0, D1 = _lift(D0, D1, order)
+            fits[m] = replace(old, bmap=BMAP.from_map(D0, D1, probs), lags=lags,
+                              message=old.message + "; written with two phases to share the order of the other modes")
         else:
-            old = fits[m]
-            fits[m] = ModeFit(m, old.source, None, BMAP.from_map(D0, D1, probs), old.rung, old.message, old.map_fit,
-                              old.stats, probs, old.n_batches, old.n_intervals, old.n_segments,
-                              old.observed_page_rate)
+            fits[m] = replace(old, bmap=BMAP.from_map(D0, D1, probs), lags=lags)
 
     observed = [(m, fits[m].n_intervals) for m in fits]
     linear: list[int] = []
@@ -582,7 +586,7 @@ def fit_model(delivery_times: Any, *, pages: Any = None, modes: Any = None, all_
                           f"linear: {why}; D^({m}) = ({m}/{base}) D^({base}) (paper 000's real-data model)",
                           None, None, bf.batch_size_probs, 0 if s is None else int(s.sizes.size), n_int,
                           0 if s is None else int(np.unique(s.segments).size),
-                          None if s is None or n_int == 0 else s.observed_page_rate)
+                          None if s is None or n_int == 0 else s.observed_page_rate, bf.lags)
         linear.append(m)
     if linear:
         notes.append(f"mode(s) {linear} from the linear rule D^(r) = (r / r_obs) D^(r_obs) "

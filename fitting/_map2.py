@@ -123,18 +123,31 @@ def _aph2_family(scv: float, n: int = _GRID) -> tuple[NDArray[np.float64], NDArr
     return q, mu1, r * mu1
 
 
-def _best_marginal(scv: float, sign: float) -> Cf1 | None:
-    """The mean-1 marginal with c^2 = scv whose reach in the direction ``sign`` is largest."""
+def _best_marginal(scv: float, target: float, max_decay: float) -> Cf1 | None:
+    """A mean-1 marginal with c^2 = scv for the decay ``target``: among the laws of the family that reach
+    it, the least extreme one (largest mu2/mu1); if none does, the one reaching furthest towards it (the
+    least extreme among those within 0.1% of the furthest). Phase means stay within [1e-4, 1e4]."""
     q, mu1, mu2 = _h2_family(scv) if scv > 1 else _aph2_family(scv)
+    keep = (mu2 >= 1e-4) & (mu1 <= 1e4)
+    q, mu1, mu2 = q[keep], mu1[keep], mu2[keep]
     if q.size == 0:
         return None
-    lo, hi = gamma_reach(q, mu2 / mu1)
-    score = hi if sign > 0 else -lo
-    i = int(np.argmax(score))
+    r = mu2 / mu1
+    lo, hi = gamma_reach(q, r)
+    score = np.minimum(hi, max_decay) if target >= 0 else np.minimum(-lo, max_decay)
+    ok = score >= abs(target)
+    if not ok.any():
+        ok = score >= score.max() * (1 - 1e-3)
+    i = int(np.flatnonzero(ok)[np.argmax(r[ok])])
     return Cf1(float(q[i]), float(mu1[i]), float(mu2[i]))
 
 
 # -- construction --------------------------------------------------------------------------------
+
+def _unit(x: float) -> float:
+    """A probability computed with rounding error: values within 1e-9 above 1 are 1."""
+    return 1.0 if 1.0 < x <= 1.0 + 1e-9 else x
+
 
 def map2_matrices(cf: Cf1, gamma: float) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """(D0, D1) of the canonical MAP(2) with marginal ``cf`` and decay ``gamma`` (Bodrog et al. 2008).
@@ -146,14 +159,14 @@ def map2_matrices(cf: Cf1, gamma: float) -> tuple[NDArray[np.float64], NDArray[n
     if gamma > 0:
         B = 1.0 + gamma * r - q * (1.0 - gamma)
         disc = max(B * B - 4.0 * r * gamma, 0.0)
-        a = 2.0 * gamma / (B + math.sqrt(disc))
-        b = gamma / a
+        a = _unit(2.0 * gamma / (B + math.sqrt(disc)))
+        b = _unit(gamma / a)
         D0 = np.array([[-l1, (1.0 - a) * l1], [0.0, -l2]])
         D1 = np.array([[a * l1, 0.0], [(1.0 - b) * l2, b * l2]])
     elif gamma < 0:
         delta = -gamma
-        b = q * (1.0 + delta) + delta * r
-        a = delta / b
+        b = _unit(q * (1.0 + delta) + delta * r)
+        a = _unit(delta / b)
         D0 = np.array([[-l1, (1.0 - a) * l1], [0.0, -l2]])
         D1 = np.array([[0.0, a * l1], [b * l2, (1.0 - b) * l2]])
     else:
@@ -314,7 +327,8 @@ def map2_from_statistics(*, mean: float, variance: float | None, lag_correlation
     rate = 1.0 / mean
 
     def result(bmap: BMAP, status: MapFitStatus, gamma: float, bounds: tuple[float, float], var_ok: bool,
-               m3_ok: bool | None, marginal: str, why: str, claimed_lags: NDArray[np.float64]) -> Map2Fit:
+               m3_ok: bool | None, marginal: str, why: str, claimed_lags: NDArray[np.float64],
+               ok: bool = True) -> Map2Fit:
         f_mean = bmap.interval_moment(1)
         f_var = bmap.interval_variance
         f_m3 = bmap.interval_moment(3)
@@ -331,7 +345,7 @@ def map2_from_statistics(*, mean: float, variance: float | None, lag_correlation
         message = f"{status.value}: {_STATUS_MESSAGES[status]}; {why}"
         if problems:
             message = f"numerical trouble: fitted {', '.join(problems)} off the claim; " + message
-        return Map2Fit(bmap, status, not problems, message, mean, variance, third_moment, lags.copy(),
+        return Map2Fit(bmap, status, ok and not problems, message, mean, variance, third_moment, lags.copy(),
                        f_mean, f_var, f_m3, f_lags, gamma, decay, bounds, var_ok, m3_ok, marginal,)
 
     zeros = np.zeros(L)
@@ -384,17 +398,18 @@ def map2_from_statistics(*, mean: float, variance: float | None, lag_correlation
             cf = h2_cf1(1.0 - p_fast, 1.0 / rs, 1.0 / rf)
             marginal = "H2 with balanced means"
         else:
-            best = _best_marginal(scv, sign)
+            best = _best_marginal(scv, gamma1, max_decay)
             cf = best if best is not None else Cf1(1.0, 0.5, 0.5)
-            marginal = "APH(2) chosen for the widest reach of rho_1"
+            marginal = "APH(2) chosen for rho_1 (the least extreme one reaching it, else the one reaching furthest)"
         lo, hi = gamma_reach(cf.q, cf.ratio)
         if gamma1 != 0 and not (float(lo) <= gamma1 <= min(float(hi), max_decay)):
-            best = _best_marginal(scv, sign)
+            best = _best_marginal(scv, gamma1, max_decay)
             if best is not None:
                 blo, bhi = gamma_reach(best.q, best.ratio)
                 if (sign > 0 and float(bhi) > float(hi)) or (sign < 0 and float(blo) < float(lo)):
                     cf = best
-                    marginal = ("H2" if scv > 1 else "APH(2)") + " chosen for the widest reach of rho_1"
+                    marginal = (("H2" if scv > 1 else "APH(2)") + " chosen for rho_1 (the least extreme one reaching "
+                                "it, else the one reaching furthest)")
 
     lo_a, hi_a = gamma_reach(cf.q, cf.ratio)
     g_lo = max(float(lo_a), -max_decay)
@@ -415,15 +430,38 @@ def map2_from_statistics(*, mean: float, variance: float | None, lag_correlation
                             f"gamma of that sign; correlation dropped")
         else:
             target = reach if decay is None else min(abs(decay), reach)
-            gamma = sign * target
+            gamma = sign * target if target >= 1e-12 else 0.0  # below that, rounding: a renewal process
             status = MapFitStatus.RENEWAL if gamma == 0 else MapFitStatus.RHO_CLIPPED
             src = ("no measured decay (one lag): gamma at the bound" if decay is None else
                    f"kept the measured decay {decay:.4g}" + (" (clipped to the reach)" if abs(decay) > reach else ""))
             notes.insert(0, f"rho_1 = {lags[0]:.4g} is beyond the MAP(2) reach [{bounds[0]:.4g}, {bounds[1]:.4g}] "
                             f"for c^2 = {scv:.4g} (it would need gamma = {gamma1:.4g}); {src}, so rho_1 = "
                             f"{A * gamma:.4g}")
-    D0, D1 = map2_matrices(cf, gamma)
-    bmap = BMAP((D0 * rate, D1 * rate))
-    claimed = A * gamma ** np.arange(1, L + 1)
+    if abs(gamma) < 1e-12:
+        gamma = 0.0  # below rounding: a renewal process (subnormal rates break the moment algebra)
     notes.append(f"marginal: {marginal}")
+    try:
+        D0, D1 = map2_matrices(cf, gamma)
+        bmap = BMAP((D0 * rate, D1 * rate))
+    except InputError as exc:
+        # rounding at the edge of the reach: fall back to the renewal process of a safe marginal
+        if scv > 1:
+            p_fast, rf, rs = balanced_h2(1.0, scv)
+            cf = h2_cf1(1.0 - p_fast, 1.0 / rs, 1.0 / rf)
+        else:
+            cf = Cf1(*_erlang_mix_cf1(scv))
+        D0, D1 = map2_matrices(cf, 0.0)
+        bmap = BMAP((D0 * rate, D1 * rate))
+        gamma, status, m3_ok = 0.0, MapFitStatus.RENEWAL, (None if third_moment is None else False)
+        notes.insert(0, f"numerical trouble building the MAP(2) ({exc}); renewal process instead")
+        return result(bmap, status, gamma, bounds, True, m3_ok, "fallback", "; ".join(notes), np.zeros(L),
+                      ok=False)
+    claimed = A * gamma ** np.arange(1, L + 1)
     return result(bmap, status, gamma, bounds, True, m3_ok, marginal, "; ".join(notes), claimed)
+
+
+def _erlang_mix_cf1(scv: float) -> tuple[float, float, float]:
+    """CF1 (q, mu1, mu2) of Tijms' exponential/Erlang-2 mixture of mean 1 and 1/2 <= c^2 <= 1."""
+    p = (2.0 * scv - math.sqrt(max(2.0 * (1.0 + scv) - 4.0 * scv, 0.0))) / (1.0 + scv)
+    mu = 1.0 / (2.0 - p)
+    return 1.0 - p, mu, mu

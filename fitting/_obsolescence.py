@@ -51,35 +51,53 @@ class ObsolescenceFit:
     message: str
 
 
-def waiting_exposure(times: Any, deltas: Any) -> tuple[float, int]:
+def waiting_exposure(times: Any, deltas: Any, levels: Any = None) -> tuple[float, int]:
     """Page-seconds spent waiting (in the buffer, not in service) from a stream of count changes.
 
     Parameters
     ----------
     times : array_like
         Event times (s), non-decreasing.
-    deltas : array_like of int
+    deltas : array_like
         Change of the number of pages in the system at each event: + admitted pages of a delivery,
-        - pages completed or dropped as obsolete.
+        - pages completed, lost at arrival or dropped as obsolete.
+    levels : array_like, optional
+        The number in the system *after* the event where it is known outright (a resynchronisation,
+        e.g. the agent's ``queue`` events), NaN elsewhere; such an event's delta is ignored.
 
     Returns
     -------
     exposure : float
         Integral of max(N(t) - 1, 0) dt, assuming the server busy whenever N >= 1.
     backlog : int
-        Pages assumed present at the first event so that N never goes negative (0 for a complete log).
+        Pages assumed present before the first event so that N never goes negative before the first
+        known level (0 for a complete log).
     """
     t = float_array("times", times)
     d = float_array("deltas", deltas)
     if t.size != d.size:
         raise InputError("deltas", f"has {d.size} entries but times has {t.size}", "give one change per event")
+    if levels is None:
+        lv = np.full(t.size, np.nan)
+    else:
+        lv = np.array(levels, dtype=float)
+        if lv.shape != t.shape:
+            raise InputError("levels", f"has shape {lv.shape} but times has {t.shape}", "give one level per event")
     if t.size < 2:
         return 0.0, 0
     if np.any(np.diff(t) < 0):
         raise InputError("times", "are not in time order", "sort the events by time")
-    N = np.cumsum(d)
-    backlog = int(max(0.0, -float(N.min())))
-    N = N + backlog
+    known = ~np.isnan(lv)
+    d = np.where(known, 0.0, d)
+    cs = np.cumsum(d)
+    seg = np.cumsum(known)  # 0 before the first known level
+    idx = np.flatnonzero(known)
+    offsets = np.concatenate([[0.0], lv[idx] - cs[idx]])
+    N = cs + offsets[seg]
+    head = seg == 0
+    backlog = int(max(0.0, -float(N[head].min()))) if head.any() else 0
+    N = np.where(head, N + backlog, N)
+    N = np.maximum(N, 0.0)
     waiting = np.maximum(N[:-1] - 1.0, 0.0)
     return float(np.dot(waiting, np.diff(t))), backlog
 

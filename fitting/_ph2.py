@@ -84,24 +84,31 @@ def cf1_from_moments(m1: float, m2: float, m3: float, *, tol: float = 1e-12) -> 
     The exponential case (c^2 = 1) is degenerate here (the linear system is singular) and returns None;
     callers treat it first.
     """
-    r1, r2, r3 = m1, m2 / 2.0, m3 / 6.0
+    ld = np.longdouble  # extended precision: the closed form cancels badly near c^2 = 1
+    r1, r2, r3 = ld(m1), ld(m2) / 2, ld(m3) / 6
     den = r2 - r1 * r1
     if abs(den) <= SCV_ONE_TOL * r1 * r1:
         return None
     a1 = (r3 - r1 * r2) / den
     a2 = a1 * r1 - r2
-    disc = a1 * a1 - 4.0 * a2
+    disc = a1 * a1 - 4 * a2
     if a1 <= 0 or a2 <= 0 or disc < -tol * a1 * a1:
         return None
-    root = math.sqrt(max(disc, 0.0))
-    mu1 = (a1 + root) / 2.0
+    root = np.sqrt(max(disc, ld(0)))
+    mu1 = (a1 + root) / 2
     mu2 = a2 / mu1  # the smaller root, computed without cancellation
     if mu2 <= 0:
         return None
     q = (r1 - mu2) / mu1
     if q < -tol or q > 1 + tol:
         return None
-    return Cf1(min(max(q, 0.0), 1.0), mu1, mu2)
+    q = min(max(q, ld(0)), ld(1))
+    # accept only what reproduces the moments in double precision
+    for k, target in ((1, r1), (2, r2), (3, r3)):
+        h = sum(mu1**i * mu2 ** (k - i) for i in range(k + 1))  # complete homogeneous polynomial
+        if abs(q * h + (1 - q) * mu2**k - target) > 1e-10 * target:
+            return None
+    return Cf1(float(q), float(mu1), float(mu2))
 
 
 def balanced_h2(m1: float, scv: float) -> tuple[float, float, float]:

@@ -1,0 +1,260 @@
+"""``robotctl fit``: a trace file to a model file (DESIGN.md) plus the fit's report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import numpy as np
+import yaml
+
+from fitting import fit_model, waiting_exposure
+from model import InputError, costs_from_dict
+
+from ._files import load_yaml
+from ._progress import Progress
+from .trace import EVENT_KINDS, TraceArrays, read_trace_arrays
+
+#: K when --capacity is not given: paper 000's example buffer (4 waiting places and the page in service).
+DEFAULT_CAPACITY = 5
+
+FIT_EXAMPLE = """\
+example:
+  robotctl fit trace.jsonl --mode-field active --processing-rate-bps 2e6 --capacity 20 \\
+      --mean-useful-life-s 600 --costs costs.yaml --yaml > model.yaml
+  robotctl fit trace.jsonl --processing-rate-bps 2e6 --yaml | robotctl optimise -
+
+What is read from the trace (DESIGN.md: JSON Lines, or CSV with the same columns):
+  delivery events      t, pages (default 1), and the --mode-field column (number of active robots)
+  service              service_s on any event (per page: service_s / pages); else bytes / pages of the
+                       completions (or of the deliveries) divided by --processing-rate-bps
+  obsolescence         --mean-useful-life-s; else estimated from obsolete drops over the page-seconds
+                       spent waiting (deliveries, losses, completions, obsolete drops and queue events
+                       rebuild the queue) when there are at least 30 drops; else none
+Without --mode-field every delivery counts as mode 1. Without --modes the model has the observed modes;
+modes listed but not observed get D^(r) = (r / r_obs) D^(r_obs) from the nearest observed mode.
+
+The output is a model file (model:, costs: when --costs is given) with the fit's report under report:,
+which explains every choice (batch resolution, censored stop gaps, the MAP(2) rung of each mode, the
+service and obsolescence laws). Exit status: 0 fitted, 1 the fit reports success=false (too little
+data; the model is still printed), 2 bad input.
+"""
+
+
+def _modes_arg(text: str) -> tuple[int, ...]:
+    out: list[int] = []
+    try:
+        for part in text.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if "-" in part:
+                lo, hi = (int(x) for x in part.split("-", 1))
+                out.extend(range(lo, hi + 1))
+            else:
+                out.append(int(part))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of robot counts, e.g. 1,2,3,4 or 1-4") from exc
+    if not out or min(out) < 0 or len(set(out)) != len(out):
+        raise argparse.ArgumentTypeError(f"{text!r}: give distinct robot counts >= 0, e.g. 1-4")
+    return tuple(sorted(out))
+
+
+def _positive(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from exc
+    if not (x > 0 and np.isfinite(x)):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a finite number > 0")
+    return x
+
+
+def _nonnegative(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from exc
+    if not x >= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number >= 0")
+    return x
+
+
+def _capacity(text: str) -> int:
+    try:
+        k = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from exc
+    if k < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: K counts the pages in the system, give K >= 1")
+    return k
+
+
+def register(sub: Any) -> None:
+    from .cli import _Formatter
+
+    p = sub.add_parser("fit", help="fit the model (BMAP per mode, service, obsolescence) to a trace",
+                       epilog=FIT_EXAMPLE, formatter_class=_Formatter,
+                       description="Fit the queueing model of paper 000 to a delivery trace: batches, stop gaps, "
+                                   "a MAP(2) of batch epochs per number of active robots with the batch-size law "
+                                   "(a BMAP), an H2/PH service law and an exponential useful life; print it as a "
+                                   "model file with the report of every choice.")
+    p.add_argument("trace", metavar="TRACE", help="trace file (JSON Lines or CSV); - reads standard input")
+    p.add_argument("--mode-field", metavar="FIELD", default=None,
+                   help="trace column holding the number of active robots at each delivery (the agent writes "
+                        "`active`); default: one mode, 1")
+    p.add_argument("--modes", type=_modes_arg, default=None, metavar="LIST",
+                   help="modes the model must define, e.g. 1-4 or 1,2,4 (default: the observed ones)")
+    p.add_argument("--processing-rate-bps", type=_positive, default=None, metavar="X",
+                   help="indexer bytes per second: service time = page bytes / X (when the trace has no service_s)")
+    p.add_argument("--mean-useful-life-s", type=_positive, default=None, metavar="Y",
+                   help="mean useful life of a waiting page in seconds (exponential); default: estimated from "
+                        "obsolete drops when there are enough, else no obsolescence")
+    p.add_argument("--capacity", type=_capacity, default=DEFAULT_CAPACITY, metavar="K",
+                   help="K, pages in the system with the one being indexed (the trace cannot tell; paper 000's "
+                        "example has K = 5)")
+    p.add_argument("--costs", metavar="FILE", default=None,
+                   help="YAML with the cost coefficients (a costs: mapping, or a model file) to copy into the output")
+    p.add_argument("--batch-resolution-s", type=_nonnegative, default=None, metavar="S",
+                   help="deliveries closer than S seconds are one batch (default: chosen from the data; 0: only "
+                        "equal timestamps)")
+    p.add_argument("--censor-above-s", type=_positive, default=None, metavar="S",
+                   help="intervals between batches longer than S seconds are stops and removed (default: chosen "
+                        "from the data; inf: none)")
+    p.add_argument("--sort", action="store_true",
+                   help="sort a trace whose times go backwards (default: such a trace is an error)")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--yaml", dest="output", action="store_const", const="yaml",
+                     help="print the model file as YAML (the default)")
+    out.add_argument("--json", dest="output", action="store_const", const="json",
+                     help="print the model file as JSON (machine-readable)")
+    p.set_defaults(func=run_fit, output="yaml")
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style, except vectors and matrices of numbers, which print on one line each."""
+
+
+def _numeric(x: Any, depth: int) -> bool:
+    if isinstance(x, list):
+        return depth > 0 and all(_numeric(v, depth - 1) for v in x)
+    return isinstance(x, int | float) and not isinstance(x, bool) or x is None
+
+
+def _represent_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:
+    flow = bool(data) and _numeric(data, 2)
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
+
+
+_Dumper.add_representer(list, _represent_list)
+
+
+def dump_yaml(doc: Any) -> str:
+    """A model file as YAML: readable blocks, one line per vector or matrix row set."""
+    return yaml.dump(doc, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=110, allow_unicode=True)
+
+
+def _load_costs(path: str) -> dict[str, float]:
+    doc = load_yaml(path)
+    if isinstance(doc, dict) and "costs" in doc:
+        doc = doc["costs"]
+    try:
+        return costs_from_dict(doc).to_dict()
+    except InputError as exc:
+        raise InputError(f"{path}: {exc.field}", exc.problem, exc.hint) from exc
+
+
+def _check_order(tr: TraceArrays, allow_sort: bool) -> np.ndarray | None:
+    """The stable time order of the events, or None when they are in order already."""
+    back = np.flatnonzero(tr.t[1:] < tr.t[:-1]) + 1
+    if not back.size:
+        return None
+    if not allow_sort:
+        i = int(back[0])
+        raise InputError(f"{tr.name}:{int(tr.line[i])}.t",
+                         f"is {tr.t[i]!r}, earlier than the event before it ({tr.t[i - 1]!r}); {back.size} event(s) "
+                         "go back in time", "sort the trace by t, or pass --sort")
+    return np.argsort(tr.t, kind="stable")
+
+
+def _modes(tr: TraceArrays, field: str, rows: np.ndarray) -> np.ndarray:
+    m = tr.extra[field][rows]
+    bad = np.flatnonzero(np.isnan(m) | (m < 0) | (m != np.round(m)))
+    if bad.size:
+        i = int(rows[bad[0]])
+        what = "is missing" if np.isnan(m[bad[0]]) else f"is {m[bad[0]]:g}, not a whole number >= 0"
+        raise InputError(f"{tr.name}:{int(tr.line[i])}.{field}", f"{what} on a delivery",
+                         f"--mode-field must name a column with the number of active robots on every delivery "
+                         f"(the agent writes `active`)")
+    return m.astype(np.int64)
+
+
+def _service(tr: TraceArrays, rate: float | None) -> dict[str, Any]:
+    has_svc = ~np.isnan(tr.service_s)
+    if has_svc.any():
+        return {"service_times": tr.service_s[has_svc] / tr.pages[has_svc]}
+    for kind in ("completion", "delivery"):
+        rows = tr.kind(kind) & ~np.isnan(tr.bytes)
+        if rows.any():
+            if rate is None:
+                raise InputError("--processing-rate-bps", f"is needed: the trace has sizes (bytes on {kind} lines) "
+                                 "but no service_s", "give the indexer's bytes per second, e.g. "
+                                 "--processing-rate-bps 2e6")
+            return {"sizes_bytes": tr.bytes[rows] / np.maximum(tr.pages[rows], 1), "processing_rate_bps": rate}
+    raise InputError(f"{tr.name}: service_s", "no service information: no line has service_s or bytes",
+                     "add service_s to the completion lines, or bytes to the deliveries with --processing-rate-bps")
+
+
+def _obsolescence(tr: TraceArrays, order: np.ndarray | None) -> dict[str, Any]:
+    idx = np.arange(tr.n) if order is None else order
+    ev, pages, t = tr.event[idx], tr.pages[idx], tr.t[idx]
+    obsolete = ev == EVENT_KINDS.index("obsolete")
+    if not obsolete.any() or not (ev == EVENT_KINDS.index("completion")).any():
+        return {"obsolete_drops": int(pages[obsolete].sum()) if obsolete.any() else None}
+    sign = np.zeros(len(EVENT_KINDS))
+    sign[EVENT_KINDS.index("delivery")] = 1
+    for k in ("loss", "completion", "obsolete"):
+        sign[EVENT_KINDS.index(k)] = -1
+    deltas = sign[ev] * pages
+    levels = np.where(ev == EVENT_KINDS.index("queue"), pages.astype(float), np.nan)
+    exposure, _ = waiting_exposure(t, deltas, levels)
+    return {"obsolete_drops": int(pages[obsolete].sum()), "obsolete_exposure_s": exposure}
+
+
+def run_fit(args: argparse.Namespace) -> int:
+    costs = _load_costs(args.costs) if args.costs else None
+    with Progress(2, "fit") as bar:
+        extra = (args.mode_field,) if args.mode_field else ()
+        tr = read_trace_arrays(args.trace, extra_fields=extra)
+        bar.advance()
+        order = _check_order(tr, args.sort)
+        rows = np.flatnonzero(tr.kind("delivery"))
+        if rows.size == 0:
+            raise InputError(tr.name, "holds no delivery events", 'a trace for fitting needs lines with '
+                             '"event": "delivery" (or no event field)')
+        if args.mode_field and np.isnan(tr.extra[args.mode_field]).all():
+            raise InputError(f"{tr.name}: {args.mode_field}", "no line has this column",
+                             "--mode-field must name the column with the number of active robots (e.g. active)")
+        modes = _modes(tr, args.mode_field, rows) if args.mode_field else None
+        obs = _obsolescence(tr, order)
+        options: dict[str, Any] = {"out_of_order": "sort" if args.sort else "error"}
+        if args.batch_resolution_s is not None:
+            options["batch_resolution_s"] = args.batch_resolution_s
+        if args.censor_above_s is not None:
+            options["censor_above_s"] = args.censor_above_s
+        fit = fit_model(tr.t[rows], pages=tr.pages[rows], modes=modes, all_modes=args.modes,
+                        mean_useful_life_s=args.mean_useful_life_s, capacity=args.capacity, options=options,
+                        obsolete_drops=obs.get("obsolete_drops") if "obsolete_exposure_s" in obs else None,
+                        obsolete_exposure_s=obs.get("obsolete_exposure_s"),
+                        **_service(tr, args.processing_rate_bps))
+        bar.advance()
+    doc = fit.to_dict()
+    if costs is not None:
+        doc = {"model": doc["model"], "costs": costs, "report": doc["report"]}
+    if args.output == "json":
+        print(json.dumps(doc, indent=2))
+    else:
+        sys.stdout.write(dump_yaml(doc))
+    return 0 if fit.success else 1

@@ -156,3 +156,199 @@ def write_trace(path: str | Path, events: Iterable[TraceEvent]) -> int:
             out.write(ev.to_json() + "\n")
             n += 1
     return n
+
+
+# -- a fast, array-based reader (for `robotctl fit` on traces of millions of lines) -----------------
+
+@dataclass(frozen=True, eq=False)
+class TraceArrays:
+    """A whole trace as columns, in file order, validated as :func:`parse_event` would.
+
+    Attributes
+    ----------
+    name : str
+        The file name (``-`` for standard input), for messages.
+    t : ndarray of float
+        Event times (s).
+    event : ndarray of int
+        Index of each event's kind in :data:`EVENT_KINDS`.
+    pages : ndarray of int
+        Pages (1 where absent).
+    bytes, service_s : ndarray of float
+        NaN where absent.
+    extra : dict of str to ndarray of float
+        The requested extra fields (NaN where absent).
+    line : ndarray of int
+        Line number of each event in the file.
+    """
+
+    name: str
+    t: Any
+    event: Any
+    pages: Any
+    bytes: Any
+    service_s: Any
+    extra: Mapping[str, Any]
+    line: Any
+
+    @property
+    def n(self) -> int:
+        return int(self.t.size)
+
+    def kind(self, name: str) -> Any:
+        """Boolean mask of the events of one kind."""
+        return self.event == EVENT_KINDS.index(name)
+
+
+def _raise_at(name: str, line: int, raw: Mapping[str, Any], what: str) -> None:
+    """Re-validate one event with :func:`parse_event` so that the error is worded the same way."""
+    where = f"{name}:{line}"
+    parse_event(raw, where=where)
+    raise InputError(where, what, "fix this line")
+
+
+def read_trace_arrays(path: str | Path, *, extra_fields: Iterable[str] = (),
+                      stream: IO[str] | None = None) -> TraceArrays:
+    """Read a trace (JSON Lines or CSV, as :func:`iter_trace`) into columns, several times faster than
+    building one :class:`TraceEvent` per line. Raises the same :class:`InputError` for a bad line, naming
+    the file, the line and the field; an empty trace is an error.
+    """
+    import numpy as np
+
+    name = str(path)
+    extras = tuple(extra_fields)
+    if stream is None:
+        if name == "-":
+            import sys
+
+            stream = sys.stdin
+        else:
+            try:
+                stream = open(name, encoding="utf-8")  # noqa: SIM115 - closed below
+            except FileNotFoundError as exc:
+                raise InputError(name, "no such file", "check the path") from exc
+            except OSError as exc:
+                raise InputError(name, f"cannot be read ({exc.strerror})", "check the path and permissions") from exc
+    cols: dict[str, list[Any]] = {k: [] for k in ("t", "event", "pages", "bytes", "service_s", *extras)}
+    lines: list[int] = []
+    kinds = {k: i for i, k in enumerate(EVENT_KINDS)}
+    with stream:
+        text = stream.read()
+    first = next((ln for ln in text.splitlines() if ln.strip()), "")
+    is_csv = name.endswith(".csv") or (first.strip() != "" and not first.lstrip().startswith(("{", "#")))
+    keys = ("t", "pages", "bytes", "service_s", *extras)
+    if is_csv:
+        reader = csv.reader(io.StringIO(text))
+        header = next(reader, None)
+        if header is None or "t" not in header:
+            raise InputError(f"{name}:1", "has no column t", "the first CSV line names the columns, t among them")
+        pos = {k: header.index(k) for k in (*keys, "event") if k in header}
+        width = len(header)
+        for n, row in enumerate(reader, start=2):
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue
+            if len(row) != width:
+                raise InputError(f"{name}:{n}", f"has {len(row)} fields but the header names {width}",
+                                 "give every row one value per column")
+            ev = row[pos["event"]].strip() if "event" in pos else ""
+            ev = ev or "delivery"
+            code = kinds.get(ev)
+            if code is None:
+                _raise_at(name, n, dict(zip(header, row, strict=True)), "unknown event")
+            cols["event"].append(code)
+            for k in keys:
+                j = pos.get(k)
+                v = row[j].strip() if j is not None else ""
+                cols[k].append(v if v != "" else None)
+            lines.append(n)
+    else:
+        loads = json.loads
+        for n, raw_line in enumerate(text.splitlines(), start=1):
+            s = raw_line.strip()
+            if not s or s.startswith("#"):
+                continue
+            try:
+                obj = loads(s)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{name}:{n}", f"is not valid JSON ({exc.msg})",
+                                 "write one JSON object per line") from exc
+            if not isinstance(obj, dict):
+                _raise_at(name, n, obj, "not an object")
+            ev = obj.get("event", "delivery") or "delivery"
+            code = kinds.get(ev) if isinstance(ev, str) else None
+            if code is None:
+                _raise_at(name, n, obj, "unknown event")
+            cols["event"].append(code)
+            for k in keys:
+                cols[k].append(obj.get(k))
+            lines.append(n)
+    if not lines:
+        raise InputError(name, "holds no events", "a trace needs at least one line with t and event")
+    line = np.asarray(lines, dtype=np.int64)
+    event = np.asarray(cols["event"], dtype=np.int64)
+
+    def raw_at(i: int) -> dict[str, Any]:
+        d: dict[str, Any] = {"event": EVENT_KINDS[int(event[i])]}
+        for k in keys:
+            if cols[k][i] is not None:
+                d[k] = cols[k][i]
+        return d
+
+    def column(key: str, *, integer: bool, minimum: float, required: bool = False) -> Any:
+        vals = cols[key]
+        bad = -1
+        a: Any = None
+        if bool not in set(map(type, vals)):
+            try:
+                a = np.array(vals, dtype=float)  # None -> nan; numeric strings are parsed
+            except (TypeError, ValueError):
+                a = None
+        if a is None:  # a bool or a string that is not a number somewhere: find it
+            bad = next(i for i, v in enumerate(vals) if not _is_number(v))
+        else:
+            nan = np.isnan(a)
+            missing = vals.count(None)
+            flags = np.zeros(a.size, dtype=bool)
+            if int(nan.sum()) != (0 if required else missing):
+                absent = np.fromiter((v is None for v in vals), dtype=bool, count=len(vals))
+                flags |= nan if required else nan & ~absent
+            with np.errstate(invalid="ignore"):
+                flags |= np.isinf(a) | (a < minimum)
+                if integer:
+                    flags |= np.isfinite(a) & (a != np.round(a))
+            hits = np.flatnonzero(flags)
+            if hits.size:
+                bad = int(hits[0])
+        if bad >= 0:
+            _raise_at(name, int(line[bad]), raw_at(bad), f"bad {key}")
+        return a
+
+    t = column("t", integer=False, minimum=-math.inf, required=True)
+    pages_f = column("pages", integer=True, minimum=0.0)
+    pages = np.where(np.isnan(pages_f), 1, pages_f).astype(np.int64)
+    delivery = event == kinds["delivery"]
+    zero = np.flatnonzero(delivery & (pages < 1))
+    if zero.size:
+        i = int(zero[0])
+        raise InputError(f"{name}:{int(line[i])}.pages", f"is {int(pages[i])}", "a delivery brings at least one page")
+    size = column("bytes", integer=True, minimum=0.0)
+    svc = column("service_s", integer=False, minimum=0.0)
+    extra = {}
+    for k in extras:
+        try:
+            extra[k] = np.array(cols[k], dtype=float)
+        except (TypeError, ValueError):
+            bad = next(i for i, v in enumerate(cols[k]) if not _is_number(v))
+            raise InputError(f"{name}:{int(line[bad])}.{k}", f"is {cols[k][bad]!r}, not a number",
+                             f"write {k} as a number") from None
+    return TraceArrays(name, t, event, pages, size, svc, extra, line)
+
+
+def _is_number(v: Any) -> bool:
+    if v is None:
+        return True
+    try:
+        float(v)
+    except (TypeError, ValueError):
+        return False
+    return not isinstance(v, bool)

@@ -73,5 +73,5 @@ def test_map_lag_correlations_decay_geometrically() -> None:
     b = BMAP((D0, D1))
     rho = b.lag_correlations(4)
     P = np.linalg.solve(-D0, D1)
-    g = [e for e in np.linalg.eigvals(P).real if abs(e - 1) > 1e-9][0]
+    g = next(e for e in np.linalg.eigvals(P).real if abs(e - 1) > 1e-9)
     np.testing.assert_allclose(rho[1:], rho[0] * g ** np.arange(1, 4), rtol=1e-9)

@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/robotctl demo
+	$(BIN)/robotctl optimise config/paper-example.yaml --all-subsets
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

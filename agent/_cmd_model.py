@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from model import METHODS, CostBreakdown, InputError, Measures, QueueModel, ThresholdPolicy, solve
-from policies import SEARCH_METHODS, PolicySearch, ThresholdOptimum, count_threshold_vectors, optimise
+from policies import EXHAUSTIVE_LIMIT, SEARCH_METHODS, PolicySearch, ThresholdOptimum, count_policies, optimise
 
 from ._files import load_model_file
 from ._progress import Progress
@@ -165,7 +165,9 @@ def _table(search: PolicySearch) -> list[str]:
 def run_optimise(args: argparse.Namespace) -> int:
     model, costs = load_model_file(args.model_file)
     pool = tuple(sorted(set(args.modes), reverse=True)) if args.modes else model.modes
-    total = _count_policies(model, pool)
+    exhaustive = args.search == "exhaustive" or (
+        args.search == "auto" and count_policies(len(pool), model.capacity) <= EXHAUSTIVE_LIMIT)
+    total = count_policies(len(pool), model.capacity) if exhaustive else None
     with Progress(total, "optimising") as bar:
         search = optimise(model, costs, modes=args.modes, method=args.search, solver_method=args.method,
                           progress=bar.advance)
@@ -196,14 +198,6 @@ def run_optimise(args: argparse.Namespace) -> int:
     if not search.success:
         print(f"warning: {search.message}", file=sys.stderr)
     return 0 if search.success else 1
-
-
-def _count_policies(model: QueueModel, pool: tuple[int, ...]) -> int:
-    """Upper bound of distinct policies the search solves (for the progress bar)."""
-    from itertools import combinations
-
-    return sum(count_threshold_vectors(size, model.capacity)
-               for size in range(1, len(pool) + 1) for _ in combinations(pool, size))
 
 
 __all__ = ["register"]

@@ -1,9 +1,11 @@
 """Decisions: cost-optimal threshold policies for the model core (paper 000)."""
 
 from ._thresholds import (
+    EXHAUSTIVE_LIMIT,
     SEARCH_METHODS,
     PolicySearch,
     ThresholdOptimum,
+    count_policies,
     count_threshold_vectors,
     optimise,
     optimise_thresholds,
@@ -12,9 +14,11 @@ from ._thresholds import (
 )
 
 __all__ = [
+    "EXHAUSTIVE_LIMIT",
     "SEARCH_METHODS",
     "PolicySearch",
     "ThresholdOptimum",
+    "count_policies",
     "count_threshold_vectors",
     "optimise",
     "optimise_thresholds",

@@ -11,9 +11,12 @@ Two search methods:
 ``exhaustive``
     Every threshold vector (C(K + n - 1, n - 1) of them per subset); distinct policies are solved once.
 ``local``
-    Coordinate descent on the thresholds from the best static policy's neighbourhood, each threshold
-    moved by +-1 until no move lowers the cost. Much cheaper for many modes and large K; it may stop
-    at a local optimum, and says so (``exact=False``).
+    For one subset: coordinate descent on the thresholds, each moved by +-1 until no move lowers the
+    cost. Over all subsets (:func:`optimise`): steepest descent over non-increasing robots_at_level from
+    the best static fleet, each step setting one level to another mode between its neighbours' modes. Much cheaper
+    for many modes and large K; it may stop at a local optimum, and says so (``exact=False``).
+
+``auto`` searches exhaustively while the number of distinct policies is at most ``EXHAUSTIVE_LIMIT``.
 """
 
 from __future__ import annotations
@@ -38,8 +41,8 @@ from model import (
 )
 
 SEARCH_METHODS = ("auto", "exhaustive", "local")
-#: ``auto`` searches exhaustively while a subset has at most this many threshold vectors.
-EXHAUSTIVE_LIMIT = 20_000
+#: ``auto`` searches exhaustively while there are at most this many threshold vectors (or policies).
+EXHAUSTIVE_LIMIT = 5_000
 
 Progress = Callable[[int], None]
 
@@ -228,20 +231,66 @@ def optimise_thresholds(model: QueueModel, costs: Costs, modes: Sequence[int], *
     return _optimum(_Evaluator(model, costs, prepared, solver_method, progress), ms, method)
 
 
+def count_policies(n_modes: int, capacity: int) -> int:
+    """Distinct non-increasing robots_at_level of length K + 1 over n modes: C(K + n, n - 1)."""
+    return math.comb(capacity + n_modes, n_modes - 1) if n_modes > 0 else 0
+
+
+def _descent(evaluate: _Evaluator, pool: tuple[int, ...], start: ThresholdPolicy) -> tuple[ThresholdPolicy, int]:
+    """Steepest descent over non-increasing policies: set one level to any mode of ``pool`` that keeps
+    the policy non-increasing (between its neighbours' modes)."""
+    current, cost = start, evaluate.total(start)
+    looked = 1
+    while True:
+        best_move, best_cost = None, cost
+        r = current.robots_at_level
+        for i, x in enumerate(r):
+            upper = r[i - 1] if i > 0 else max(pool)
+            lower = r[i + 1] if i + 1 < len(r) else min(pool)
+            for mode in pool:
+                if mode == x or not lower <= mode <= upper:
+                    continue
+                cand = (*r[:i], mode, *r[i + 1:])
+                looked += 1
+                c = evaluate.total(ThresholdPolicy(cand))
+                if c < best_cost - 1e-12:
+                    best_move, best_cost = cand, c
+        if best_move is None:
+            return current, looked
+        current, cost = ThresholdPolicy(best_move), best_cost
+
+
+def _as_optimum(evaluate: _Evaluator, policy: ThresholdPolicy, search: str, exact: bool,
+                looked: int) -> ThresholdOptimum:
+    sol, cost = evaluate(policy)
+    return ThresholdOptimum(policy.modes, policy.thresholds, policy, cost, sol.measures, sol.method, search,
+                            exact, looked)
+
+
 def optimise(model: QueueModel, costs: Costs, *, modes: Sequence[int] | None = None, method: str = "auto",
              solver_method: str = "auto", prepared: PreparedModel | None = None,
              progress: Progress | None = None) -> PolicySearch:
     """The best policy over every non-empty subset of ``modes`` (default: all the model's modes),
-    with the static costs C_r and the relative profit R (paper 000, Section 7, Table 1)."""
+    with the static costs C_r and the relative profit R (paper 000, Section 7, Table 1).
+
+    With ``method="exhaustive"`` (or ``auto`` while there are at most ``EXHAUSTIVE_LIMIT`` distinct
+    policies) every subset's best thresholds are found exactly and listed in ``subsets``; with
+    ``local``, a steepest descent over policies from the best static fleet (``subsets`` then holds the
+    static fleets and the optimum found, ``exact=False``)."""
     if method not in SEARCH_METHODS:
         raise InputError("method", f"unknown search method {method!r}", f"use one of {', '.join(SEARCH_METHODS)}")
     pool = _check_modes(model, modes if modes is not None else model.modes)
     evaluate = _Evaluator(model, costs, prepared, solver_method, progress)
-    subsets = []
-    for size in range(1, len(pool) + 1):
-        for subset in itertools.combinations(pool, size):
-            subsets.append(_optimum(evaluate, subset, method))
-    static = tuple((opt.modes[0], opt.cost) for opt in subsets if len(opt.modes) == 1)
+    if method == "local" or (method == "auto" and count_policies(len(pool), model.capacity) > EXHAUSTIVE_LIMIT):
+        statics = [_as_optimum(evaluate, ThresholdPolicy.static(r, model.capacity), "exhaustive", True, 1)
+                   for r in pool]
+        start = min(statics, key=lambda o: o.cost.total).policy
+        found, looked = _descent(evaluate, pool, start)
+        subsets = [*statics, _as_optimum(evaluate, found, "local", False, looked)]
+    else:
+        subsets = [_optimum(evaluate, subset, method)
+                   for size in range(1, len(pool) + 1) for subset in itertools.combinations(pool, size)]
+    static = tuple((opt.modes[0], opt.cost) for opt in subsets if len(opt.modes) == 1 and opt.search_method != "local")
     best = min(subsets, key=lambda o: (o.cost.total, len(o.modes)))
     best_static = min(c.total for _, c in static)
     profit = (1.0 - best.cost.total / best_static) * 100.0 if math.isfinite(best_static) and best_static else 0.0

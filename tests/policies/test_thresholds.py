@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from model import Costs, InputError, ThresholdPolicy, cost_of, random_model, solve
-from policies import count_threshold_vectors, optimise, optimise_thresholds, threshold_vectors
+from policies import count_policies, count_threshold_vectors, optimise, optimise_thresholds, threshold_vectors
 
 
 @given(st.integers(1, 5), st.integers(1, 8))
@@ -61,3 +61,22 @@ def test_local_search_never_beats_exhaustive(seed: int) -> None:
     exhaustive = optimise_thresholds(model, costs, (3, 2, 1), method="exhaustive")
     local = optimise_thresholds(model, costs, (3, 2, 1), method="local")
     assert local.cost.total >= exhaustive.cost.total - 1e-12
+
+
+@given(st.integers(1, 4), st.integers(1, 6))
+def test_policy_count(n: int, K: int) -> None:
+    modes = range(1, n + 1)
+    monotone = [r for r in itertools.product(modes, repeat=K + 1) if all(a >= b for a, b in itertools.pairwise(r))]
+    assert count_policies(n, K) == len(monotone)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 10_000))
+def test_policy_descent_never_beats_the_exhaustive_optimum(seed: int) -> None:
+    model = random_model(np.random.default_rng(seed), capacity=4, modes=(1, 2, 3))
+    costs = Costs(loss=2, obsolescence=2, response=1, robot=3, starvation=30)
+    exhaustive = optimise(model, costs, method="exhaustive")
+    local = optimise(model, costs, method="local")
+    assert exhaustive.best.exact and not local.best.exact
+    assert local.best.cost.total >= exhaustive.best.cost.total - 1e-12
+    assert local.best.cost.total <= min(c.total for _, c in local.static) + 1e-12

@@ -8,7 +8,7 @@ import math
 import sys
 from typing import Any
 
-from model import METHODS, CostBreakdown, InputError, Measures, QueueModel, ThresholdPolicy, solve
+from model import METHODS, CostBreakdown, InputError, Measures, ThresholdPolicy, solve
 from policies import EXHAUSTIVE_LIMIT, SEARCH_METHODS, PolicySearch, ThresholdOptimum, count_policies, optimise
 
 from ._files import load_model_file
@@ -80,7 +80,7 @@ def register(sub: Any) -> None:
     o.add_argument("--all-subsets", action="store_true",
                    help="also print the best thresholds of every subset of modes and the static costs (Table 1)")
     o.add_argument("--search", choices=SEARCH_METHODS, default="auto",
-                   help="exhaustive over every threshold vector, or local coordinate descent (large K or many modes)")
+                   help="exhaustive over every threshold vector, or local descent (for large K or many modes)")
     o.add_argument("--method", choices=METHODS, default="auto", help="exact solver method for each policy")
     o.add_argument("--json", action="store_true", help="machine-readable output")
     o.set_defaults(func=run_optimise)

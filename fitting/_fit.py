@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy.special import ndtri
 
 from model import BMAP, Admission, InputError, ModeArrivals, QueueModel, model_to_dict
 
@@ -56,9 +57,10 @@ class FitOptions:
     min_intervals : int
         Intervals a mode needs for more than a Poisson fit; modes with fewer take the linear rule from
         an observed mode when there is one.
-    significance_z : float
-        A lag correlation counts when |rho_k| > z / sqrt(pairs); c^2 differs from 1 when beyond z
-        standard errors.
+    significance : float
+        Family-wise false-alarm probability of the two tests that choose the lower rungs: some lag
+        correlation among the L counts when |rho_k| > z_L / sqrt(pairs) with z_L the two-sided normal
+        quantile of significance / L (Bonferroni); c^2 differs from 1 beyond z_1 standard errors.
     max_decay : float
         Cap on the MAP(2) decay |gamma|.
     match_interval_third_moment : bool
@@ -82,7 +84,7 @@ class FitOptions:
     out_of_order: str = "error"
     max_lag: int = 20
     min_intervals: int = 30
-    significance_z: float = 3.0
+    significance: float = 1e-3
     max_decay: float = MAX_DECAY
     match_interval_third_moment: bool = False
     max_batch: int = 256
@@ -115,7 +117,7 @@ class FitOptions:
             raise InputError("options.out_of_order", f"is {self.out_of_order!r}", "use 'error' or 'sort'")
         number("max_lag", lo=1, integer=True)
         number("min_intervals", lo=3, integer=True)
-        number("significance_z", lo=0.0)
+        number("significance", lo=0.0, hi=0.5, open_lo=True)
         number("max_decay", lo=0.0, hi=1.0 - 1e-12, open_lo=True)
         if not isinstance(self.match_interval_third_moment, bool):
             raise InputError("options.match_interval_third_moment", f"must be true or false, got "
@@ -145,7 +147,7 @@ class FitOptions:
             raise InputError(f"options.{unknown[0]}", "is not a known fitting option",
                              f"known options: {', '.join(sorted(known))}")
         values = dict(options)
-        for key in ("batch_resolution_s", "censor_above_s", "max_decay", "significance_z", "gap_factor"):
+        for key in ("batch_resolution_s", "censor_above_s", "max_decay", "significance", "gap_factor"):
             v = values.get(key)
             if isinstance(v, int) and not isinstance(v, bool):
                 values[key] = float(v)
@@ -395,18 +397,20 @@ def _fit_observed(sample: ModeSample, opts: FitOptions) -> tuple[Map2Fit, Sample
     L = min(opts.max_lag, max(1, x.size // 10))
     stats = sample_stats(x, sample.segments, L)
     m3 = stats.third_moment if opts.match_interval_third_moment else None
-    sig = stats.significant_lags(opts.significance_z)
-    z = opts.significance_z
+    z_lags = float(ndtri(1.0 - opts.significance / (2 * L)))
+    z_one = float(ndtri(1.0 - opts.significance / 2))
+    sig = stats.significant_lags(z_lags)
     if not sig.any():
-        why_lags = (f"no lag correlation among lags 1..{L} is significant (|rho_k| <= {z:g}/sqrt(pairs); "
-                    f"rho_1 = {stats.lag_correlations[0]:.3g})")
-        if stats.scv_consistent_with_one(z):
+        why_lags = (f"no lag correlation among lags 1..{L} is significant at family-wise level {opts.significance:g} "
+                    f"(|rho_k| <= {z_lags:.3g}/sqrt(pairs); rho_1 = {stats.lag_correlations[0]:.3g})")
+        if stats.scv_consistent_with_one(z_one):
             fit = map2_from_statistics(mean=stats.mean, variance=None, max_decay=opts.max_decay)
             return fit, stats, (f"poisson: {why_lags} and c^2 = {stats.scv:.3g} ± {stats.scv_stderr:.2g} is "
                                 f"consistent with exponential intervals; Poisson batch epochs of the measured mean")
         fit = map2_from_statistics(mean=stats.mean, variance=stats.variance, lag_correlations=(),
                                    third_moment=m3, max_decay=opts.max_decay)
-        return fit, stats, f"renewal: {why_lags}; {fit.message}"
+        return fit, stats, (f"renewal: {why_lags}; a renewal process matches the mean and variance; marginal: "
+                            f"{fit.marginal}")
     fit = map2_from_statistics(mean=stats.mean, variance=stats.variance, lag_correlations=stats.lag_correlations,
                                third_moment=m3, max_decay=opts.max_decay)
     n_sig = int(sig.sum())

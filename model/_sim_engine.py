@@ -250,20 +250,20 @@ class Simulation:
         ctrl = self._ctrl
         rec = self.record
         put = self._rows.append
+        mk = tuple.__new__  # builds a TraceRow without the Python-level NamedTuple.__new__ (twice as fast)
         next_robot_u = self._next_robot_u
         DELIVERY, LOSS, COMPLETION, OBSOLETE = TraceKind.DELIVERY, TraceKind.LOSS, TraceKind.COMPLETION, \
             TraceKind.OBSOLETE
-        ev = 0
-        while ev < max_events:
+        done = max_events  # events processed; set to ev when the clock stops at t_end first
+        for ev in range(max_events):
             # Tie-breaking (EventKind): completion, then obsolescence, then the BMAP jump.
             if t_bm < t_svc and t_bm < t_exp:
                 # -- BMAP_TRANSITION ---------------------------------------------------------------
                 if t_bm > t_end:
+                    done = ev
                     break
-                dt = t_bm - t
-                qtime[n] += dt
+                qtime[n] += t_bm - t
                 t = t_bm
-                ev += 1
                 k, nu = row[2][bisect_right(row[1], next_u())]
                 if k:
                     offered += k
@@ -274,10 +274,10 @@ class Simulation:
                         a = free if partial else 0
                         lost += k - a
                     if rec:
-                        put(TraceRow(t, DELIVERY, 1 + int(next_robot_u() * mode) if mode else None, k, None,
-                                     mode))
+                        put(mk(TraceRow, (t, DELIVERY, 1 + int(next_robot_u() * mode) if mode else None, k,
+                                          None, mode)))
                         if a < k:
-                            put(TraceRow(t, LOSS, None, k - a, None, mode))
+                            put(mk(TraceRow, (t, LOSS, None, k - a, None, mode)))
                     if a:
                         if n == 0:
                             svc_arr = svc_start = t
@@ -318,23 +318,22 @@ class Simulation:
             elif t_svc <= t_exp:
                 # -- SERVICE_COMPLETION ------------------------------------------------------------
                 if t_svc > t_end:
+                    done = ev
                     break
-                dt = t_svc - t
-                qtime[n] += dt
+                qtime[n] += t_svc - t
                 t = t_svc
-                ev += 1
                 n -= 1
                 if svc_obs:
                     svc_obs = False
                     obsolete += 1
                     soj_o += t - svc_arr
                     if rec:
-                        put(TraceRow(t, OBSOLETE, None, 1, None, mode))
+                        put(mk(TraceRow, (t, OBSOLETE, None, 1, None, mode)))
                 else:
                     served += 1
                     soj_s += t - svc_arr
                     if rec:
-                        put(TraceRow(t, COMPLETION, None, 1, t - svc_start, mode))
+                        put(mk(TraceRow, (t, COMPLETION, None, 1, t - svc_start, mode)))
                 if n:
                     p = popleft()
                     while p not in waiting:
@@ -368,11 +367,10 @@ class Simulation:
             else:
                 # -- OBSOLESCENCE ------------------------------------------------------------------
                 if t_exp > t_end:
+                    done = ev
                     break
-                dt = t_exp - t
-                qtime[n] += dt
+                qtime[n] += t_exp - t
                 t = t_exp
-                ev += 1
                 p = heappop(expiry)[1]
                 obsolete += 1
                 soj_o += t - waiting.pop(p)
@@ -381,7 +379,7 @@ class Simulation:
                     heappop(expiry)
                 t_exp = expiry[0][0] if expiry else INF
                 if rec:
-                    put(TraceRow(t, OBSOLETE, None, 1, None, mode))
+                    put(mk(TraceRow, (t, OBSOLETE, None, 1, None, mode)))
                 new = table[n] if table is not None else ctrl(n, mode, t)  # type: ignore[misc]
                 if new != mode:
                     new = self._checked_mode(new) if table is None else new
@@ -393,7 +391,7 @@ class Simulation:
                     off = offsets[mode]
                     row = tab[off + nu]
                     t_bm = t + next_exp() * row[0]
-        if ev < max_events and t_end > t:
+        if done < max_events and t_end > t:
             # stopped by time: the clock runs on to t_end with nothing happening
             qtime[n] += t_end - t
             t = t_end
@@ -410,5 +408,5 @@ class Simulation:
         self._pid = pid
         self._counts = [offered, lost, obsolete, served]
         self._sojourn = [soj_s, soj_o]
-        self.events += ev
-        return ev
+        self.events += done
+        return done

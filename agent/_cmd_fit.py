@@ -174,7 +174,7 @@ def _check_order(tr: TraceArrays, allow_sort: bool) -> np.ndarray | None:
     if not allow_sort:
         i = int(back[0])
         raise InputError(f"{tr.name}:{int(tr.line[i])}.t",
-                         f"is {tr.t[i]!r}, earlier than the event before it ({tr.t[i - 1]!r}); {back.size} event(s) "
+                         f"is {float(tr.t[i])!r}, earlier than the event before it ({float(tr.t[i - 1])!r}); {back.size} event(s) "
                          "go back in time", "sort the trace by t, or pass --sort")
     return np.argsort(tr.t, kind="stable")
 

@@ -102,7 +102,7 @@ def validate_deliveries(delivery_times: Any, pages: Any = None, modes: Any = Non
         if out_of_order == "error":
             i = int(back[0])
             raise InputError("delivery_times", f"{back.size} timestamp(s) are earlier than the one before them "
-                             f"(first at index {i}: {t[i]!r} < {t[i - 1]!r})",
+                             f"(first at index {i}: {float(t[i])!r} < {float(t[i - 1])!r})",
                              "sort the deliveries by time (or pass options out_of_order='sort')")
         order = np.argsort(t, kind="stable")
         t, p, m = t[order], p[order], m[order]

@@ -140,7 +140,7 @@ class _Dumper(yaml.SafeDumper):
 def _numeric(x: Any, depth: int) -> bool:
     if isinstance(x, list):
         return depth > 0 and all(_numeric(v, depth - 1) for v in x)
-    return isinstance(x, int | float) and not isinstance(x, bool) or x is None
+    return (isinstance(x, int | float) and not isinstance(x, bool)) or x is None
 
 
 def _represent_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:
@@ -174,8 +174,8 @@ def _check_order(tr: TraceArrays, allow_sort: bool) -> np.ndarray | None:
     if not allow_sort:
         i = int(back[0])
         raise InputError(f"{tr.name}:{int(tr.line[i])}.t",
-                         f"is {float(tr.t[i])!r}, earlier than the event before it ({float(tr.t[i - 1])!r}); {back.size} event(s) "
-                         "go back in time", "sort the trace by t, or pass --sort")
+                         f"is {float(tr.t[i])!r}, earlier than the event before it ({float(tr.t[i - 1])!r}); "
+                         f"{back.size} event(s) go back in time", "sort the trace by t, or pass --sort")
     return np.argsort(tr.t, kind="stable")
 
 
@@ -186,8 +186,8 @@ def _modes(tr: TraceArrays, field: str, rows: np.ndarray) -> np.ndarray:
         i = int(rows[bad[0]])
         what = "is missing" if np.isnan(m[bad[0]]) else f"is {m[bad[0]]:g}, not a whole number >= 0"
         raise InputError(f"{tr.name}:{int(tr.line[i])}.{field}", f"{what} on a delivery",
-                         f"--mode-field must name a column with the number of active robots on every delivery "
-                         f"(the agent writes `active`)")
+                         "--mode-field must name a column with the number of active robots on every delivery "
+                         "(the agent writes `active`)")
     return m.astype(np.int64)
 
 

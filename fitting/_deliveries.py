@@ -229,7 +229,8 @@ def choose_censor_bound(intervals: NDArray[np.float64], *, configured: float | N
     if configured is not None:
         if math.isinf(configured):
             return Threshold(None, "configured", "censoring switched off as configured")
-        return Threshold(float(configured), "configured", f"intervals longer than {configured:g} s censored as configured")
+        return Threshold(float(configured), "configured",
+                         f"intervals longer than {configured:g} s censored as configured")
     pos = intervals[intervals > 0]
     n = int(pos.size)
     if n < 4:

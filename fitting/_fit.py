@@ -128,7 +128,7 @@ class FitOptions:
         number("max_service_order", lo=1, integer=True)
         number("min_obsolete", lo=1, integer=True)
         try:
-            Admission(self.admission)
+            object.__setattr__(self, "admission", Admission(self.admission).value)
         except ValueError as exc:
             raise InputError("options.admission", f"is {self.admission!r}", "use partial or reject-batch") from exc
 
@@ -563,10 +563,10 @@ def fit_model(delivery_times: Any, *, pages: Any = None, modes: Any = None, all_
         lags = 0 if old.stats is None else int(old.stats.lag_correlations.size)
         if D0.shape[0] != order:
             D0, D1 = _lift(D0, D1, order)
-            fits[m] = replace(old, bmap=BMAP.from_map(D0, D1, probs), lags=lags,
+            fits[m] = replace(old, bmap=BMAP.from_map(D0, D1, probs.tolist()), lags=lags,
                               message=old.message + "; written with two phases to share the order of the other modes")
         else:
-            fits[m] = replace(old, bmap=BMAP.from_map(D0, D1, probs), lags=lags)
+            fits[m] = replace(old, bmap=BMAP.from_map(D0, D1, probs.tolist()), lags=lags)
 
     observed = [(m, fits[m].n_intervals) for m in fits]
     linear: list[int] = []
@@ -615,7 +615,8 @@ def fit_model(delivery_times: Any, *, pages: Any = None, modes: Any = None, all_
     observed_fits = [mf for mf in mode_fits if mf.source == "observed"]
     if insufficient:
         status = FitStatus.INSUFFICIENT_DATA
-    elif any(mf.rung != MapFitStatus.EXACT.value for mf in observed_fits) or service.fit.status is not PhFitStatus.EXACT:
+    elif (any(mf.rung != MapFitStatus.EXACT.value for mf in observed_fits)
+          or service.fit.status is not PhFitStatus.EXACT):
         status = FitStatus.FALLBACK
     else:
         status = FitStatus.OK

@@ -356,19 +356,18 @@ def map2_from_statistics(*, mean: float, variance: float | None, lag_correlation
     scv = variance / (mean * mean)
 
     if abs(scv - 1.0) <= SCV_ONE_TOL:
-        m3_ok = None if third_moment is None else bool(abs(third_moment - 6 * mean**3) <= CLAIM_RTOL * third_moment)
+        exp_m3 = None if third_moment is None else bool(abs(third_moment - 6 * mean**3) <= CLAIM_RTOL * third_moment)
         wants = bool(L and np.any(lags != 0))
         if L and not wants:
-            return result(poisson_as_order(rate, 1), MapFitStatus.EXACT, 0.0, (0.0, 0.0), True, m3_ok,
+            return result(poisson_as_order(rate, 1), MapFitStatus.EXACT, 0.0, (0.0, 0.0), True, exp_m3,
                           "exponential", "c^2 = 1 and zero correlation: a Poisson process", zeros)
         why = ("c^2 = 1: a MAP(2) with exponential intervals carries no correlation (A = (1 - 1/c^2)/2 = 0); "
                f"the asked rho_1 = {lags[0]:.4g} was dropped" if wants else "c^2 = 1 and no lag correlations given")
-        return result(poisson_as_order(rate, 1), MapFitStatus.POISSON, 0.0, (0.0, 0.0), True, m3_ok,
+        return result(poisson_as_order(rate, 1), MapFitStatus.POISSON, 0.0, (0.0, 0.0), True, exp_m3,
                       "exponential", why, zeros)
 
     if scv < 0.5:
-        cf = Cf1(1.0, 0.5 * mean, 0.5 * mean)
-        D0, D1 = map2_matrices(cf, 0.0)
+        D0, D1 = map2_matrices(Cf1(1.0, 0.5 * mean, 0.5 * mean), 0.0)
         return result(BMAP((D0, D1)), MapFitStatus.RENEWAL, 0.0, (0.0, 0.0), False,
                       None if third_moment is None else False, "Erlang-2",
                       f"c^2 = {scv:.4g} < 1/2 is below every order-two law; an Erlang-2 renewal process "
@@ -456,7 +455,7 @@ def map2_from_statistics(*, mean: float, variance: float | None, lag_correlation
         notes.insert(0, f"numerical trouble building the MAP(2) ({exc}); renewal process instead")
         return result(bmap, status, gamma, bounds, True, m3_ok, "fallback", "; ".join(notes), np.zeros(L),
                       ok=False)
-    claimed = A * gamma ** np.arange(1, L + 1)
+    claimed = np.asarray(A * gamma ** np.arange(1, L + 1), dtype=float)
     return result(bmap, status, gamma, bounds, True, m3_ok, marginal, "; ".join(notes), claimed)
 
 

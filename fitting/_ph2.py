@@ -200,8 +200,11 @@ def _finish(law: PH, status: PhFitStatus, method: str, why: str,
     fitted = (law.moment(1), law.moment(2), law.moment(3))
     n_claimed = {PhFitStatus.EXACT: sum(m is not None for m in moments), PhFitStatus.TWO_MOMENTS: 2,
                  PhFitStatus.MEAN_ONLY: 1}[status]
-    bad = [k + 1 for k in range(n_claimed)
-           if moments[k] is not None and abs(fitted[k] - moments[k]) > CLAIM_RTOL * abs(moments[k])]  # type: ignore[operator]
+    bad = []
+    for k in range(n_claimed):
+        target = moments[k]
+        if target is not None and abs(fitted[k] - target) > CLAIM_RTOL * abs(target):
+            bad.append(k + 1)
     message = f"{_STATUS_MESSAGES[status]} ({method})"
     if why:
         message += f": {why}"

@@ -53,7 +53,7 @@ def test_yaml_output_is_a_model_file_with_its_report(trace: str, tmp_path: Path,
     assert list(doc) == ["model", "report"]
     path = tmp_path / "model.yaml"
     path.write_text(out)
-    model, costs = load_model_file(str(path))
+    model, _ = load_model_file(str(path))
     assert model.capacity == 6 and model.modes == (1, 2, 3)
     assert model.obsolescence is not None and model.obsolescence.mean == pytest.approx(30.0)
     rep = doc["report"]

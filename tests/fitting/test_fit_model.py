@@ -223,11 +223,11 @@ def test_options_from_a_mapping_and_their_errors() -> None:
     fit = fit_model(t, capacity=3, options={"max_lag": 5, "censor_above_s": 1e9, "batch_resolution_s": 0}, **SERVICE)
     assert fit.options.max_lag == 5 and fit.report.censor.rule == "configured"
     assert fit.modes[0].stats is not None and fit.modes[0].stats.lag_correlations.size <= 5
-    with pytest.raises(InputError, match="^options.max_lags:"):
+    with pytest.raises(InputError, match=r"^options\.max_lags:"):
         fit_model(t, capacity=3, options={"max_lags": 5}, **SERVICE)
-    with pytest.raises(InputError, match="^options.significance:"):
+    with pytest.raises(InputError, match=r"^options\.significance:"):
         FitOptions(significance=0.0)
-    with pytest.raises(InputError, match="^options.out_of_order:"):
+    with pytest.raises(InputError, match=r"^options\.out_of_order:"):
         FitOptions(out_of_order="ignore")
 
 
@@ -248,5 +248,5 @@ def test_invalid_inputs_name_the_field(kwargs: dict[str, object], field: str) ->
 
 
 def test_one_batch_is_invalid_input() -> None:
-    with pytest.raises(InputError, match="^delivery_times:.*one batch"):
+    with pytest.raises(InputError, match=r"^delivery_times:.*one batch"):
         fit_model(np.zeros(5), capacity=3, **SERVICE)

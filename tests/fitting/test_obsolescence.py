@@ -26,7 +26,7 @@ def test_waiting_exposure_by_hand() -> None:
 def test_waiting_exposure_assumes_a_backlog_for_an_incomplete_log() -> None:
     exposure, backlog = waiting_exposure([0.0, 1.0, 2.0], [-2, 1, 0])
     assert backlog == 2 and exposure == pytest.approx(0 * 1 + 0 * 1)
-    with pytest.raises(InputError, match="^times:"):
+    with pytest.raises(InputError, match=r"^times:"):
         waiting_exposure([1.0, 0.0], [1, -1])
 
 

@@ -82,6 +82,16 @@ def _nonnegative(text: str) -> float:
     return x
 
 
+def _bound(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from exc
+    if not x > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds > 0, or inf for no censoring")
+    return x
+
+
 def _capacity(text: str) -> int:
     try:
         k = int(text)
@@ -101,35 +111,38 @@ def register(sub: Any) -> None:
                                    "a MAP(2) of batch epochs per number of active robots with the batch-size law "
                                    "(a BMAP), an H2/PH service law and an exponential useful life; print it as a "
                                    "model file with the report of every choice.")
+    own = "%(default).0s"  # the help states its own default; keep argparse from adding "(default: None)"
     p.add_argument("trace", metavar="TRACE", help="trace file (JSON Lines or CSV); - reads standard input")
     p.add_argument("--mode-field", metavar="FIELD", default=None,
                    help="trace column holding the number of active robots at each delivery (the agent writes "
-                        "`active`); default: one mode, 1")
+                        "`active`); default: one mode, 1" + own)
     p.add_argument("--modes", type=_modes_arg, default=None, metavar="LIST",
-                   help="modes the model must define, e.g. 1-4 or 1,2,4 (default: the observed ones)")
+                   help="modes the model must define, e.g. 1-4 or 1,2,4 (default: the observed ones)" + own)
     p.add_argument("--processing-rate-bps", type=_positive, default=None, metavar="X",
-                   help="indexer bytes per second: service time = page bytes / X (when the trace has no service_s)")
+                   help="indexer bytes per second: service time = page bytes / X (needed when the trace has sizes "
+                        "but no service_s)" + own)
     p.add_argument("--mean-useful-life-s", type=_positive, default=None, metavar="Y",
                    help="mean useful life of a waiting page in seconds (exponential); default: estimated from "
-                        "obsolete drops when there are enough, else no obsolescence")
+                        "obsolete drops when there are enough, else no obsolescence" + own)
     p.add_argument("--capacity", type=_capacity, default=DEFAULT_CAPACITY, metavar="K",
                    help="K, pages in the system with the one being indexed (the trace cannot tell; paper 000's "
                         "example has K = 5)")
     p.add_argument("--costs", metavar="FILE", default=None,
-                   help="YAML with the cost coefficients (a costs: mapping, or a model file) to copy into the output")
+                   help="YAML with the cost coefficients (a costs: mapping, or a model file) to copy into the "
+                        "output (default: none)" + own)
     p.add_argument("--batch-resolution-s", type=_nonnegative, default=None, metavar="S",
                    help="deliveries closer than S seconds are one batch (default: chosen from the data; 0: only "
-                        "equal timestamps)")
-    p.add_argument("--censor-above-s", type=_positive, default=None, metavar="S",
+                        "equal timestamps)" + own)
+    p.add_argument("--censor-above-s", type=_bound, default=None, metavar="S",
                    help="intervals between batches longer than S seconds are stops and removed (default: chosen "
-                        "from the data; inf: none)")
+                        "from the data; inf: none)" + own)
     p.add_argument("--sort", action="store_true",
-                   help="sort a trace whose times go backwards (default: such a trace is an error)")
+                   help="sort a trace whose times go backwards (default: such a trace is an error)" + own)
     out = p.add_mutually_exclusive_group()
     out.add_argument("--yaml", dest="output", action="store_const", const="yaml",
-                     help="print the model file as YAML (the default)")
+                     help="print the model file as YAML (the default)" + own)
     out.add_argument("--json", dest="output", action="store_const", const="json",
-                     help="print the model file as JSON (machine-readable)")
+                     help="print the model file as JSON (machine-readable)" + own)
     p.set_defaults(func=run_fit, output="yaml")
 
 

@@ -13,6 +13,7 @@ import enum
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -504,11 +505,14 @@ def fit_model(delivery_times: Any, *, pages: Any = None, modes: Any = None, all_
                      "(the number of robots changed inside them)")
 
     by_mode = {s.mode: s for s in split.samples}
-    model_modes = wanted if wanted is not None else tuple(sorted(by_mode))
+    if wanted is not None:
+        model_modes = wanted
+    else:  # the observed modes; mode 0 (no robot active) only when it has enough data of its own
+        model_modes = tuple(m for m in sorted(by_mode) if m >= 1 or by_mode[m].intervals.size >= opts.min_intervals)
     unused = tuple(m for m in sorted(by_mode) if m not in model_modes)
     if unused:
-        notes.append(f"observed mode(s) {list(unused)} are not among all_modes {list(model_modes)}; their data "
-                     "was not used")
+        where = "among all_modes" if wanted is not None else "well observed (mode 0 needs min_intervals of its own)"
+        notes.append(f"observed mode(s) {list(unused)} are not {where}; their data was not used")
     good = [(m, s.intervals.size) for m, s in by_mode.items()
             if m in model_modes and s.intervals.size >= opts.min_intervals]
     clipped = int(sum(int((s.sizes > opts.max_batch).sum()) for m, s in by_mode.items() if m in model_modes))
@@ -636,14 +640,16 @@ def fit_model(delivery_times: Any, *, pages: Any = None, modes: Any = None, all_
         out_of_order=dl.out_of_order, sorted=dl.sorted, batch_resolution=res, batches=batches.n,
         merged_deliveries=batches.merged, censor=censor, censored=split.censored,
         censored_time_s=split.censored_time, mode_switches=split.mode_switches, batch_sizes_clipped=clipped,
-        modes=tuple(mf.report() for mf in mode_fits), linear_modes=tuple(linear), unused_modes=unused,
-        service={"source": service.source, "samples": service.n, "rung": svc.status.value, "method": svc.method,
-                 "message": svc.message + (f"; {service.note}" if service.note else ""),
-                 "observed": {"mean_s": service.mean, "scv": service.scv, "third_moment": service.third_moment},
-                 "fitted": {"mean_s": svc.fitted_moments[0], "scv": svc.law.scv,
-                            "third_moment": svc.fitted_moments[2], "phases": svc.law.order}},
-        obsolescence={"source": obs.source, "mean_useful_life_s": obs.mean_useful_life_s,
-                      "estimate_s": obs.estimate_s, "stderr_s": obs.stderr_s, "count": obs.count,
-                      "message": obs.message},
+        modes=tuple(MappingProxyType(mf.report()) for mf in mode_fits), linear_modes=tuple(linear),
+        unused_modes=unused,
+        service=MappingProxyType({
+            "source": service.source, "samples": service.n, "rung": svc.status.value, "method": svc.method,
+            "message": svc.message + (f"; {service.note}" if service.note else ""),
+            "observed": {"mean_s": service.mean, "scv": service.scv, "third_moment": service.third_moment},
+            "fitted": {"mean_s": svc.fitted_moments[0], "scv": svc.law.scv, "third_moment": svc.fitted_moments[2],
+                       "phases": svc.law.order}}),
+        obsolescence=MappingProxyType({
+            "source": obs.source, "mean_useful_life_s": obs.mean_useful_life_s, "estimate_s": obs.estimate_s,
+            "stderr_s": obs.stderr_s, "count": obs.count, "message": obs.message}),
         capacity=model.capacity, notes=tuple(notes))
     return ModelFit(model, report, success, status, message, mode_fits, service, obs, opts)

@@ -250,3 +250,12 @@ def test_invalid_inputs_name_the_field(kwargs: dict[str, object], field: str) ->
 def test_one_batch_is_invalid_input() -> None:
     with pytest.raises(InputError, match=r"^delivery_times:.*one batch"):
         fit_model(np.zeros(5), capacity=3, **SERVICE)
+
+
+def test_a_few_deliveries_with_no_robot_active_are_left_out() -> None:
+    t = np.cumsum(np.random.default_rng(31).exponential(1.0, 2000))
+    modes = np.full(t.size, 1)
+    modes[1000:1005] = 0  # in-flight pages after every robot was parked
+    fit = fit_model(t, modes=modes, capacity=5, **SERVICE)
+    assert fit.model.modes == (1,) and fit.report.unused_modes == (0,)
+    assert any("mode 0 needs min_intervals" in note for note in fit.report.notes)

@@ -14,6 +14,8 @@ import math
 import numpy as np
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fitting import FitOptions, FitStatus, MapFitStatus, PhFitStatus, fit_model, map2_from_statistics
 from fitting._synthetic import paper_like_trace, sample_bmap
@@ -259,3 +261,25 @@ def test_a_few_deliveries_with_no_robot_active_are_left_out() -> None:
     fit = fit_model(t, modes=modes, capacity=5, **SERVICE)
     assert fit.model.modes == (1,) and fit.report.unused_modes == (0,)
     assert any("mode 0 needs min_intervals" in note for note in fit.report.notes)
+
+
+@settings(max_examples=100, deadline=None)
+@given(gaps=st.lists(st.one_of(st.just(0.0), st.floats(1e-6, 1e4)), min_size=1, max_size=120),
+       pages=st.lists(st.integers(1, 40), min_size=121, max_size=121),
+       modes=st.lists(st.integers(0, 4), min_size=121, max_size=121),
+       all_modes=st.one_of(st.none(), st.just([1, 2, 3, 4])))
+def test_property_awkward_but_valid_windows_never_raise(gaps: list[float], pages: list[int], modes: list[int],
+                                                        all_modes: list[int] | None) -> None:
+    """Whatever a window of valid deliveries looks like, the fit returns a usable model (or, when every
+    delivery falls into one batch, says so with an InputError)."""
+    t = np.concatenate([[0.0], np.cumsum(gaps)])
+    n = t.size
+    try:
+        fit = fit_model(t, pages=pages[:n], modes=modes[:n], all_modes=all_modes, capacity=4, **SERVICE)
+    except InputError as exc:
+        assert "one batch" in str(exc) or "mode >= 1" in str(exc) or "no mode >= 1" in str(exc), str(exc)
+        return
+    assert fit.model.arrivals.order in (1, 2)
+    assert all(np.isfinite(fit.model.arrivals[m].rate) for m in fit.model.modes)
+    assert fit.success == (fit.status is not FitStatus.INSUFFICIENT_DATA)
+    yaml.safe_dump(fit.to_dict())

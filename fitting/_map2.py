@@ -420,7 +420,8 @@ def map2_from_statistics(*, mean: float, variance: float | None, lag_correlation
         notes.insert(0, "no lag correlations given: renewal process")
     elif g_lo <= gamma1 <= g_hi:
         gamma, status = gamma1, MapFitStatus.EXACT
-        notes.insert(0, f"rho_1 = {lags[0]:.4g} = A gamma with A = (1 - 1/c^2)/2 = {A:.4g}, gamma = {gamma1:.4g}")
+        notes.insert(0, f"rho_1 = {lags[0]:.4g} = A gamma with A = (1 - 1/c^2)/2 = {A:.4g}, gamma = {gamma1:.4g}"
+                        + ("" if decay is None else f" (the MAP(2)'s decay; the measured lags decay as {decay:.4g})"))
     else:
         reach = g_hi if sign > 0 else -g_lo
         if reach <= 0:

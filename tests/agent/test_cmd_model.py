@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -93,3 +95,14 @@ def test_missing_file_and_bad_yaml(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["optimise", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "no such file" in err and "not valid YAML at line" in err
+
+
+def test_closed_pipe_ends_quietly() -> None:
+    """`robotctl optimise ... | head -1`: no traceback when the reader goes away."""
+    proc = subprocess.Popen([sys.executable, "-m", "agent.cli", "optimise", str(EXAMPLE), "--all-subsets"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before anything is written
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141
+    assert "Traceback" not in err and "Exception ignored" not in err

@@ -236,6 +236,22 @@ def _obsolescence(tr: TraceArrays, order: np.ndarray | None) -> dict[str, Any]:
     return {"obsolete_drops": int(pages[obsolete].sum()), "obsolete_exposure_s": exposure}
 
 
+def _mode_exposure(tr: TraceArrays, field: str, order: np.ndarray | None) -> dict[int, float] | None:
+    """Seconds spent in each mode, from the park/resume lines that carry ``field`` (the number of
+    robots active after the change); None when the trace has no such lines."""
+    idx = np.arange(tr.n) if order is None else order
+    t, ev, value = tr.t[idx], tr.event[idx], tr.extra[field][idx]
+    known = ~np.isnan(value)
+    change = known & ((ev == EVENT_KINDS.index("park")) | (ev == EVENT_KINDS.index("resume")))
+    if not change.any() or not known.any():
+        return None
+    first = int(np.flatnonzero(known)[0])
+    starts = np.concatenate([[t[0]], t[change]])
+    modes = np.concatenate([[value[first]], value[change]]).astype(np.int64)
+    durations = np.diff(np.concatenate([starts, [t[-1]]]))
+    return {int(m): float(durations[modes == m].sum()) for m in np.unique(modes)}
+
+
 def run_fit(args: argparse.Namespace) -> int:
     costs = _load_costs(args.costs) if args.costs else None
     with Progress(2, "fit") as bar:
@@ -257,7 +273,9 @@ def run_fit(args: argparse.Namespace) -> int:
             options["batch_resolution_s"] = args.batch_resolution_s
         if args.censor_above_s is not None:
             options["censor_above_s"] = args.censor_above_s
+        exposure = _mode_exposure(tr, args.mode_field, order) if args.mode_field else None
         fit = fit_model(tr.t[rows], pages=tr.pages[rows], modes=modes, all_modes=args.modes,
+                        mode_exposure_s=exposure,
                         mean_useful_life_s=args.mean_useful_life_s, capacity=args.capacity, options=options,
                         obsolete_drops=obs.get("obsolete_drops") if "obsolete_exposure_s" in obs else None,
                         obsolete_exposure_s=obs.get("obsolete_exposure_s"),

@@ -36,7 +36,7 @@ from ._map2 import MAX_DECAY, Map2Fit, MapFitStatus, map2_from_statistics
 from ._obsolescence import ObsolescenceFit, fit_obsolescence
 from ._ph2 import PhFitStatus
 from ._service import ServiceFit, fit_service
-from ._stats import SampleStats, fit_decay, sample_stats
+from ._stats import MIN_LAG_PAIRS, SampleStats, fit_decay, sample_stats
 
 
 @dataclass(frozen=True)
@@ -402,8 +402,14 @@ def _fit_observed(sample: ModeSample, opts: FitOptions) -> tuple[Map2Fit, Sample
     z_one = float(ndtri(1.0 - opts.significance / 2))
     sig = stats.significant_lags(z_lags)
     if not sig.any():
-        why_lags = (f"no lag correlation among lags 1..{L} is significant at family-wise level {opts.significance:g} "
-                    f"(|rho_k| <= {z_lags:.3g}/sqrt(pairs); rho_1 = {stats.lag_correlations[0]:.3g})")
+        n_lags = stats.lag_correlations.size
+        if n_lags == 0:
+            why_lags = (f"no lag correlation could be estimated (fewer than {MIN_LAG_PAIRS} pairs of intervals "
+                        "within unbroken stretches)")
+        else:
+            why_lags = (f"no lag correlation among lags 1..{n_lags} is significant at family-wise level "
+                        f"{opts.significance:g} (|rho_k| <= {z_lags:.3g}/sqrt(pairs); "
+                        f"rho_1 = {stats.lag_correlations[0]:.3g})")
         if stats.scv_consistent_with_one(z_one):
             fit = map2_from_statistics(mean=stats.mean, variance=None, max_decay=opts.max_decay)
             return fit, stats, (f"poisson: {why_lags} and c^2 = {stats.scv:.3g} ± {stats.scv_stderr:.2g} is "
@@ -415,7 +421,7 @@ def _fit_observed(sample: ModeSample, opts: FitOptions) -> tuple[Map2Fit, Sample
     fit = map2_from_statistics(mean=stats.mean, variance=stats.variance, lag_correlations=stats.lag_correlations,
                                third_moment=m3, max_decay=opts.max_decay)
     n_sig = int(sig.sum())
-    return fit, stats, f"{fit.message} ({n_sig} of {L} lags significant)"
+    return fit, stats, f"{fit.message} ({n_sig} of {stats.lag_correlations.size} lags significant)"
 
 
 def _nearest(mode: int, candidates: Sequence[tuple[int, int]]) -> int:
@@ -441,6 +447,7 @@ def fit_model(delivery_times: Any, *, pages: Any = None, modes: Any = None, all_
               service_times: Any = None, sizes_bytes: Any = None, processing_rate_bps: float | None = None,
               mean_useful_life_s: float | None = None, obsolete_lifetimes: Any = None,
               obsolete_drops: int | None = None, obsolete_exposure_s: float | None = None,
+              mode_exposure_s: Mapping[int, float] | None = None,
               capacity: int, options: Mapping[str, Any] | FitOptions | None = None) -> ModelFit:
     """Fit the queueing model of paper 000 to observed deliveries and service.
 
@@ -466,6 +473,13 @@ def fit_model(delivery_times: Any, *, pages: Any = None, modes: Any = None, all_
         Observed lives of pages that went stale (uncensored estimate).
     obsolete_drops, obsolete_exposure_s : optional
         Obsolete drops and page-seconds spent waiting (censored maximum-likelihood estimate).
+    mode_exposure_s : mapping of int to float, optional
+        Seconds spent in each mode over the window. Under threshold control a mode often lasts only a
+        few deliveries; the intervals that straddle a change of mode are dropped, and those are the long
+        ones, so the within-mode intervals alone overstate a short-lived mode's rate (several-fold on the
+        paper example under its optimal policy). Given the exposure, each observed mode's BMAP keeps its
+        fitted shape (interval law, correlation, batch sizes) and is rescaled in time to the rate
+        pages delivered in the mode / seconds spent in it.
     capacity : int
         K, pages in the system (the one in service included).
     options : FitOptions or mapping, optional
@@ -571,6 +585,20 @@ def fit_model(delivery_times: Any, *, pages: Any = None, modes: Any = None, all_
                               message=old.message + "; written with two phases to share the order of the other modes")
         else:
             fits[m] = replace(old, bmap=BMAP.from_map(D0, D1, probs.tolist()), lags=lags)
+
+    if mode_exposure_s:
+        for m in list(fits):
+            exposure = float(mode_exposure_s.get(m, 0.0))
+            if not math.isfinite(exposure) or exposure < 0:
+                raise InputError(f"mode_exposure_s.{m}", f"is {exposure!r}", "seconds spent in the mode, >= 0")
+            pages_m = float(dl.pages[dl.modes == m].sum())
+            old = fits[m]
+            if exposure > 0 and pages_m > 0 and old.bmap.rate > 0:
+                target = pages_m / exposure
+                fits[m] = replace(old, bmap=old.bmap.scaled(target / old.bmap.rate),
+                                  message=old.message + f"; rate {old.bmap.rate:.4g} -> {target:.4g} pages/s = "
+                                  f"{pages_m:.0f} pages / {exposure:.6g} s in the mode")
+        notes.append("observed modes' rates set to pages delivered in the mode / time spent in it (mode exposure)")
 
     observed = [(m, fits[m].n_intervals) for m in fits]
     linear: list[int] = []

@@ -59,12 +59,18 @@ class SampleStats:
         return abs(self.scv - 1.0) <= z * self.scv_stderr
 
 
-def sample_stats(x: NDArray[np.float64], segments: NDArray[np.int64] | None, max_lag: int) -> SampleStats:
+#: A lag correlation estimated from fewer pairs than this is not reported (nor any longer lag).
+MIN_LAG_PAIRS = 50
+
+
+def sample_stats(x: NDArray[np.float64], segments: NDArray[np.int64] | None, max_lag: int, *,
+                 min_pairs: int = MIN_LAG_PAIRS) -> SampleStats:
     """Moments of ``x`` and its lag-1..max_lag correlations.
 
     Pairs (x_i, x_{i+k}) count only when ``segments[i] == segments[i+k]`` (no censored gap or mode
-    switch between them). The mean and variance are those of the whole sample. Lags with no pair give
-    correlation 0 and 0 pairs.
+    switch between them). The mean and variance are those of the whole sample. The lags stop before
+    the first one with fewer than ``min_pairs`` pairs (with short unbroken segments a long lag rests on
+    a handful of pairs and its estimate can even leave [-1, 1]); the rest are clipped to [-1, 1].
     """
     n = int(x.size)
     mean = float(x.mean())
@@ -92,8 +98,13 @@ def sample_stats(x: NDArray[np.float64], segments: NDArray[np.int64] | None, max
                 same = segments[:-k] == segments[k:]
                 cnt = int(np.count_nonzero(same))
                 s = float(np.dot(a * same, b))
+            if cnt < min_pairs:
+                rho, pairs = rho[:k - 1], pairs[:k - 1]
+                break
             pairs[k - 1] = cnt
-            rho[k - 1] = s / cnt / var1 if cnt else 0.0
+            rho[k - 1] = min(1.0, max(-1.0, s / cnt / var1))
+    elif L:
+        rho, pairs = rho[:0], pairs[:0]
     return SampleStats(n, mean, var1 * mean * mean, m3 * mean**3, var1, math.sqrt(max(scv_var, 0.0)), rho, pairs)
 
 

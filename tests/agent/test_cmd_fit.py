@@ -179,3 +179,25 @@ def test_help_ends_with_an_example(capsys: pytest.CaptureFixture[str]) -> None:
     assert exc.value.code == 0
     text = capsys.readouterr().out
     assert "robotctl fit trace.jsonl" in text and "| robotctl optimise -" in text and "default: 5" in text
+
+
+def test_mode_exposure_from_park_and_resume_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A simulated trace under threshold control: the time in each mode comes from the park/resume
+    lines, and each observed mode's rate is its pages over that time."""
+    example = Path(__file__).resolve().parents[2] / "config" / "paper-example.yaml"
+    path = tmp_path / "sim.jsonl"
+    assert main(["simulate", str(example), "--policy", "3,3,3,1,1,1", "--events", "60000", "--seed", "2",
+                 "--trace", str(path), "--json"]) == 0
+    capsys.readouterr()
+    assert main(["fit", str(path), "--mode-field", "active", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert any("exposure" in note for note in doc["report"]["notes"])
+    events = [json.loads(line) for line in path.read_text().splitlines()]
+    changes = [(e["t"], e["active"]) for e in events if e["event"] in ("park", "resume")]
+    ends = [t for t, _ in changes[1:]] + [events[-1]["t"]]
+    in_mode_1 = sum(end - t for (t, m), end in zip(changes, ends) if m == 1)
+    pages_1 = sum(e["pages"] for e in events if e["event"] == "delivery" and e["active"] == 1)
+    model_file = tmp_path / "fitted.json"
+    model_file.write_text(json.dumps(doc))
+    model, _ = load_model_file(str(model_file))
+    assert model.arrivals[1].rate == pytest.approx(pages_1 / in_mode_1, rel=1e-9)

@@ -283,3 +283,36 @@ def test_property_awkward_but_valid_windows_never_raise(gaps: list[float], pages
     assert all(np.isfinite(fit.model.arrivals[m].rate) for m in fit.model.modes)
     assert fit.success == (fit.status is not FitStatus.INSUFFICIENT_DATA)
     yaml.safe_dump(fit.to_dict())
+
+
+def test_mode_exposure_sets_each_observed_modes_rate() -> None:
+    """Under the paper example's optimal threshold policy, modes last a few deliveries: the intervals
+    within one mode overstate mode 1's rate several-fold; with the time spent in each mode, every
+    observed mode's rate is pages in the mode / seconds in it, and lands near the true lambda^(r)."""
+    from pathlib import Path
+
+    from agent._files import load_model_file
+    from model import ThresholdPolicy, TraceKind, simulate_events
+
+    model, _ = load_model_file(str(Path(__file__).resolve().parents[2] / "config" / "paper-example.yaml"))
+    res = simulate_events(model, ThresholdPolicy.parse("3,3,3,1,1,1"), np.random.default_rng(5), events=200_000,
+                          trace=True)
+    rows = res.trace
+    deliveries = [r for r in rows if r.kind is TraceKind.DELIVERY]
+    times = np.array([r.t for r in deliveries])
+    pages = np.array([r.pages for r in deliveries])
+    modes = np.array([r.active for r in deliveries])
+    changes = [(r.t, r.active) for r in rows if r.kind in (TraceKind.PARK, TraceKind.RESUME)]
+    bounds = [t for t, _ in changes] + [rows[-1].t]
+    exposure: dict[int, float] = {}
+    for (t, m), end in zip(changes, bounds[1:]):
+        exposure[m] = exposure.get(m, 0.0) + end - t
+    plain = fit_model(times, pages=pages, modes=modes, service_times=[0.5, 0.7, 0.9], capacity=5)
+    exposed = fit_model(times, pages=pages, modes=modes, service_times=[0.5, 0.7, 0.9], capacity=5,
+                        mode_exposure_s=exposure)
+    for m in (1, 3):
+        target = pages[modes == m].sum() / exposure[m]
+        assert exposed.model.arrivals[m].rate == pytest.approx(target, rel=1e-9)
+        assert abs(exposed.model.arrivals[m].rate / model.arrivals[m].rate - 1) < 0.2
+    assert plain.model.arrivals[1].rate > 2 * model.arrivals[1].rate  # the bias the exposure removes
+    assert any("exposure" in note for note in exposed.report.notes)

@@ -27,12 +27,28 @@ def test_pairs_never_cross_a_segment_break() -> None:
     # two segments: within each the sequence alternates, across the break it would look correlated
     x = np.array([1.0, 3.0, 1.0, 3.0, 10.0, 20.0, 10.0, 20.0])
     seg = np.array([0, 0, 0, 0, 1, 1, 1, 1])
-    s = sample_stats(x, seg, 2)
+    s = sample_stats(x, seg, 2, min_pairs=1)
     assert list(s.lag_pairs) == [6, 4]
     d = x - x.mean()
     pairs1 = [(i, i + 1) for i in range(7) if seg[i] == seg[i + 1]]
     expect = sum(d[i] * d[j] for i, j in pairs1) / len(pairs1) / x.var()
     assert s.lag_correlations[0] == pytest.approx(expect, rel=1e-12)
+
+
+def test_lags_with_few_pairs_are_dropped_and_estimates_stay_in_range() -> None:
+    """Many short unbroken stretches and one long one: a long lag rests on few pairs, whose estimate
+    against the whole sample's mean and variance could leave [-1, 1] (seen on a simulator trace)."""
+    rng = np.random.default_rng(4)
+    short = np.repeat(np.arange(2000), 3)  # 2000 stretches of 3 intervals
+    x = np.concatenate([rng.exponential(1.0, short.size), 50.0 + rng.normal(0.0, 0.01, 60)])
+    seg = np.concatenate([short, np.full(60, 2000)])
+    s = sample_stats(x, seg, 20, min_pairs=50)
+    assert s.lag_pairs.size == s.lag_correlations.size
+    assert all(s.lag_pairs >= 50)
+    assert s.lag_correlations.size < 20
+    assert np.all(np.abs(s.lag_correlations) <= 1.0)
+    unclipped = sample_stats(x, seg, 20, min_pairs=1)
+    assert np.abs(unclipped.lag_correlations).max() == 1.0  # clipped where the raw estimate exceeds 1
 
 
 def test_scv_standard_error_matches_its_spread() -> None:

@@ -139,21 +139,20 @@ def register(sub: Any) -> None:
                    help="robots at queue length 0..K, comma-separated, non-increasing (e.g. 3,3,3,1,1,1)")
     length = p.add_mutually_exclusive_group()
     length.add_argument("--events", type=_count_arg, default=None,
-                        help="events to measure after the warm-up "
-                             "(default 1000000 when --horizon-s is not given)")
+                        help="events to measure after the warm-up; None: 1000000 unless --horizon-s")
     length.add_argument("--horizon-s", type=_positive_arg, default=None,
-                        help="simulated seconds to measure after the warm-up")
+                        help="simulated seconds to measure after the warm-up, instead of --events")
     p.add_argument("--warmup", type=_nonnegative_arg, default=None,
                    help="discarded start, in events (with --events) or seconds (with --horizon-s); "
-                        "default a tenth of the run")
+                        "None: a tenth of the run")
     p.add_argument("--batches", type=_count_arg, default=30, help="number of batches for the batch means")
     p.add_argument("--level", type=_level_arg, default=0.99, help="confidence level of each interval")
     p.add_argument("--seed", type=_seed_arg, default=None,
-                   help="seed of the random streams (default: random, printed)")
+                   help="seed of the random streams; None: a random seed, printed with the results")
     p.add_argument("--exact", action="store_true",
                    help="also solve exactly and say whether each exact value lies inside its interval")
     p.add_argument("--trace", metavar="OUT.jsonl", default=None,
-                   help="write the trace (DESIGN.md format, JSON Lines) to this file")
+                   help="write the trace (DESIGN.md format, JSON Lines) to this file; None: no trace")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run_simulate)
 

@@ -281,11 +281,11 @@ class RobotHandle:
         while self._life is HandleLife.OPEN:
             remaining = self._last_ok + self.lease_s - clock.now()
             wait_s = self.lease_s / 2 if self.poll_wait_s is None else min(self.poll_wait_s, self.lease_s / 2)
+            # within the lease, wait for an answer until the lease ends; once it is lost, a lease per try
+            timeout = remaining if remaining > 0 else self.lease_s
             try:
-                if remaining <= 0:
-                    raise AgentUnavailableError(f"no answer for the lease of {self.lease_s:g} s")
                 view = await _race(self._client._command(self.robot_id, self.version, wait_s),
-                                   clock.sleep(remaining))
+                                   clock.sleep(timeout))
                 if view is None:
                     raise AgentUnavailableError(f"no answer for the lease of {self.lease_s:g} s")
                 self.polls += 1

@@ -51,11 +51,12 @@ async def test_walk_of_one_delivery(running: tuple[str, Any], clock: ManualClock
 async def test_overflow_is_lost_and_the_actuator_follows_the_policy(config_factory: Callable[..., AgentConfig],
                                                                      clock: ManualClock) -> None:
     cfg = config_factory(policy={"startup": [3, 3, 3, 1, 1, 1]})
-    async with run_in_process(cfg, clock=clock) as (url, app), aiohttp.ClientSession() as s:
+    async with run_in_process(cfg, clock=clock) as (url, _), aiohttp.ClientSession() as s:
         for i in range(1, 5):
             await _post(s, url + "/v1/robots", {"robot": f"r{i}"})
         status, ack = await _post(s, url + "/v1/deliveries", {"deliveries": [{"robot": "r1", "pages": 3},
                                                                             {"robot": "r2", "pages": 4}]})
+        assert status == 200
         assert (ack["admitted"], ack["lost"], ack["queue"], ack["active"]) == (5, 2, 5, 1)
         _, robots = await _get(s, url + "/v1/robots")
         assert [r["state"] for r in robots["robots"]] == ["active", "parked", "parked", "parked"]
@@ -177,7 +178,7 @@ async def test_token_guards_every_mutating_endpoint(config_factory: Callable[...
 
 
 async def test_metrics_parse_and_count(running: tuple[str, Any], clock: ManualClock) -> None:
-    url, app = running
+    url, _ = running
     async with aiohttp.ClientSession() as s:
         await _post(s, url + "/v1/robots", {"robot": "r1"})
         await _post(s, url + "/v1/deliveries", {"deliveries": [{"robot": "r1", "pages": 4, "bytes": 10},

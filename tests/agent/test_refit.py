@@ -1,0 +1,259 @@
+"""The refit: a failing fit or solve keeps the last good policy (and says so on /metrics and in the log),
+timeouts, the schedule and drift, the process executor, and the arrival adjustments."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import numpy as np
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from agent._files import load_model_file
+from agent.api import Completion, Delivery
+from agent.app import AGENT, REFIT, run_in_process
+from agent.clock import ManualClock
+from agent.config import AgentConfig
+from agent.core import Agent
+from agent.refit import RefitInput, RefitOutcome, RefitStage, adjust_arrivals, compute_refit
+from fitting import fit_model
+from model import InputError, Simulation, ThresholdPolicy, TraceKind
+
+ROOT = Path(__file__).resolve().parents[2]
+TRUE_MODEL, COSTS = load_model_file(str(ROOT / "config" / "paper-example.yaml"))
+
+
+def _config(tmp_path: Path, **refit: Any) -> AgentConfig:
+    return AgentConfig.from_dict({
+        "server": {"port": 0}, "queue": {"capacity": 5}, "robots": {"count": 4, "allow_unregistered": True},
+        "costs": COSTS.to_dict(), "policy": {"startup": [4, 4, 3, 2, 1, 1]},
+        "refit": {"interval_s": 1e9, "min_interval_s": 0, "window_s": 1e5, "drift_window_s": 600,
+                  "min_deliveries": 100, **refit},
+        "fit": {"mean_useful_life_s": 5.0},
+        "log": {"dir": str(tmp_path / "log")},
+    })
+
+
+def feed(agent: Agent, clock: ManualClock, seconds: float, seed: int) -> int:
+    """Play the paper example's traffic into the agent (core calls, no HTTP), the simulator following the
+    agent's policy; returns the number of deliveries."""
+    def controller(n: int, active: int, t: float) -> int:
+        return agent.holder.current.policy.robots_at_level[n]
+
+    sim = Simulation(TRUE_MODEL, controller, np.random.default_rng(seed), record=True)
+    start = clock.now()
+    sim.advance(t_end=seconds)
+    n = 0
+    for row in sim.take_rows():
+        clock.set(start + row.t)
+        if row.kind is TraceKind.DELIVERY:
+            agent.deliver([Delivery(f"robot-{row.robot}", row.pages, None, None)])
+            n += 1
+        elif row.kind is TraceKind.COMPLETION:
+            agent.complete([Completion(1, row.service_s, None)])
+        elif row.kind is TraceKind.OBSOLETE:
+            agent.obsolete(1)
+    clock.set(start + seconds)
+    return n
+
+
+def _failing_optimise(model: Any, costs: Any, *, modes: Any = None) -> Any:
+    raise np.linalg.LinAlgError("singular matrix (injected)")
+
+
+def _metric(text: str, name: str, **labels: str) -> float:
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            if s.name == name and s.labels == labels:
+                return s.value
+    raise KeyError(name)
+
+
+async def test_failing_solve_keeps_the_last_good_policy(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    clock = ManualClock(0.0)
+    failing = {"on": False}
+
+    def compute(inp: RefitInput) -> RefitOutcome:
+        if not failing["on"]:
+            return compute_refit(inp)
+        return compute_refit(inp, optimise_fn=_failing_optimise)
+
+    async with run_in_process(_config(tmp_path), clock=clock, compute=compute) as (url, app), \
+            aiohttp.ClientSession() as s:
+        agent = app[AGENT]
+        feed(agent, clock, 2000.0, seed=5)
+        async with s.post(url + "/v1/refit") as r:
+            first = await r.json()
+        assert first["adopted"], first["message"]
+        good = agent.holder.current
+        assert good.source == "fit" and good.measures is not None
+        feed(agent, clock, 500.0, seed=6)
+        await ManualClock.settle()
+        while app[REFIT].record.running:  # a scheduled refit the feed may have started
+            await asyncio.sleep(0.01)
+        good = agent.holder.current
+        adopted = app[REFIT].record.adopted
+        failing["on"] = True
+        with caplog.at_level(logging.WARNING, logger="robotctl.agent.refit"):
+            async with s.post(url + "/v1/refit") as r:
+                second = await r.json()
+        assert not second["adopted"] and second["stage"] == "solve"
+        assert "singular matrix (injected)" in second["message"]
+        assert agent.holder.current is good  # the same snapshot object: nothing was swapped
+        assert agent.actuator.mode == good.policy.robots_at_level[agent.queue.length]
+        assert any("refit_failed" in rec.message and "stage=solve" in rec.message for rec in caplog.records)
+        async with s.get(url + "/metrics") as r:
+            text = await r.text()
+        assert _metric(text, "robotctl_refit_failures_total", stage="solve") == 1
+        assert _metric(text, "robotctl_refits_total", outcome="adopted") == adopted
+        assert _metric(text, "robotctl_refit_last_success") == 0
+        assert _metric(text, "robotctl_policy_version") == good.version
+        async with s.get(url + "/v1/status") as r:
+            status = await r.json()
+        assert status["refit"]["last_stage"] == "solve" and status["refit"]["failures"] == {"solve": 1}
+
+
+async def test_failing_fit_and_too_little_data_keep_the_startup_policy(tmp_path: Path) -> None:
+    clock = ManualClock(0.0)
+
+    def broken_fit(*args: Any, **kwargs: Any) -> Any:
+        raise InputError("delivery_times", "are all equal (injected)", "collect more")
+
+    compute = functools.partial(compute_refit, fit_fn=broken_fit)
+    cfg = _config(tmp_path, min_deliveries=50, min_interval_s=1e9)  # no refit but the ones asked for here
+    async with run_in_process(cfg, clock=clock, compute=compute) as (_, app):
+        agent = app[AGENT]
+        start = agent.holder.current
+        outcome = await app[REFIT].refit("test")
+        assert outcome.stage is RefitStage.INPUT and "refit.min_deliveries = 50" in outcome.message
+        feed(agent, clock, 300.0, seed=1)
+        outcome = await app[REFIT].refit("test")
+        assert outcome.stage is RefitStage.FIT and "all equal (injected)" in outcome.message
+        assert agent.holder.current is start and start.source == "startup"
+        assert app[REFIT].record.failures == {"input": 1, "fit": 1}
+
+
+async def test_a_refit_over_its_timeout_is_abandoned(tmp_path: Path) -> None:
+    def slow(inp: RefitInput) -> RefitOutcome:
+        time.sleep(0.5)
+        return RefitOutcome(False, RefitStage.FIT, "too late")
+
+    clock = ManualClock(0.0)
+    async with run_in_process(_config(tmp_path, timeout_s=0.05), clock=clock, compute=slow) as (_, app):
+        feed(app[AGENT], clock, 300.0, seed=2)
+        outcome = await app[REFIT].refit("test")
+        assert outcome.stage is RefitStage.TIMEOUT and "refit.timeout_s = 0.05" in outcome.message
+        assert app[AGENT].holder.current.source == "startup"
+
+
+async def test_refit_in_a_worker_process(tmp_path: Path) -> None:
+    clock = ManualClock(0.0)
+    async with run_in_process(_config(tmp_path, executor="process"), clock=clock) as (_, app):
+        feed(app[AGENT], clock, 1500.0, seed=3)
+        outcome = await app[REFIT].refit("test")
+        assert outcome.success, outcome.message
+        assert app[AGENT].holder.current.policy == outcome.policy
+
+
+async def test_schedule_first_fit_interval_and_drift(tmp_path: Path) -> None:
+    clock = ManualClock(0.0)
+    cfg = _config(tmp_path, interval_s=1000.0, min_interval_s=100.0, drift_bound=0.5, drift_window_s=200.0,
+                  drift_min_pages=20)
+    async with run_in_process(cfg, clock=clock) as (_, app):
+        agent, loop = app[AGENT], app[REFIT]
+        assert loop.due(clock.now()) is None  # no data yet
+        feed(agent, clock, 400.0, seed=4)
+        assert loop.due(clock.now()) == "first_fit"
+        outcome = await loop.refit("first_fit")
+        assert outcome.success, outcome.message
+        assert loop.due(clock.now() + 50.0) is None  # within min_interval_s
+        assert loop.due(clock.now() + 1000.0) == "interval"
+        # the traffic doubles: the observed rate of the mode in force leaves the fitted one
+        snap = agent.holder.current
+        assert snap.model is not None
+        mode = agent.actuator.mode
+        rate = snap.model.arrivals[mode].rate
+        t = clock.now()
+        for k in range(int(4 * rate * 150)):
+            clock.set(t + k / (4 * rate))
+            agent.deliver([Delivery(None, 1, None, None)])
+            agent.complete([Completion(1, 0.1, None)])
+        reason = loop.due(clock.now())
+        assert reason is not None and reason.startswith("drift mode=")
+
+
+def _trace(policy: ThresholdPolicy, seconds: float, seed: int) -> dict[str, Any]:
+    sim = Simulation(TRUE_MODEL, policy, np.random.default_rng(seed), record=True)
+    sim.advance(t_end=seconds)
+    rows = sim.take_rows()
+    d = [r for r in rows if r.kind is TraceKind.DELIVERY]
+    layout = sim.layout
+    mode_time = sim.totals()[layout.mode_time:]
+    return {"t": np.array([r.t for r in d]), "pages": np.array([r.pages for r in d], dtype=np.int64),
+            "modes": np.array([r.active for r in d], dtype=np.int64),
+            "service": np.array([r.service_s for r in rows if r.kind is TraceKind.COMPLETION]),
+            "exposure": {m: float(mode_time[m]) for m in TRUE_MODEL.modes}}
+
+
+def _input(tr: dict[str, Any], **kw: Any) -> RefitInput:
+    return RefitInput(delivery_times=tr["t"], pages=tr["pages"], modes=tr["modes"], all_modes=(1, 2, 3, 4),
+                      search_modes=None, service_times=tr["service"], sizes_bytes=None, capacity=5, costs=COSTS,
+                      mean_useful_life_s=5.0, mode_exposure_s=tr["exposure"], **kw)
+
+
+def test_observed_modes_are_rescaled_to_their_exposure_and_others_remembered() -> None:
+    tr = _trace(ThresholdPolicy((3, 3, 3, 1, 1, 1)), 4000.0, seed=11)
+    inp = _input(tr)
+    fit = fit_model(tr["t"], pages=tr["pages"], modes=tr["modes"], all_modes=(1, 2, 3, 4),
+                    service_times=tr["service"], mean_useful_life_s=5.0, capacity=5)
+    arrivals, sources = adjust_arrivals(fit, inp)
+    assert sources == {1: "observed", 2: "linear", 3: "observed", 4: "linear"}
+    for m in (1, 3):
+        exact = tr["pages"][tr["modes"] == m].sum() / tr["exposure"][m]
+        assert arrivals[m].rate == pytest.approx(exact, rel=1e-9)
+    base = fit.modes[1].base_mode
+    assert base is not None
+    assert arrivals[2].rate == pytest.approx(arrivals[base].rate * 2 / base)
+    # with a memory of modes 2 and 4 (e.g. from the probe), those are kept instead of the linear rule
+    remembered = {2: TRUE_MODEL.arrivals[2], 4: TRUE_MODEL.arrivals[4]}
+    arrivals, sources = adjust_arrivals(fit, _input(tr, remembered=remembered))
+    assert sources == {1: "observed", 2: "remembered", 3: "observed", 4: "remembered"}
+    assert arrivals[4].allclose(TRUE_MODEL.arrivals[4])
+    # without the rescaling the fit's own rates stand
+    arrivals, _ = adjust_arrivals(fit, _input(tr, rate_from_exposure=False))
+    assert arrivals[1].allclose(next(mf.bmap for mf in fit.modes if mf.mode == 1))
+
+
+def test_compute_refit_reports_without_raising() -> None:
+    tr = _trace(ThresholdPolicy((4, 4, 4, 4, 4, 4)), 300.0, seed=12)
+    out = compute_refit(_input(tr))
+    assert out.success and out.policy is not None and out.stage is RefitStage.DONE
+    assert set(out.fit["modes"]) == {"1", "2", "3", "4"}
+    assert out.fit["modes"]["4"]["source"] == "observed" and out.fit["rungs"]
+    bad = compute_refit(_input(tr, options={"no_such_option": 1}))
+    assert not bad.success and bad.stage is RefitStage.FIT and "no_such_option" in bad.message
+
+
+async def test_probe_runs_each_mode_then_fits(tmp_path: Path) -> None:
+    clock = ManualClock(0.0)
+    cfg = _config(tmp_path, probe_s=100.0)
+    async with run_in_process(cfg, clock=clock) as (_, app):
+        agent, loop = app[AGENT], app[REFIT]
+        seen = []
+        for _step in range(4):
+            await ManualClock.settle()
+            assert agent.holder.current.source == "probe" and loop.probing
+            seen.append(agent.actuator.mode)
+            feed(agent, clock, 100.0, seed=20 + _step)
+        await ManualClock.settle()
+        while loop.record.running:
+            await asyncio.sleep(0.01)
+        assert seen == [4, 3, 2, 1]
+        assert loop.record.last_reason == "probe_done"
+        assert agent.holder.current.source == "fit", loop.record.last_message

@@ -155,7 +155,8 @@ async def post_deliveries(request: web.Request) -> web.Response:
     app = request.app
     agent = app[AGENT]
     obj = parse_json(await request.read())
-    items = parse_deliveries(obj, max_batch=app[CONFIG].server.max_batch, known_robot=agent.known_robot)
+    items = parse_deliveries(obj, max_batch=app[CONFIG].server.max_batch, registered=agent.actuator.robots,
+                             allow_unregistered=agent.config.robots.allow_unregistered)
     ack = agent.deliver(items)
     await agent.log.commit()
     app[METRICS].ack_seconds.observe(time.perf_counter() - t0)
@@ -447,16 +448,31 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def new_event_loop(kind: str = "auto") -> asyncio.AbstractEventLoop:
+    """uvloop's event loop (``auto`` when it is installed, or ``uvloop``), else asyncio's."""
+    if kind in ("auto", "uvloop"):
+        try:
+            import uvloop
+        except ImportError as exc:
+            if kind == "uvloop":
+                raise InputError("server.event_loop", "is uvloop, which is not installed",
+                                 "pip install uvloop, or use auto or asyncio") from exc
+        else:
+            return uvloop.new_event_loop()
+    return asyncio.new_event_loop()
+
+
 def serve(config: AgentConfig, *, announce: Callable[[str], None] | None = None) -> None:
     """Run the sidecar until SIGTERM or SIGINT (``robotctl serve``), then shut down gracefully."""
+    loop = new_event_loop(config.server.event_loop)
     sock = bind_socket(config.server.host, config.server.port)
     host, port = sock.getsockname()[:2]
     url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
     if announce is not None:
         announce(url)
-    LOG.info("event=listening url=%s", url)
+    LOG.info("event=listening url=%s loop=%s", url, type(loop).__module__)
     web.run_app(create_app(config), sock=sock, shutdown_timeout=config.server.shutdown_timeout_s,
-                print=None, access_log=None, handle_signals=True)
+                print=None, access_log=None, handle_signals=True, loop=loop)
 
 
 __all__ = [
@@ -471,6 +487,7 @@ __all__ = [
     "bind_socket",
     "create_app",
     "error_middleware",
+    "new_event_loop",
     "run_in_process",
     "serve",
 ]

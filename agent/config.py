@@ -221,6 +221,8 @@ class ServerConfig(_Section):
     max_batch: int = _spec(10_000, _int(1), "most deliveries (or completions) in one request")
     long_poll_max_s: float = _spec(30.0, _float(positive=True), "longest a command long-poll waits")
     shutdown_timeout_s: float = _spec(5.0, _float(), "how long shutdown waits for open requests")
+    event_loop: str = _spec("auto", _choice("auto", "uvloop", "asyncio"),
+                            "robotctl serve's event loop: uvloop when installed (auto), or asyncio's own")
 
 
 @dataclass(frozen=True)
@@ -290,8 +292,9 @@ class RefitConfig(_Section):
                                       "relative amount")
     drift_window_s: float = _spec(60.0, _float(positive=True), "window of the drift check")
     drift_min_pages: int = _spec(50, _int(1), "pages needed in a mode before its drift counts")
-    executor: str = _spec("thread", _choice("thread", "process"),
-                          "where fit and optimise run, off the event loop")
+    executor: str = _spec("process", _choice("process", "thread"),
+                          "where fit and optimise run, off the event loop: a worker process (niced) "
+                          "or a thread")
     timeout_s: float = _spec(120.0, _float(positive=True),
                              "a refit taking longer is abandoned (and counted failed)")
     probe_s: float = _spec(0.0, _float(), "before the first fit, run each mode alone this long (0: no probe)")

@@ -338,23 +338,26 @@ class Agent:
         ``log.commit()`` before acknowledging."""
         now = self._stamp()
         mode = self.actuator.mode
-        admitted = self.queue.preview([d.pages for d in items])
-        ts = _fmt(now)
+        page_counts = [d.pages for d in items]
+        admitted = self.queue.admitted(page_counts)
+        head = f'{{"t":{_fmt(now)},"event":'
+        tail = f',"active":{mode}}}\n'
+        rid_of = self._rid
         lines = []
         for d, a in zip(items, admitted, strict=True):
-            rid = self._rid(d.robot)
+            rid = rid_of(d.robot)
             extra = ""
             if d.bytes is not None:
-                extra += f',"bytes":{d.bytes}'
+                extra = f',"bytes":{d.bytes}'
             if d.client_time is not None:
-                extra += f',"client_t":{_fmt(d.client_time)}'
-            lines.append(f'{{"t":{ts},"event":"delivery"{rid},"pages":{d.pages}{extra},"active":{mode}}}\n')
-            if a.lost:
-                lines.append(f'{{"t":{ts},"event":"loss"{rid},"pages":{a.lost},"active":{mode}}}\n')
+                extra += f',"client_t":{d.client_time!r}'
+            lines.append(f'{head}"delivery"{rid},"pages":{d.pages}{extra}{tail}')
+            if a < d.pages:
+                lines.append(f'{head}"loss"{rid},"pages":{d.pages - a}{tail}')
         self.log.append("".join(lines).encode())
         # -- apply
-        pages = sum(d.pages for d in items)
-        got = sum(a.admitted for a in admitted)
+        pages = sum(page_counts)
+        got = sum(admitted)
         lost = pages - got
         nbytes = sum(d.bytes for d in items if d.bytes is not None)
         tot = self.totals
@@ -365,10 +368,16 @@ class Agent:
         tot.lost += lost
         self.queue.admit(got, now)
         n = len(items)
-        self.deliveries.extend({"t": [now] * n, "pages": [d.pages for d in items], "mode": [mode] * n,
-                                "client_t": [math.nan if d.client_time is None else d.client_time
-                                             for d in items],
-                                "bytes": [math.nan if d.bytes is None else d.bytes for d in items]}, n)
+        if n == 1:
+            d0 = items[0]
+            self.deliveries.append(t=now, pages=d0.pages, mode=mode,
+                                   client_t=math.nan if d0.client_time is None else d0.client_time,
+                                   bytes=math.nan if d0.bytes is None else d0.bytes)
+        else:
+            self.deliveries.extend({"t": [now] * n, "pages": page_counts, "mode": [mode] * n,
+                                    "client_t": [math.nan if d.client_time is None else d.client_time
+                                                 for d in items],
+                                    "bytes": [math.nan if d.bytes is None else d.bytes for d in items]}, n)
         counts = {OFFERED: pages, LOST: lost, mode_pages_key(mode): pages}
         self.window.add_many(now, counts)
         self.drift_window.add_many(now, counts)

@@ -34,7 +34,7 @@ def _config(tmp_path: Path, **refit: Any) -> AgentConfig:
         "server": {"port": 0}, "queue": {"capacity": 5}, "robots": {"count": 4, "allow_unregistered": True},
         "costs": COSTS.to_dict(), "policy": {"startup": [4, 4, 3, 2, 1, 1]},
         "refit": {"interval_s": 1e9, "min_interval_s": 0, "window_s": 1e5, "drift_window_s": 600,
-                  "min_deliveries": 100, **refit},
+                  "min_deliveries": 100, "executor": "thread", **refit},
         "fit": {"mean_useful_life_s": 5.0},
         "log": {"dir": str(tmp_path / "log")},
     })

@@ -53,7 +53,8 @@ def _config(tmp_path: Path, costs: dict[str, float]) -> AgentConfig:
         "costs": costs,
         "policy": {"startup": "all"},
         "refit": {"interval_s": 1e9, "min_interval_s": 0, "window_s": 1e5, "drift_window_s": 60,
-                  "drift_bound": None, "min_deliveries": 200, "probe_s": PROBE_S},
+                  "drift_bound": None, "min_deliveries": 200, "probe_s": PROBE_S,
+                  "executor": "process"},
         "log": {"dir": str(tmp_path / "log")},
     })
 

@@ -1,0 +1,233 @@
+"""Ingest benchmark of the agent on loopback: deliveries per second (single and batched) and the p99
+acknowledgement latency with and without a concurrent refit.
+
+The agent runs as its own process (``robotctl serve``, as deployed), the load generator here on a
+plain keep-alive HTTP/1.1 client over asyncio streams (so that the client is not the bottleneck).
+Every figure of one table is measured in the same run; targets from issue 5:
+
+- single deliveries: 5,000 per second
+- batched deliveries: 100,000 per second
+- p99 acknowledgement latency with a refit running / without: at most 2x
+
+Usage: ``.venv/bin/python bench/agent_ingest.py [--seconds 4] [--executor thread|process|both]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+BATCH = 1000
+
+
+class Conn:
+    """One keep-alive HTTP/1.1 connection that sends a request and reads its response."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+
+    async def open(self) -> Conn:
+        self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        return self
+
+    async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+        head = (f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode()
+        self.writer.write(head + body)
+        raw = await self.reader.readuntil(b"\r\n\r\n")
+        status = int(raw[9:12])
+        length = 0
+        for line in raw.split(b"\r\n"):
+            if line[:15].lower() == b"content-length:":
+                length = int(line[15:])
+        data = await self.reader.readexactly(length) if length else b""
+        return status, data
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def start_agent(log_dir: Path, executor: str, fsync: str) -> tuple[subprocess.Popen[bytes], str, int]:
+    cfg = log_dir / "agent.yaml"
+    cfg.write_text(
+        "server: {host: 127.0.0.1, port: 0, max_batch: 10000, max_body_bytes: 4194304}\n"
+        "queue: {capacity: 5}\n"
+        "robots: {count: 4, allow_unregistered: true}\n"
+        "costs: {loss: 5, obsolescence: 10, response: 2, robot: 20, starvation: 300}\n"
+        f"refit: {{interval_s: 1000000, min_interval_s: 1000000, executor: {executor}, min_deliveries: 100}}\n"
+        "fit: {mean_useful_life_s: 5, processing_rate_bps: 100000}\n"
+        f"log: {{dir: {log_dir / 'log'}, fsync: {fsync}}}\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    proc = subprocess.Popen([sys.executable, "-m", "agent.cli", "serve", "--config", str(cfg), "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
+    assert proc.stdout is not None
+    url = json.loads(proc.stdout.readline())["url"]
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    return proc, host, int(port)
+
+
+def stop_agent(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def _delivery(robot: int, k: int) -> dict[str, object]:
+    return {"robot": f"r{robot}", "pages": 1 + k % 3, "bytes": 20_000 + 37 * (k % 1000)}
+
+
+async def throughput(host: str, port: int, *, seconds: float, conns: int, batch: int) -> float:
+    """Deliveries acknowledged per second with ``conns`` connections each posting back to back."""
+    if batch == 1:
+        bodies = [json.dumps(_delivery(k % 4, k)).encode() for k in range(64)]
+    else:
+        bodies = [json.dumps({"deliveries": [_delivery(j % 4, k * batch + j) for j in range(batch)]}).encode()
+                  for k in range(4)]
+    done = 0
+    stop = time.perf_counter() + seconds
+
+    async def worker(c: Conn) -> None:
+        nonlocal done
+        k = 0
+        while time.perf_counter() < stop:
+            status, _ = await c.request("POST", "/v1/deliveries", bodies[k % len(bodies)])
+            assert status == 200, status
+            done += batch
+            k += 1
+
+    cs = [await Conn(host, port).open() for _ in range(conns)]
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker(c) for c in cs))
+    elapsed = time.perf_counter() - t0
+    for c in cs:
+        c.close()
+    return done / elapsed
+
+
+async def latencies(host: str, port: int, *, seconds: float, conns: int, rate: float,
+                    refit: bool) -> tuple[list[float], int]:
+    """Ack latencies of single deliveries sent at ``rate`` per second in total (open loop, spread over
+    ``conns`` connections), optionally while refits run back to back; returns (latencies, refits)."""
+    body = json.dumps(_delivery(1, 7)).encode()
+    lat: list[float] = []
+    refits = 0
+    stop = time.perf_counter() + seconds
+    period = conns / rate
+
+    async def worker(c: Conn, offset: float) -> None:
+        nxt = time.perf_counter() + offset
+        while True:
+            now = time.perf_counter()
+            if nxt > now:
+                await asyncio.sleep(nxt - now)
+            if time.perf_counter() >= stop:
+                return
+            t0 = time.perf_counter()
+            status, _ = await c.request("POST", "/v1/deliveries", body)
+            lat.append(time.perf_counter() - t0)
+            assert status == 200
+            nxt += period
+
+    async def refitter(c: Conn) -> None:
+        nonlocal refits
+        while time.perf_counter() < stop:
+            status, data = await c.request("POST", "/v1/refit")
+            assert status == 200 and json.loads(data)["adopted"], data[:300]
+            refits += 1
+
+    cs = [await Conn(host, port).open() for _ in range(conns + 1)]
+    tasks = [worker(c, i * period / conns) for i, c in enumerate(cs[:conns])]
+    if refit:
+        tasks.append(refitter(cs[-1]))
+    await asyncio.gather(*tasks)
+    for c in cs:
+        c.close()
+    return lat, refits
+
+
+def pct(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+async def fill_window(host: str, port: int) -> None:
+    """Traffic with spread timestamps so that a refit has a real window to fit (a few thousand deliveries
+    over a few seconds, then the throughput runs add more)."""
+    c = await Conn(host, port).open()
+    for k in range(3000):
+        await c.request("POST", "/v1/deliveries", json.dumps(_delivery(k % 4, k)).encode())
+        if k % 3 == 0:
+            await c.request("POST", "/v1/completions", json.dumps({"pages": 2, "bytes": 40_000}).encode())
+    c.close()
+
+
+async def run(executor: str, seconds: float) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, host, port = start_agent(Path(tmp), executor, "interval")
+        try:
+            await fill_window(host, port)
+            single = await throughput(host, port, seconds=seconds, conns=8, batch=1)
+            batched = await throughput(host, port, seconds=seconds, conns=4, batch=BATCH)
+            base, _ = await latencies(host, port, seconds=seconds, conns=4, rate=1000.0, refit=False)
+            loaded, refits = await latencies(host, port, seconds=seconds, conns=4, rate=1000.0, refit=True)
+        finally:
+            stop_agent(proc)
+    return {"single": single, "batched": batched, "p50": pct(base, 0.5), "p99": pct(base, 0.99),
+            "p50_refit": pct(loaded, 0.5), "p99_refit": pct(loaded, 0.99), "refits": refits,
+            "n_base": len(base), "n_refit": len(loaded)}
+
+
+async def run_always(seconds: float) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, host, port = start_agent(Path(tmp), "thread", "always")
+        try:
+            return await throughput(host, port, seconds=seconds, conns=8, batch=1)
+        finally:
+            stop_agent(proc)
+
+
+def _run(coro: Any) -> Any:
+    """The load generator on uvloop when installed (as the agent), so that it is not the bottleneck."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=4.0, help="duration of each measurement")
+    ap.add_argument("--executor", choices=("thread", "process", "both"), default="both",
+                    help="where the agent runs refits")
+    args = ap.parse_args()
+    kinds = ("thread", "process") if args.executor == "both" else (args.executor,)
+    print(f"agent ingest on loopback ({os.cpu_count()} cores; agent and load generator are separate processes; "
+          f"{args.seconds:g} s per figure)")
+    for kind in kinds:
+        r = _run(run(kind, args.seconds))
+        ratio = r["p99_refit"] / r["p99"]
+        print(f"\nrefit executor: {kind}")
+        print(f"  single deliveries/s        {r['single']:>10,.0f}   target  5,000   {r['single'] / 5000:5.2f}x")
+        print(f"  batched deliveries/s       {r['batched']:>10,.0f}   target 100,000  {r['batched'] / 1e5:5.2f}x"
+              f"   (batches of {BATCH})")
+        print(f"  ack latency, no refit      p50 {r['p50'] * 1e3:6.2f} ms  p99 {r['p99'] * 1e3:6.2f} ms"
+              f"   ({r['n_base']} acks at 1,000/s)")
+        print(f"  ack latency, refitting     p50 {r['p50_refit'] * 1e3:6.2f} ms  p99 {r['p99_refit'] * 1e3:6.2f} ms"
+              f"   ({r['n_refit']} acks, {r['refits']} refits back to back)")
+        print(f"  p99 with refit / without   {ratio:5.2f}x   (target <= 2x: {'met' if ratio <= 2 else 'NOT met'})")
+    always = _run(run_always(args.seconds))
+    print(f"\nsingle deliveries/s with log.fsync: always (group commit): {always:,.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

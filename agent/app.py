@@ -80,7 +80,7 @@ _request_ids = itertools.count(1)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def error_response(status: int, field: str, problem: str, hint: str = "") -> web.Response:
+def _error_response(status: int, field: str, problem: str, hint: str = "") -> web.Response:
     text = f"{field}: {problem}" + (f"; {hint}" if hint else "")
     return web.json_response({"error": text, "field": field, "hint": hint}, status=status)
 
@@ -98,30 +98,30 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return await handler(request)
     except ConflictError as exc:
         _count_bad(request)
-        return error_response(409, exc.field, exc.problem, exc.hint)
+        return _error_response(409, exc.field, exc.problem, exc.hint)
     except NotFoundError as exc:
         _count_bad(request)
-        return error_response(404, exc.field, exc.problem, exc.hint)
+        return _error_response(404, exc.field, exc.problem, exc.hint)
     except InputError as exc:
         _count_bad(request)
-        return error_response(400, exc.field, exc.problem, exc.hint)
+        return _error_response(400, exc.field, exc.problem, exc.hint)
     except web.HTTPRequestEntityTooLarge as exc:
         _count_bad(request)
         limit = request.app[CONFIG].server.max_body_bytes
-        return error_response(413, "body", f"is larger than server.max_body_bytes = {limit} ({exc.text})",
+        return _error_response(413, "body", f"is larger than server.max_body_bytes = {limit} ({exc.text})",
                               "send smaller batches")
     except web.HTTPException:
         raise
     except OSError as exc:
         LOG.error("event=log_write_failed request=%s path=%s error=%s", next(_request_ids), request.path, exc)
-        return error_response(503, "log", f"the delivery log cannot be written ({exc.strerror or exc})",
+        return _error_response(503, "log", f"the delivery log cannot be written ({exc.strerror or exc})",
                               "nothing was acknowledged; retry once the disk has room")
     except asyncio.CancelledError:
         raise
     except Exception:
         rid = next(_request_ids)
         LOG.exception("event=request_failed request=%s method=%s path=%s", rid, request.method, request.path)
-        return error_response(500, "server", f"internal error (request {rid})", "see the agent's log")
+        return _error_response(500, "server", f"internal error (request {rid})", "see the agent's log")
 
 
 def _count_bad(request: web.Request) -> None:
@@ -142,7 +142,7 @@ def auth_middleware(*, token: str | None) -> Any:
             got = request.headers.get("Authorization", "").encode()
             if not hmac.compare_digest(got, expected):
                 _count_bad(request)
-                return error_response(401, "Authorization", "is missing or wrong",
+                return _error_response(401, "Authorization", "is missing or wrong",
                                       "send the header Authorization: Bearer <server.token>")
         return await handler(request)
 
@@ -150,7 +150,7 @@ def auth_middleware(*, token: str | None) -> Any:
 
 
 # -- handlers ---------------------------------------------------------------------------------------
-async def post_deliveries(request: web.Request) -> web.Response:
+async def _post_deliveries(request: web.Request) -> web.Response:
     t0 = time.perf_counter()
     app = request.app
     agent = app[AGENT]
@@ -163,7 +163,7 @@ async def post_deliveries(request: web.Request) -> web.Response:
     return web.json_response(ack)
 
 
-async def post_completions(request: web.Request) -> web.Response:
+async def _post_completions(request: web.Request) -> web.Response:
     agent = request.app[AGENT]
     items = parse_completions(parse_json(await request.read()),
                               max_batch=request.app[CONFIG].server.max_batch)
@@ -172,21 +172,21 @@ async def post_completions(request: web.Request) -> web.Response:
     return web.json_response(ack)
 
 
-async def post_obsolete(request: web.Request) -> web.Response:
+async def _post_obsolete(request: web.Request) -> web.Response:
     agent = request.app[AGENT]
     ack = agent.obsolete(parse_obsolete(parse_json(await request.read())))
     await agent.log.commit()
     return web.json_response(ack)
 
 
-async def post_queue(request: web.Request) -> web.Response:
+async def _post_queue(request: web.Request) -> web.Response:
     agent = request.app[AGENT]
     ack = agent.set_queue(parse_queue(parse_json(await request.read()), capacity=agent.config.capacity))
     await agent.log.commit()
     return web.json_response(ack)
 
 
-async def post_robots(request: web.Request) -> web.Response:
+async def _post_robots(request: web.Request) -> web.Response:
     agent = request.app[AGENT]
     body = await request.read()
     obj = parse_json(body) if body.strip() else {}
@@ -195,7 +195,7 @@ async def post_robots(request: web.Request) -> web.Response:
     return web.json_response(robot.view(agent.actuator.lease_s, agent.clock.now()))
 
 
-async def get_robots(request: web.Request) -> web.Response:
+async def _get_robots(request: web.Request) -> web.Response:
     agent = request.app[AGENT]
     now = agent.clock.now()
     act = agent.actuator
@@ -212,14 +212,14 @@ def _robot(request: web.Request) -> Any:
     return robot
 
 
-async def delete_robot(request: web.Request) -> web.Response:
+async def _delete_robot(request: web.Request) -> web.Response:
     agent = request.app[AGENT]
     robot = _robot(request)
     agent.deregister(robot.robot_id)
     return web.json_response(robot.view(agent.actuator.lease_s))
 
 
-async def get_command(request: web.Request) -> web.Response:
+async def _get_command(request: web.Request) -> web.Response:
     """Long-poll for a robot's command: answers when its version differs from ``?version=`` or after
     ``?wait_s=`` (capped at server.long_poll_max_s and half the lease, so a robot always hears back
     within its lease)."""
@@ -238,7 +238,7 @@ async def get_command(request: web.Request) -> web.Response:
     return web.json_response(robot.view(act.lease_s))
 
 
-async def post_refit(request: web.Request) -> web.Response:
+async def _post_refit(request: web.Request) -> web.Response:
     outcome = await request.app[REFIT].refit("request")
     agent = request.app[AGENT]
     return web.json_response({"adopted": outcome.success, "stage": outcome.stage.value,
@@ -247,7 +247,7 @@ async def post_refit(request: web.Request) -> web.Response:
                               "policy": agent.holder.current.to_dict()})
 
 
-async def get_policy(request: web.Request) -> web.Response:
+async def _get_policy(request: web.Request) -> web.Response:
     agent = request.app[AGENT]
     d = agent.holder.current.to_dict()
     d["observed"] = agent.observed().to_dict()
@@ -256,18 +256,18 @@ async def get_policy(request: web.Request) -> web.Response:
     return web.json_response(d)
 
 
-async def get_status(request: web.Request) -> web.Response:
+async def _get_status(request: web.Request) -> web.Response:
     agent = request.app[AGENT]
     d = agent.status()
     d["refit"] = request.app[REFIT].record.to_dict()
     return web.json_response(d)
 
 
-async def healthz(request: web.Request) -> web.Response:
+async def _healthz(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 
 
-async def readyz(request: web.Request) -> web.Response:
+async def _readyz(request: web.Request) -> web.Response:
     agent = request.app.get(AGENT)
     if agent is None or not agent.ready:
         return web.json_response({"status": "not ready"}, status=503)
@@ -388,19 +388,19 @@ def create_app(config: AgentConfig, *, registry: CollectorRegistry | None = None
     app.cleanup_ctx.extend([_metrics_ctx, _agent_ctx, _flusher_ctx, _refit_ctx, _reaper_ctx])
     app.on_shutdown.append(_on_shutdown)
     r = app.router
-    r.add_post("/v1/deliveries", post_deliveries)
-    r.add_post("/v1/completions", post_completions)
-    r.add_post("/v1/obsolete", post_obsolete)
-    r.add_post("/v1/queue", post_queue)
-    r.add_post("/v1/robots", post_robots)
-    r.add_get("/v1/robots", get_robots)
-    r.add_delete("/v1/robots/{robot_id}", delete_robot)
-    r.add_get("/v1/robots/{robot_id}/command", get_command)
-    r.add_post("/v1/refit", post_refit)
-    r.add_get("/v1/policy", get_policy)
-    r.add_get("/v1/status", get_status)
-    r.add_get("/healthz", healthz)
-    r.add_get("/readyz", readyz)
+    r.add_post("/v1/deliveries", _post_deliveries)
+    r.add_post("/v1/completions", _post_completions)
+    r.add_post("/v1/obsolete", _post_obsolete)
+    r.add_post("/v1/queue", _post_queue)
+    r.add_post("/v1/robots", _post_robots)
+    r.add_get("/v1/robots", _get_robots)
+    r.add_delete("/v1/robots/{robot_id}", _delete_robot)
+    r.add_get("/v1/robots/{robot_id}/command", _get_command)
+    r.add_post("/v1/refit", _post_refit)
+    r.add_get("/v1/policy", _get_policy)
+    r.add_get("/v1/status", _get_status)
+    r.add_get("/healthz", _healthz)
+    r.add_get("/readyz", _readyz)
     r.add_get("/metrics", make_aiohttp_handler(registry))
     return app
 

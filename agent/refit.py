@@ -666,6 +666,8 @@ __all__ = [
     "RefitOutcome",
     "RefitRecord",
     "RefitStage",
+    "adjust_arrivals",
+    "cancel_and_wait",
     "compute_refit",
     "fit_summary",
 ]

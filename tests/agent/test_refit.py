@@ -114,6 +114,11 @@ async def test_failing_solve_keeps_the_last_good_policy(tmp_path: Path, caplog: 
         assert _metric(text, "robotctl_refits_total", outcome="adopted") == adopted
         assert _metric(text, "robotctl_refit_last_success") == 0
         assert _metric(text, "robotctl_policy_version") == good.version
+        assert good.measures is not None and good.cost is not None
+        assert _metric(text, "robotctl_loss_ratio", source="predicted") == good.measures.p_loss
+        assert _metric(text, "robotctl_cost", source="predicted") == good.cost.total
+        for level, r in enumerate(good.policy.robots_at_level):
+            assert _metric(text, "robotctl_policy_robots_at_level", level=str(level)) == r
         async with s.get(url + "/v1/status") as r:
             status = await r.json()
         assert status["refit"]["last_stage"] == "solve" and status["refit"]["failures"] == {"solve": 1}

@@ -1,0 +1,149 @@
+"""The agent's core without HTTP: recovery from rotated logs, restored policies and robots, agent time
+across restarts, exact mode exposure, the sample ring, client time stamps, hysteresis on the clock."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from agent.api import Completion, Delivery
+from agent.app import AGENT, run_in_process
+from agent.clock import ManualClock
+from agent.config import AgentConfig
+from agent.core import Agent, Ring
+from agent.log import list_segments
+from agent.refit import RefitOutcome, RefitStage
+from model import ThresholdPolicy
+
+
+def _cfg(tmp_path: Path, **sections: Any) -> AgentConfig:
+    raw: dict[str, Any] = {"queue": {"capacity": 8}, "robots": {"count": 3, "allow_unregistered": True},
+                           "log": {"dir": str(tmp_path / "log")}}
+    for k, v in sections.items():
+        raw.setdefault(k, {}).update(v)
+    return AgentConfig.from_dict(raw)
+
+
+async def test_recovery_from_rotated_files_rebuilds_queue_samples_and_robots(tmp_path: Path) -> None:
+    cfg = _cfg(tmp_path, log={"max_bytes": 4096, "fsync": "never"})
+    clock = ManualClock(100.0)
+    a = Agent(cfg, clock)
+    a.open()
+    a.register("r1", None, None)
+    rng = np.random.default_rng(3)
+    for _ in range(400):
+        clock.advance(float(rng.exponential(1.0)))
+        if rng.random() < 0.55:
+            a.deliver([Delivery("r1", int(rng.integers(1, 4)), None, float(rng.random()))])
+        elif rng.random() < 0.8:
+            a.complete([Completion(1, float(rng.exponential(0.5)), None)])
+        else:
+            a.obsolete(1)
+    a.set_queue(3)  # a resynchronisation in the middle of a file
+    for _ in range(20):
+        clock.advance(0.5)
+        a.deliver([Delivery(None, 1, None, None)])
+    length, totals_n, last_t = a.queue.length, a.totals.deliveries, clock.now()
+    window = a.deliveries.since(-np.inf)
+    await a.close()
+    assert len(list_segments(tmp_path / "log")) > 3  # rotated
+
+    clock2 = ManualClock(50.0)  # the new process's clock reads earlier than the log's last line
+    b = Agent(cfg, clock2)
+    b.open()
+    assert b.queue.length == length
+    assert b.totals.recovered_deliveries == totals_n
+    got = b.deliveries.since(-np.inf)
+    for col in ("t", "pages", "mode"):
+        assert np.array_equal(got[col], window[col]), col
+    assert list(b.actuator.robots) == ["r1"]
+    ack = b.deliver([Delivery("r1", 1, None, None)])
+    assert ack["t"] >= last_t  # agent time never goes back
+    await b.close()
+
+
+async def test_an_adopted_policy_is_restored_unless_configured_not_to(tmp_path: Path) -> None:
+    clock = ManualClock(0.0)
+    a = Agent(_cfg(tmp_path), clock)
+    a.open()
+    policy = ThresholdPolicy((3, 3, 2, 2, 1, 1, 1, 1, 1))
+    a.adopt(RefitOutcome(True, RefitStage.DONE, "adopted", policy, policy.modes, policy.thresholds), 1.0, "test")
+    await a.close()
+    b = Agent(_cfg(tmp_path), clock)
+    b.open()
+    assert b.holder.current.source == "restored" and b.holder.current.policy == policy
+    assert b.actuator.mode == 3
+    await b.close()
+    c = Agent(_cfg(tmp_path, policy={"restore": False}), clock)
+    c.open()
+    assert c.holder.current.source == "startup" and c.holder.current.policy == ThresholdPolicy.static(3, 8)
+    await c.close()
+
+
+async def test_mode_exposure_is_exact(tmp_path: Path) -> None:
+    clock = ManualClock(0.0)
+    a = Agent(_cfg(tmp_path, policy={"startup": [3, 3, 2, 2, 1, 1, 1, 1, 1]}), clock)
+    a.open()
+    clock.set(10.0)
+    a.deliver([Delivery(None, 2, None, None)])  # i = 2: mode 2
+    clock.set(13.0)
+    a.deliver([Delivery(None, 3, None, None)])  # i = 5: mode 1
+    clock.set(20.0)
+    a.complete([Completion(5, None, None)])  # i = 0: mode 3
+    exposure = a.mode_exposure(5.0, 25.0)
+    assert exposure == pytest.approx({3: 5.0 + 5.0, 2: 3.0, 1: 7.0})
+    await a.close()
+
+
+def test_ring_keeps_the_newest_rows_in_time_order() -> None:
+    ring = Ring(5, ("t", "x"))
+    for k in range(3):
+        ring.append(t=float(k), x=10.0 * k)
+    ring.extend({"t": [3.0, 4.0, 5.0, 6.0], "x": [30.0, 40.0, 50.0, 60.0]}, 4)
+    got = ring.since(-np.inf)
+    assert got["t"].tolist() == [2.0, 3.0, 4.0, 5.0, 6.0]
+    assert ring.since(4.0)["x"].tolist() == [40.0, 50.0, 60.0]
+    ring.extend({"t": [float(k) for k in range(10, 22)]}, 12)  # more than the capacity, one column missing
+    got = ring.since(-np.inf)
+    assert got["t"].tolist() == [17.0, 18.0, 19.0, 20.0, 21.0] and np.isnan(got["x"]).all()
+
+
+async def test_client_time_source_fits_the_clients_stamps(tmp_path: Path) -> None:
+    clock = ManualClock(0.0)
+    a = Agent(_cfg(tmp_path, refit={"time_source": "client", "min_deliveries": 3}), clock)
+    a.open()
+    clock.set(5.0)
+    a.deliver([Delivery(None, 1, None, 1.0), Delivery(None, 1, None, 3.0), Delivery(None, 1, None, 2.0)])
+    inp = a.refit_input(clock.now())
+    assert not isinstance(inp, str)
+    assert inp.delivery_times.tolist() == [1.0, 2.0, 3.0]
+    a.deliver([Delivery(None, 1, None, None)])  # one without: the agent's stamps for the window
+    inp = a.refit_input(clock.now())
+    assert not isinstance(inp, str) and inp.delivery_times.tolist() == [5.0] * 4
+    await a.close()
+
+
+async def test_dwell_defers_a_change_until_the_clock_says_so(tmp_path: Path) -> None:
+    clock = ManualClock(0.0)
+    cfg = _cfg(tmp_path, server={"port": 0}, robots={"dwell_s": 10.0},
+               policy={"startup": [3, 3, 2, 2, 1, 1, 1, 1, 1]})
+    async with run_in_process(cfg, clock=clock) as (_, app):
+        a = app[AGENT]
+        clock.set(1.0)
+        a.deliver([Delivery(None, 2, None, None)])
+        assert a.actuator.mode == 2  # first change: nothing to dwell on
+        clock.set(4.0)
+        a.deliver([Delivery(None, 3, None, None)])
+        assert a.actuator.mode == 2 and a.actuator.deferred_until == 11.0 and a.desired() == 1
+        clock.set(10.9)
+        await ManualClock.settle()
+        assert a.actuator.mode == 2
+        clock.set(11.0)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert a.actuator.mode == 1
+        assert a.mode_exposure(0.0, 12.0) == pytest.approx({3: 1.0, 2: 10.0, 1: 1.0})

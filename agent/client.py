@@ -133,7 +133,9 @@ class AiohttpTransport:
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None))
+            # no cap on connections: every robot handle keeps one long-poll open
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None),
+                                                  connector=aiohttp.TCPConnector(limit=0))
             self._owned = True
         return self._session
 
@@ -352,7 +354,8 @@ class AgentClient:
     token : str, optional
         The agent's ``server.token``, sent as a bearer token.
     session : aiohttp.ClientSession, optional
-        Reuse a session (not closed by the client).
+        Reuse a session (not closed by the client). Each robot handle keeps a long-poll open on it, so
+        its connector's limit must exceed the number of robots (aiohttp's default is 100).
     transport : Transport, optional
         Replaces HTTP entirely (tests: :class:`MockTransport`).
     clock : Clock, optional

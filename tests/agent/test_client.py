@@ -227,3 +227,14 @@ async def _until_real(cond: Callable[[], bool]) -> None:
             await asyncio.sleep(0.001)
 
     await asyncio.wait_for(wait(), timeout=20.0)
+
+
+async def test_more_robots_than_aiohttps_default_connection_limit(tmp_path: Any) -> None:
+    cfg = AgentConfig.from_dict({"server": {"port": 0}, "queue": {"capacity": 3}, "robots": {"count": 120},
+                                 "log": {"dir": str(tmp_path)}})
+    async with run_in_process(cfg) as (url, app), AgentClient(url) as client:
+        robots = [await client.register_robot() for _ in range(120)]
+        # every robot has its long-poll open on the agent
+        await _until_real(lambda: sum(rb.polling for rb in app[AGENT].actuator.robots.values()) == 120)
+        ack = await asyncio.wait_for(client.deliver(robots[-1].robot_id), timeout=20.0)
+        assert ack["accepted"] == 1

@@ -30,6 +30,7 @@ COMMAND_MODULES = (
     "agent._cmd_fit",
     "agent._cmd_serve",
     "agent._cmd_simulate",
+    "agent._cmd_demo",
 )
 
 

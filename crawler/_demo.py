@@ -204,8 +204,8 @@ class _CrawlState:
 
     def measures(self, now: float) -> Measures:
         stats = self.indexer.stats if self.window_start is not None else self.indexer.totals
-        self.indexer.sync()
-        return observed_measures(stats, self.active.integral(), now)
+        self.indexer.sync(now)
+        return observed_measures(stats, self.active.integral(now), now)
 
     def cost_so_far(self) -> float:
         return _finite_cost(self.measures(self.indexer.now()), self.costs).total
@@ -316,9 +316,9 @@ async def run_crawl(config: DemoConfig, *, kind: str = "robotctl", static: int |
                 if not spans or spans[-1][0] != key or spans[-1][1] != snap.source:
                     spans.append([key, snap.source, now - t0, 0.0])
                 if state.window_start is None and now >= warm_end:
-                    indexer.start_window(warm_end)
-                    active.restart()
-                    state.window_start = warm_end
+                    indexer.start_window(now)
+                    active.restart(now)
+                    state.window_start = now
                 if view is not None:
                     view.update(_view_state(label, state, agent, link, now, t0, settings.duration_s,
                                             config.costs))
@@ -326,8 +326,8 @@ async def run_crawl(config: DemoConfig, *, kind: str = "robotctl", static: int |
                     break
                 await asyncio.sleep(min(tick, end - now))
             now = loop.time()
-            indexer.sync()
-            measures = observed_measures(indexer.stats, active.integral(), now)
+            indexer.sync(now)
+            measures = observed_measures(indexer.stats, active.integral(now), now)
             window_s = indexer.stats.elapsed(now)
         finally:
             for t in tasks:
@@ -347,7 +347,8 @@ async def run_crawl(config: DemoConfig, *, kind: str = "robotctl", static: int |
         counts = {
             "offered": indexer.stats.offered, "admitted": indexer.stats.admitted, "lost": indexer.stats.lost,
             "obsolete": indexer.stats.obsolete, "indexed": indexer.stats.served, "batches": indexer.stats.batches,
-            "total_offered": idx.offered, "total_indexed": idx.served,
+            "total_offered": idx.offered, "total_admitted": idx.admitted, "total_lost": idx.lost,
+            "total_obsolete": idx.obsolete, "total_indexed": idx.served,
             "fetched_pages": sum(r.stats.pages for r in robots),
             "fetched_resources": sum(r.stats.resources for r in robots),
             "fetched_bytes": sum(r.stats.bytes for r in robots),
@@ -523,6 +524,8 @@ async def run_demo(config: DemoConfig, *, view: LiveView | None = None, seed_url
         if model is None:
             notes.append("the agent never adopted a fitted model during the robotctl run, so there is no "
                          "best static fleet and no prediction; lengthen demo.duration_s")
+            if config.demo.baselines:
+                notes.append("the baseline with all robots ran alone")
         else:
             sc = await asyncio.to_thread(policies.static_costs, model, config.costs)
             static_costs = tuple((int(r), float(c.total)) for r, c in sc)
@@ -544,9 +547,10 @@ async def run_demo(config: DemoConfig, *, view: LiveView | None = None, seed_url
             policy = run.main_policy if run.kind == "robotctl" else ThresholdPolicy.static(
                 run.policies[0].robots_at_level[0], config.indexer.capacity)
             out.append(await _with_prediction(run, model, policy, config.costs))
-    ok = all(r.counts["indexed"] > 0 for r in out) and model is not None
-    if not ok and model is not None:
+    indexed = all(r.counts["indexed"] > 0 for r in out)
+    if not indexed:
         notes.append("a run indexed nothing in its measurement window")
+    ok = indexed and (model is not None or not config.demo.baselines)
     message = "completed" if ok else "; ".join(notes) or "incomplete"
     return DemoReport(config, tuple(out), best_static, static_costs, model, ok, message,
                       time.monotonic() - start, tuple(notes))

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import functools
 import inspect
+import math
 import time
 import urllib.robotparser
 from collections.abc import Awaitable, Callable, Iterator, Mapping
@@ -191,6 +192,39 @@ class Fetcher:
         await self.transport.aclose()
 
 
+def crawl_delay(lines: list[str], agent: str) -> float | None:
+    """The ``Crawl-delay`` of the group that applies to ``agent`` (else of ``*``), fractions allowed (the
+    standard library's parser reads whole seconds only)."""
+    groups: list[tuple[list[str], float | None]] = []
+    agents: list[str] = []
+    delay: float | None = None
+    in_rules = False
+    for raw in lines:
+        line = raw.split("#", 1)[0].strip()
+        if ":" not in line:
+            continue
+        key, _, value = line.partition(":")
+        key, value = key.strip().lower(), value.strip()
+        if key == "user-agent":
+            if in_rules:
+                groups.append((agents, delay))
+                agents, delay, in_rules = [], None, False
+            agents.append(value.lower())
+        elif key == "crawl-delay":
+            in_rules = True
+            with contextlib.suppress(ValueError):
+                delay = float(value)
+        elif key in ("allow", "disallow"):
+            in_rules = True
+    groups.append((agents, delay))
+    name = agent.lower()
+    for wanted in (lambda a: a != "*" and a in name, lambda a: a == "*"):
+        for names, d in groups:
+            if d is not None and math.isfinite(d) and d >= 0 and any(wanted(a) for a in names):
+                return d
+    return None
+
+
 class _HostRules:
     """One host's robots.txt: everything allowed, nothing allowed, or the parsed rules."""
 
@@ -234,9 +268,10 @@ class RobotsRules:
             return _HostRules("deny")
         if res.status >= 400:
             return _HostRules("allow")
+        lines = res.text().splitlines()
         rp = urllib.robotparser.RobotFileParser(robots_url)
-        rp.parse(res.text().splitlines())
-        delay = rp.crawl_delay(self.agent_name)
+        rp.parse(lines)
+        delay = crawl_delay(lines, self.agent_name)
         if delay is not None:
             self.frontier.set_delay(host_key(url), float(delay))
         return _HostRules("parsed", rp)

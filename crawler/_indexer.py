@@ -216,6 +216,7 @@ class InvertedIndex:
         for table in ("docs", "terms", "postings"):
             out[table] = int(self.db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
         out["revisited"] = int(self.db.execute("SELECT COUNT(*) FROM docs WHERE versions > 1").fetchone()[0])
+        out["versions"] = int(self.db.execute("SELECT COALESCE(SUM(versions), 0) FROM docs").fetchone()[0])
         return out
 
     def close(self) -> None:
@@ -250,9 +251,13 @@ class Indexer:
         self._db_path = db_path
         self._index: InvertedIndex | None = None
         self._index_lock = threading.Lock()
-        self.stats = IndexerStats(level_time=[0.0] * (config.capacity + 1))
-        self.totals = IndexerStats(level_time=[0.0] * (config.capacity + 1))
-        self._last_t: float | None = None
+        try:
+            t0: float | None = self.now()
+        except RuntimeError:  # no running loop yet: the integrals start at the first event
+            t0 = None
+        self.stats = IndexerStats(start=t0 or 0.0, level_time=[0.0] * (config.capacity + 1))
+        self.totals = IndexerStats(start=t0 or 0.0, level_time=[0.0] * (config.capacity + 1))
+        self._last_t: float | None = t0
         self.events = 0
 
     def now(self) -> float:
@@ -278,9 +283,9 @@ class Indexer:
         self._advance(t)
         self.stats = IndexerStats(start=t, level_time=[0.0] * (self.capacity + 1))
 
-    def sync(self) -> None:
-        """Bring the time integrals up to now."""
-        self._advance(self.now())
+    def sync(self, now: float | None = None) -> None:
+        """Bring the time integrals up to ``now`` (the clock's now by default)."""
+        self._advance(self.now() if now is None else now)
 
     def _emit(self, event: QueueEvent) -> None:
         self.events += 1
@@ -384,7 +389,7 @@ class Indexer:
 
     def index_counts(self) -> dict[str, int]:
         with self._index_lock:
-            return {"docs": 0, "terms": 0, "postings": 0, "revisited": 0} if self._index is None else \
+            return {"docs": 0, "terms": 0, "postings": 0, "revisited": 0, "versions": 0} if self._index is None else \
                 self._index.counts()
 
     def close(self) -> None:

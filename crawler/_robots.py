@@ -355,18 +355,19 @@ class ActiveClock:
     def active(self) -> int:
         return sum(self._active)
 
-    def _advance(self) -> None:
-        now = self._clock()
-        self._integral += self.active * (now - self._last)
-        self._last = now
+    def _advance(self, now: float | None = None) -> None:
+        t = self._clock() if now is None else now
+        if t > self._last:
+            self._integral += self.active * (t - self._last)
+            self._last = t
 
-    def integral(self) -> float:
-        """Robot-seconds of fetching allowed since the start (or the last :meth:`restart`)."""
-        self._advance()
+    def integral(self, now: float | None = None) -> float:
+        """Robot-seconds of fetching allowed since the start (or the last :meth:`restart`), up to ``now``."""
+        self._advance(now)
         return self._integral
 
-    def restart(self) -> None:
-        self._advance()
+    def restart(self, now: float | None = None) -> None:
+        self._advance(now)
         self._integral = 0.0
 
     async def _watch(self, n: int) -> None:

@@ -482,8 +482,10 @@ async def _front(request: web.Request) -> web.Response:
     site: Site = request.app[SITE]
     host = site.host_of(request)
     links = " ".join(f'<a href="/p/{n}">page {n}</a>' for n in range(min(20, site.config.pages_per_host)))
-    return web.Response(text=f"<!doctype html><html><head><title>host {host}</title></head><body>{links}"
-                        "</body></html>", content_type="text/html")
+    text = f"<!doctype html><html><head><title>host {host}</title></head><body>{links}</body></html>"
+    site.stats.pages += 1
+    site.stats.bytes += len(text)
+    return web.Response(text=text, content_type="text/html")
 
 
 async def _private(request: web.Request) -> web.Response:

@@ -176,12 +176,17 @@ class DemoConfig:
 
     def with_overrides(self, *, seed: int | None = None, duration_s: float | None = None,
                        warmup_s: float | None = None, baselines: bool | None = None) -> DemoConfig:
-        """The command-line flags, applied last."""
+        """The command-line flags, applied last. A new duration without a warm-up keeps the configured
+        warm-up, but at most a quarter of the run."""
         d = self.demo
-        demo = RunSettings(seed=d.seed if seed is None else seed,
-                           duration_s=d.duration_s if duration_s is None else duration_s,
-                           warmup_s=(min(d.warmup_s, 0.25 * duration_s) if duration_s is not None
-                                     and warmup_s is None else (d.warmup_s if warmup_s is None else warmup_s)),
+        duration = d.duration_s if duration_s is None else duration_s
+        if warmup_s is not None:
+            warmup = warmup_s
+        elif duration_s is not None:
+            warmup = min(d.warmup_s, 0.25 * duration)
+        else:
+            warmup = d.warmup_s
+        demo = RunSettings(seed=d.seed if seed is None else seed, duration_s=duration, warmup_s=warmup,
                            baselines=d.baselines if baselines is None else baselines,
                            view_interval_s=d.view_interval_s)
         return replace(self, demo=demo, site=replace(self.site, seed=demo.seed))

@@ -403,7 +403,8 @@ def _view_state(label: str, state: _CrawlState, agent: Any, link: AgentLink, now
         queue=state.indexer.length, capacity=state.indexer.capacity, agent_queue=link.agent_queue,
         active=state.active.active, robots=len(state.robots), policy=str(snap.policy),
         thresholds=",".join(str(j) for j in snap.thresholds), policy_source=snap.source, observed=obs,
-        predicted=pred, cost=_finite_cost(m, costs).total, predicted_cost=pred_cost,
+        predicted=pred, cost=_finite_cost(m, costs).total if math.isfinite(m.p_loss) else math.nan,
+        predicted_cost=pred_cost,
         indexed=state.indexer.totals.served, fetched=sum(r.stats.pages + r.stats.resources for r in state.robots),
         parks=sum(r.parks for r in state.active.records), resumes=sum(r.resumes for r in state.active.records))
 

@@ -93,9 +93,14 @@ def format_report(report: DemoReport) -> str:
             modes = fit.get("modes", {})
             rates = ", ".join(f"{m}: {_f(v.get('arrival_rate'), 1)}/s ({v.get('source', '?')})"
                               for m, v in sorted(modes.items(), key=lambda kv: int(kv[0])))
+            life = fit.get("mean_useful_life_s")
+            life_text = f"{_f(life, 2)} s" if life is not None else "none (too few obsolete drops yet)"
             lines.append(f"fitted traffic: arrival rate per mode {rates}; service mean "
                          f"{_f(fit.get('service_mean_s'), 4)} s, SCV {_f(fit.get('service_scv'), 1)}; useful life "
-                         f"{_f(fit.get('mean_useful_life_s'), 2)} s")
+                         f"{life_text}")
+        spans = "; ".join(f"{','.join(map(str, s.robots_at_level))} ({s.source}) from {s.adopted_at:.1f} s, "
+                          f"{s.window_s:.1f} s measured" for s in me.policies)
+        lines.append(f"robotctl's policies: {spans}")
         work = 100 * me.service.get("work_share", 0.0)
         lines.append(f"observed service: mean {_f(me.service.get('mean_s'), 4)} s, SCV "
                      f"{_f(me.service.get('scv'), 1)} (real indexing work {_f(work, 0)}% of it)")

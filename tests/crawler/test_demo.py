@@ -100,3 +100,28 @@ def test_report_and_view_read_well_when_piped(demo: tuple[DemoReport, str]) -> N
         assert all(r.predicted is not None for r in report.runs)
     json.dumps(report.to_dict(), allow_nan=False, default=lambda o: None)
 
+
+
+async def test_metrics_are_served_during_a_run() -> None:
+    """The agent's /metrics carries the crawler's own figures next to the agent's."""
+    import aiohttp
+
+    from crawler import run_crawl
+
+    scraped: list[str] = []
+    tasks: list[asyncio.Task[None]] = []
+
+    async def scrape(url: str) -> None:
+        await asyncio.sleep(1.5)
+        async with aiohttp.ClientSession() as http, http.get(url + "/metrics") as r:
+            scraped.append(await r.text())
+
+    cfg = short_config().with_overrides(duration_s=3.0, warmup_s=0.5, baselines=False)
+    result = await run_crawl(cfg, on_url=lambda url: tasks.append(asyncio.ensure_future(scrape(url))))
+    await asyncio.gather(*tasks)
+    text = scraped[0]
+    assert re.search(r"^robotctl_crawler_fetched_pages_total [1-9]", text, re.M)
+    assert re.search(r"^robotctl_crawler_indexer_queue_pages \d", text, re.M)
+    assert "robotctl_crawler_realized_cost" in text
+    assert re.search(r"^robotctl_\w+_total", text.replace("robotctl_crawler_", "x_"), re.M)  # the agent's own
+    assert result.counts["fetched_pages"] > 0

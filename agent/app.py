@@ -36,6 +36,7 @@ import asyncio
 import contextlib
 import hmac
 import itertools
+import json
 import logging
 import socket
 import time
@@ -78,6 +79,9 @@ TASKS = web.AppKey("tasks", dict[str, "asyncio.Task[Any]"])
 
 _request_ids = itertools.count(1)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+_dumps = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def _error_response(status: int, field: str, problem: str, hint: str = "") -> web.Response:
@@ -160,7 +164,7 @@ async def _post_deliveries(request: web.Request) -> web.Response:
     ack = agent.deliver(items)
     await agent.log.commit()
     app[METRICS].ack_seconds.observe(time.perf_counter() - t0)
-    return web.json_response(ack)
+    return web.Response(body=_dumps(ack).encode(), content_type="application/json")
 
 
 async def _post_completions(request: web.Request) -> web.Response:

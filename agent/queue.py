@@ -140,75 +140,80 @@ class Window:
 
     ``add(now, key, x)`` counts x at time now; ``hold(now, key, level)`` declares that ``key`` stays
     at ``level`` from now on (its integral over time accumulates); ``totals(now)`` sums both over the
-    window. The window's edge is as coarse as one bucket (span_s / buckets).
+    window [lo, now], lo the first bucket boundary after ``now - span_s`` (so the window's edge is as
+    coarse as one bucket, span_s / buckets).
+
+    Each key keeps a running total (for levels: the integral up to its last change, and the level
+    since); at each bucket boundary the running totals are noted, and a window's sum is the running
+    total now minus the note at its lower edge. Every call is O(1) except the one that crosses a
+    boundary, which notes all keys once.
     """
 
     def __init__(self, span_s: float, buckets: int = 60) -> None:
         self.span_s = span_s
         self.width = span_s / buckets
         self.n = buckets
-        self._buckets: dict[int, dict[str, float]] = {}
-        self._levels: dict[str, float] = {}
-        self._since: float | None = None  # time up to which levels are integrated
+        self._counts: dict[str, float] = {}
+        # key -> (level, time of the last change, integral up to that time)
+        self._levels: dict[str, tuple[float, float, float]] = {}
+        # bucket index b -> running totals at time b * width (counts, then level integrals)
+        self._notes: dict[int, dict[str, float]] = {}
+        self._next = -math.inf  # the next boundary not yet noted
+        self._last_idx: int | None = None
 
-    def _bucket(self, idx: int) -> dict[str, float]:
-        b = self._buckets.get(idx)
-        if b is None:
-            b = self._buckets[idx] = {}
-            if len(self._buckets) > self.n + 2:
-                lo = idx - self.n - 1
-                for old in [k for k in self._buckets if k < lo]:
-                    del self._buckets[old]
-        return b
+    def _integral(self, key: str, t: float) -> float:
+        level, t0, cum = self._levels[key]
+        return cum + level * (t - t0)
 
-    def _integrate(self, now: float) -> None:
-        since = self._since
-        self._since = now
-        if since is None or now <= since or not self._levels:
-            return
-        start = max(since, now - self.span_s - self.width)
-        t = start
-        while t < now:
-            idx = math.floor(t / self.width)
-            end = min(now, (idx + 1) * self.width)
-            dt = end - t
-            if dt > 0:
-                b = self._bucket(idx)
-                for key, level in self._levels.items():
-                    if level:
-                        b[key] = b.get(key, 0.0) + level * dt
-            t = end if end > t else math.nextafter(t, math.inf)
+    def _snapshot(self, t: float) -> dict[str, float]:
+        snap = dict(self._counts)
+        for key in self._levels:
+            snap[key] = self._integral(key, t)
+        return snap
+
+    def _roll(self, now: float) -> None:
+        """Note the running totals at every boundary up to ``now`` (the last n + 1 of them suffice)."""
+        idx = math.floor(now / self.width)
+        first = idx - self.n - 1 if self._last_idx is None else max(self._last_idx + 1, idx - self.n - 1)
+        for b in range(first, idx + 1):
+            self._notes[b] = self._snapshot(b * self.width)
+        self._last_idx = idx
+        self._next = (idx + 1) * self.width
+        lo = idx - self.n - 1
+        if len(self._notes) > self.n + 3:
+            for old in [b for b in self._notes if b < lo]:
+                del self._notes[old]
 
     def add(self, now: float, key: str, amount: float) -> None:
-        self._integrate(now)
-        b = self._bucket(math.floor(now / self.width))
-        b[key] = b.get(key, 0.0) + amount
+        if now >= self._next:
+            self._roll(now)
+        self._counts[key] = self._counts.get(key, 0.0) + amount
 
     def add_many(self, now: float, items: Mapping[str, float]) -> None:
-        self._integrate(now)
-        b = self._bucket(math.floor(now / self.width))
+        if now >= self._next:
+            self._roll(now)
+        counts = self._counts
         for key, amount in items.items():
-            b[key] = b.get(key, 0.0) + amount
+            counts[key] = counts.get(key, 0.0) + amount
 
     def hold(self, now: float, key: str, level: float) -> None:
-        self._integrate(now)
-        self._levels[key] = level
+        if now >= self._next:
+            self._roll(now)
+        old = self._levels.get(key)
+        if old is None:
+            self._levels[key] = (level, now, 0.0)
+        elif old[0] != level:
+            self._levels[key] = (level, now, old[2] + old[0] * (now - old[1]))
 
     def totals(self, now: float) -> dict[str, float]:
-        """Sums over buckets newer than ``now - span_s``, level integrals up to ``now`` included."""
+        """Sums over the window ending at ``now`` (``now`` at or after the last call's time)."""
         lo = math.floor((now - self.span_s) / self.width) + 1
-        out: dict[str, float] = {}
-        for idx, b in self._buckets.items():
-            if idx >= lo:
-                for k, v in b.items():
-                    out[k] = out.get(k, 0.0) + v
-        since = self._since
-        if since is not None and now > since:
-            dt = now - max(since, lo * self.width)
-            if dt > 0:
-                for key, level in self._levels.items():
-                    out[key] = out.get(key, 0.0) + level * dt
-        return out
+        current = self._snapshot(now)
+        if self._last_idx is not None and lo > self._last_idx:
+            base = self._snapshot(lo * self.width)  # nothing happened since the boundary lo
+        else:
+            base = self._notes.get(lo, {})
+        return {k: v - base.get(k, 0.0) for k, v in current.items()}
 
 
 #: Keys the agent keeps in its observation window.

@@ -75,6 +75,38 @@ def start_agent(log_dir: Path, executor: str, fsync: str) -> tuple[subprocess.Po
     return proc, host, int(port)
 
 
+BARE = """
+import asyncio, sys
+from aiohttp import web
+from agent.app import new_event_loop
+
+async def handler(request):
+    await request.read()
+    return web.json_response({"accepted": 1})
+
+async def main():
+    app = web.Application()
+    app.router.add_post("/v1/deliveries", handler)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    print(runner.addresses[0][1], flush=True)
+    await asyncio.Event().wait()
+
+loop = new_event_loop("auto")
+loop.run_until_complete(main())
+"""
+
+
+def start_bare() -> tuple[subprocess.Popen[bytes], str, int]:
+    """The ceiling: a bare aiohttp handler that reads the body and answers, on the agent's event loop."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-c", BARE], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            env=env, cwd=ROOT)
+    assert proc.stdout is not None
+    return proc, "127.0.0.1", int(proc.stdout.readline())
+
+
 def stop_agent(proc: subprocess.Popen[bytes]) -> None:
     proc.terminate()
     proc.wait(timeout=30)
@@ -185,6 +217,14 @@ async def run(executor: str, seconds: float) -> dict[str, float]:
             "n_base": len(base), "n_refit": len(loaded)}
 
 
+async def run_bare(seconds: float) -> float:
+    proc, host, port = start_bare()
+    try:
+        return await throughput(host, port, seconds=seconds, conns=8, batch=1)
+    finally:
+        stop_agent(proc)
+
+
 async def run_always(seconds: float) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         proc, host, port = start_agent(Path(tmp), "thread", "always")
@@ -210,13 +250,16 @@ def main() -> int:
                     help="where the agent runs refits")
     args = ap.parse_args()
     kinds = ("thread", "process") if args.executor == "both" else (args.executor,)
-    print(f"agent ingest on loopback ({os.cpu_count()} cores; agent and load generator are separate processes; "
-          f"{args.seconds:g} s per figure)")
+    print(f"agent ingest on loopback ({os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; agent and "
+          f"load generator are separate processes; {args.seconds:g} s per figure)")
+    bare = _run(run_bare(args.seconds))
+    print(f"ceiling: a bare aiohttp handler (read body, answer JSON), same client: {bare:,.0f} requests/s")
     for kind in kinds:
         r = _run(run(kind, args.seconds))
         ratio = r["p99_refit"] / r["p99"]
         print(f"\nrefit executor: {kind}")
-        print(f"  single deliveries/s        {r['single']:>10,.0f}   target  5,000   {r['single'] / 5000:5.2f}x")
+        print(f"  single deliveries/s        {r['single']:>10,.0f}   target  5,000   {r['single'] / 5000:5.2f}x"
+              f"   ({r['single'] / bare:.2f}x the bare handler)")
         print(f"  batched deliveries/s       {r['batched']:>10,.0f}   target 100,000  {r['batched'] / 1e5:5.2f}x"
               f"   (batches of {BATCH})")
         print(f"  ack latency, no refit      p50 {r['p50'] * 1e3:6.2f} ms  p99 {r['p99'] * 1e3:6.2f} ms"

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import hmac
 import itertools
 import json
@@ -348,6 +349,14 @@ async def _reaper_ctx(app: web.Application) -> AsyncIterator[None]:
     await cancel_and_wait(task)
 
 
+async def _freeze_heap(app: web.Application) -> None:
+    """After start-up, move every object to the collector's permanent generation (robotctl serve only): the
+    modules and state loaded so far are never garbage, and a full collection then need not walk them
+    (one took 84 ms on the event loop, a p99 outlier, without this)."""
+    gc.collect()
+    gc.freeze()
+
+
 async def _on_shutdown(app: web.Application) -> None:
     agent = app[AGENT]
     agent.actuator.shutdown(agent.clock.now())
@@ -356,7 +365,8 @@ async def _on_shutdown(app: web.Application) -> None:
 
 
 def create_app(config: AgentConfig, *, registry: CollectorRegistry | None = None, clock: Clock | None = None,
-               compute: Callable[[RefitInput], RefitOutcome] | None = None) -> web.Application:
+               compute: Callable[[RefitInput], RefitOutcome] | None = None, own_process: bool = False
+               ) -> web.Application:
     """The agent as an aiohttp application.
 
     Parameters
@@ -369,6 +379,10 @@ def create_app(config: AgentConfig, *, registry: CollectorRegistry | None = None
     compute : callable, optional
         ``RefitInput -> RefitOutcome``; :func:`agent.refit.compute_refit` by default (tests inject
         failures here; it must be picklable with ``refit.executor: process``).
+    own_process : bool
+        True when the agent is the program (``robotctl serve``): ``refit.executor: auto`` then means a
+        worker process; inside another program (``run_in_process``) it means a thread, because a spawned
+        worker re-imports the program's main module.
     """
     clock = clock if clock is not None else MonotonicClock()
     registry = registry if registry is not None else CollectorRegistry()
@@ -383,14 +397,17 @@ def create_app(config: AgentConfig, *, registry: CollectorRegistry | None = None
     app[AGENT] = agent
     app[TASKS] = {}
     rc = config.refit
+    executor = rc.executor if rc.executor != "auto" else ("process" if own_process else "thread")
     app[REFIT] = RefitLoop(clock=clock, holder=agent.holder, make_input=agent.refit_input, drift=agent.drift,
                            adopt=agent.adopt, observe=metrics.observe_refit,
-                           compute=compute if compute is not None else compute_refit, executor=rc.executor,
+                           compute=compute if compute is not None else compute_refit, executor=executor,
                            interval_s=rc.interval_s, min_interval_s=rc.min_interval_s, timeout_s=rc.timeout_s,
                            check_every_s=min(5.0, rc.drift_window_s / 4), probe=agent.set_probe,
                            probe_modes=tuple(sorted(config.all_modes, reverse=True)), probe_s=rc.probe_s)
     app.cleanup_ctx.extend([_metrics_ctx, _agent_ctx, _flusher_ctx, _refit_ctx, _reaper_ctx])
     app.on_shutdown.append(_on_shutdown)
+    if own_process:
+        app.on_startup.append(_freeze_heap)
     r = app.router
     r.add_post("/v1/deliveries", _post_deliveries)
     r.add_post("/v1/completions", _post_completions)
@@ -475,7 +492,8 @@ def serve(config: AgentConfig, *, announce: Callable[[str], None] | None = None)
     if announce is not None:
         announce(url)
     LOG.info("event=listening url=%s loop=%s", url, type(loop).__module__)
-    web.run_app(create_app(config), sock=sock, shutdown_timeout=config.server.shutdown_timeout_s,
+    web.run_app(create_app(config, own_process=True), sock=sock,
+                shutdown_timeout=config.server.shutdown_timeout_s,
                 print=None, access_log=None, handle_signals=True, loop=loop)
 
 

@@ -292,9 +292,9 @@ class RefitConfig(_Section):
                                       "relative amount")
     drift_window_s: float = _spec(60.0, _float(positive=True), "window of the drift check")
     drift_min_pages: int = _spec(50, _int(1), "pages needed in a mode before its drift counts")
-    executor: str = _spec("process", _choice("process", "thread"),
-                          "where fit and optimise run, off the event loop: a worker process (niced) "
-                          "or a thread")
+    executor: str = _spec("auto", _choice("auto", "process", "thread"),
+                          "where fit and optimise run, off the event loop: a worker process (niced), a thread, "
+                          "or auto: the process under robotctl serve, a thread inside another program")
     timeout_s: float = _spec(120.0, _float(positive=True),
                              "a refit taking longer is abandoned (and counted failed)")
     probe_s: float = _spec(0.0, _float(), "before the first fit, run each mode alone this long (0: no probe)")

@@ -16,13 +16,14 @@ object with a manual clock.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
 import math
 import os
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,17 +64,26 @@ POLICY_FILE = "policy.json"
 
 
 class Ring:
-    """Fixed-capacity columns of floats, oldest overwritten first; rows are appended in time order."""
+    """Fixed-capacity columns, oldest overwritten first; rows are appended in time order.
 
-    def __init__(self, capacity: int, columns: Sequence[str]) -> None:
+    ``columns`` names float columns (a missing value is NaN), or maps names to numpy dtypes (integer
+    columns hold 0 for a missing value; they are for values that are always given).
+    """
+
+    def __init__(self, capacity: int, columns: Sequence[str] | Mapping[str, Any]) -> None:
         self.capacity = capacity
-        self.cols = {c: np.full(capacity, np.nan) for c in columns}
+        dtypes = dict(columns) if isinstance(columns, Mapping) else dict.fromkeys(columns, np.float64)
+        self.cols: dict[str, NDArray[Any]] = {
+            c: np.full(capacity, np.nan if np.dtype(dt).kind == "f" else 0, dtype=dt) for c, dt in dtypes.items()}
+        self._missing = {c: (math.nan if arr.dtype.kind == "f" else 0) for c, arr in self.cols.items()}
+        self._scratch: dict[str, NDArray[Any]] = {}
         self.n = 0  # rows ever appended
 
     def append(self, **row: float) -> None:
         i = self.n % self.capacity
+        missing = self._missing
         for c, arr in self.cols.items():
-            arr[i] = row.get(c, math.nan)
+            arr[i] = row.get(c, missing[c])
         self.n += 1
 
     def extend(self, rows: dict[str, Sequence[float]], count: int) -> None:
@@ -88,10 +98,10 @@ class Ring:
         for c, arr in self.cols.items():
             values = rows.get(c)
             if values is None:
-                arr[start:start + first] = math.nan
-                arr[: count - first] = math.nan
+                arr[start:start + first] = self._missing[c]
+                arr[: count - first] = self._missing[c]
             else:
-                v = np.asarray(values, dtype=float)
+                v = np.asarray(values, dtype=arr.dtype)
                 arr[start:start + first] = v[:first]
                 arr[: count - first] = v[first:]
         self.n += count
@@ -99,16 +109,41 @@ class Ring:
     def __len__(self) -> int:
         return min(self.n, self.capacity)
 
-    def since(self, t0: float, time_col: str = "t") -> dict[str, NDArray[np.float64]]:
-        """Copies of the rows with ``time_col >= t0``, oldest first."""
+    def since(self, t0: float, time_col: str = "t", columns: Sequence[str] | None = None, *,
+              scratch: bool = False) -> dict[str, NDArray[Any]]:
+        """Copies of the rows with ``time_col >= t0``, oldest first (one copy per column: the rows are in
+        time order, so the cut is a binary search in each of the ring's two stretches).
+
+        With ``scratch``, the copies are views of buffers the ring keeps for the purpose and overwrites
+        at the next such call: no fresh memory (and no page faults) on the event loop. The refit uses
+        them; the next refit starts only after the previous one is done with them.
+        """
+        names = list(self.cols) if columns is None else list(columns)
         size = len(self)
         if size == 0:
-            return {c: np.empty(0) for c in self.cols}
+            return {c: np.empty(0) for c in names}
         start = self.n % self.capacity if self.n > self.capacity else 0
-        order = np.r_[start:size, 0:start] if start else np.arange(size)
-        t = self.cols[time_col][order]
-        keep = order[t >= t0]
-        return {c: arr[keep].copy() for c, arr in self.cols.items()}
+        t = self.cols[time_col]
+        # chronological order: [start:size] then [0:start]
+        older, newer = (start, size), (0, start)
+        a = older[0] + int(np.searchsorted(t[older[0]:older[1]], t0, side="left"))
+        b = newer[0] + int(np.searchsorted(t[newer[0]:newer[1]], t0, side="left"))
+        out = {}
+        for c in names:
+            arr = self.cols[c]
+            parts = (arr[a:older[1]], arr[b:newer[1]]) if start else (arr[a:size],)
+            if scratch:
+                buf = self._scratch.get(c)
+                if buf is None:
+                    buf = self._scratch[c] = np.empty(self.capacity, dtype=arr.dtype)
+                k = 0
+                for part in parts:
+                    buf[k:k + part.size] = part
+                    k += part.size
+                out[c] = buf[:k]
+            else:
+                out[c] = np.concatenate(parts) if len(parts) > 1 else parts[0].copy()
+        return out
 
 
 @dataclass
@@ -178,7 +213,8 @@ class Agent:
                                  dwell_s=rc.dwell_s,
                                  initial_mode=startup.robots_at_level[0], listener=self._on_command)
         self.totals = Totals()
-        self.deliveries = Ring(config.refit.max_samples, ("t", "pages", "mode", "client_t", "bytes"))
+        self.deliveries = Ring(config.refit.max_samples, {"t": np.float64, "pages": np.int32, "mode": np.int16,
+                                                          "client_t": np.float64, "bytes": np.float64})
         self.completions = Ring(config.refit.max_samples, ("t", "service_s", "bytes"))
         self.window = Window(config.refit.window_s)
         self.drift_window = Window(config.refit.drift_window_s, buckets=30)
@@ -192,6 +228,7 @@ class Agent:
         # (start time, mode) of every stretch of one mode, for the exact time spent in each mode
         self._segments: deque[tuple[float, int]] = deque([(now, self.actuator.mode)])
         self.probing: tuple[int, int, int] | None = None  # (mode, index, count) while probing
+        self._policy_write: asyncio.Future[None] | None = None
 
     # -- life cycle ----------------------------------------------------------------------------------
     def open(self) -> None:
@@ -212,6 +249,8 @@ class Agent:
 
     async def close(self) -> None:
         self.ready = False
+        if self._policy_write is not None:
+            await self._policy_write
         now = self._stamp()
         self.actuator.shutdown(now)
         self._flush_pending()
@@ -267,7 +306,7 @@ class Agent:
                 kind = r.get("event")
                 if kind == "delivery":
                     pages = int(r.get("pages", 1))
-                    self.deliveries.append(t=t, pages=pages, mode=float(r.get("active", math.nan)),
+                    self.deliveries.append(t=t, pages=pages, mode=int(r.get("active", 0)),  # 0: not logged
                                            client_t=float(r.get("client_t", math.nan)),
                                            bytes=float(r.get("bytes", math.nan)))
                     n += 1
@@ -575,10 +614,26 @@ class Agent:
                               outcome.deliveries, outcome.window)
         self.probing = None
         self.holder.swap(snap)
-        with contextlib.suppress(OSError):
-            _atomic_write_json(self.state_dir / POLICY_FILE, snap.to_state())
+        self._save_policy(snap)
         self._queue_changed(self._stamp())
         return snap
+
+    def _save_policy(self, snap: PolicySnapshot) -> None:
+        """Write policy.json (with an fsync) in a thread when a loop runs, so that acks do not wait on it."""
+        path, state = self.state_dir / POLICY_FILE, snap.to_state()
+
+        def write() -> None:
+            try:
+                _atomic_write_json(path, state)
+            except OSError as exc:
+                LOG.warning("event=policy_file_not_written file=%s error=%s", path, exc)
+
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            write()
+            return
+        self._policy_write = loop.run_in_executor(None, write)
 
     def mode_exposure(self, t0: float, t1: float) -> dict[int, float]:
         """Seconds spent in each mode between ``t0`` and ``t1`` (exact, from the mode changes)."""
@@ -612,7 +667,16 @@ class Agent:
         """The fit window as a :class:`RefitInput`, or why there is not enough data."""
         cfg = self.config
         t0 = now - cfg.refit.window_s
-        d = self.deliveries.since(t0)
+        c = self.completions.since(t0)
+        svc = c["service_s"][~np.isnan(c["service_s"])]
+        sizes = c["bytes"][~np.isnan(c["bytes"])]
+        columns = ["t", "pages", "mode"]
+        if cfg.refit.time_source == "client":
+            columns.append("client_t")
+        if sizes.size == 0:
+            columns.append("bytes")
+        # the one copy made on the event loop: only the columns the fit uses, at their own widths
+        d = self.deliveries.since(t0, columns=columns, scratch=True)
         n = int(d["t"].size)
         if n < cfg.refit.min_deliveries:
             return (f"{n} deliveries in the last refit.window_s = {cfg.refit.window_s:g} s; a refit needs "
@@ -623,16 +687,14 @@ class Agent:
             order = np.argsort(times, kind="stable")
             d = {k: v[order] for k, v in d.items()}
             times = d["client_t"]
+        modes = d["mode"]
+        if (modes == 0).any():  # deliveries logged without their mode: take the one in force
+            modes = np.where(modes == 0, self.actuator.mode, modes).astype(modes.dtype)
         options = dict(cfg.fit.options)
         options.setdefault("admission", cfg.queue.admission)
-        c = self.completions.since(t0)
-        svc = c["service_s"][~np.isnan(c["service_s"])]
-        sizes = c["bytes"][~np.isnan(c["bytes"])]
         if sizes.size == 0:
             per_page = d["bytes"] / d["pages"]
             sizes = per_page[~np.isnan(per_page)]
-        modes = d["mode"]
-        mode_ints = np.where(np.isnan(modes), float(self.actuator.mode), modes).astype(np.int64)
         fit_modes = tuple(m for m in cfg.all_modes if m >= 1)
         exposure = self.mode_exposure(float(d["t"][0]), now)
         obs_drops: int | None = None
@@ -648,7 +710,7 @@ class Agent:
                 if info.get("source") in ("observed", "remembered") and int(key) in snap.model.modes:
                     remembered[int(key)] = snap.model.arrivals[int(key)]
         return RefitInput(
-            delivery_times=times.astype(np.float64), pages=d["pages"].astype(np.int64), modes=mode_ints,
+            delivery_times=times, pages=d["pages"], modes=modes,
             all_modes=fit_modes, search_modes=cfg.policy.modes,
             service_times=svc if svc.size else None, sizes_bytes=sizes if sizes.size else None,
             capacity=cfg.capacity, costs=cfg.costs, processing_rate_bps=cfg.fit.processing_rate_bps,

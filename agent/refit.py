@@ -91,8 +91,8 @@ class RefitInput:
     """
 
     delivery_times: NDArray[np.float64]
-    pages: NDArray[np.int64]
-    modes: NDArray[np.int64]
+    pages: NDArray[np.integer[Any]]
+    modes: NDArray[np.integer[Any]]
     all_modes: tuple[int, ...]
     search_modes: tuple[int, ...] | None
     service_times: NDArray[np.float64] | None
@@ -471,6 +471,11 @@ def _lower_priority() -> None:
         os.setpriority(os.PRIO_PROCESS, who, min(19, os.getpriority(os.PRIO_PROCESS, who) + WORKER_NICE))
 
 
+def _import_refit_code() -> None:
+    import fitting  # noqa: F401
+    import policies  # noqa: F401
+
+
 def _spawn_pool() -> concurrent.futures.ProcessPoolExecutor:
     return concurrent.futures.ProcessPoolExecutor(max_workers=1, initializer=_lower_priority,
                                                   mp_context=multiprocessing.get_context("spawn"))
@@ -536,8 +541,26 @@ class RefitLoop:
     def start_executor(self) -> None:
         if self._executor is None:
             self._executor = (_spawn_pool() if self.executor_kind == "process" else
-                              concurrent.futures.ThreadPoolExecutor(max_workers=1, initializer=_lower_priority,
+                              concurrent.futures.ThreadPoolExecutor(max_workers=1,
+                                                                    initializer=_lower_priority,
                                                                     thread_name_prefix="robotctl-refit"))
+
+    async def warm_up(self) -> None:
+        """Start the worker and import the fitting and optimisation code in it, so that the first refit
+        neither waits for that nor makes the event loop pay for starting a process mid-traffic."""
+        self.start_executor()
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._executor, _import_refit_code)
+        except concurrent.futures.process.BrokenProcessPool:
+            # typically: the program's main module cannot be imported again by a spawned process (run from
+            # standard input, or a script without `if __name__ == "__main__":`)
+            LOG.warning("event=refit_worker_process_failed falling_back_to=thread hint=set refit.executor: thread")
+            self.shutdown_executor()
+            self.executor_kind = "thread"
+            self.start_executor()
+        except Exception:  # a refit will report the problem properly
+            LOG.exception("event=refit_warm_up_failed")
 
     def shutdown_executor(self) -> None:
         if self._executor is not None:
@@ -582,6 +605,7 @@ class RefitLoop:
     async def run(self, *, probe: bool = False) -> None:
         """The background loop: the probe if asked, then wake every ``check_every_s`` and refit when due."""
         self._started_at = self.clock.now()
+        await self.warm_up()
         if probe:
             await self.run_probe()
         while True:
@@ -616,7 +640,12 @@ class RefitLoop:
     async def _run(self, inp: RefitInput) -> RefitOutcome:
         self.start_executor()
         loop = asyncio.get_running_loop()
-        fut = loop.run_in_executor(self._executor, self.compute, inp)
+        try:
+            fut = loop.run_in_executor(self._executor, self.compute, inp)
+        except concurrent.futures.process.BrokenProcessPool as exc:
+            self.shutdown_executor()
+            return RefitOutcome(False, RefitStage.FIT, f"the refit worker process died: {exc}; a new one "
+                                "starts with the next refit")
         try:
             return await asyncio.wait_for(asyncio.shield(fut), self.timeout_s)
         except TimeoutError:

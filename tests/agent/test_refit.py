@@ -262,3 +262,37 @@ async def test_probe_runs_each_mode_then_fits(tmp_path: Path) -> None:
         assert seen == [4, 3, 2, 1]
         assert loop.record.last_reason == "probe_done"
         assert agent.holder.current.source == "fit", loop.record.last_message
+
+
+def _dying_pool() -> Any:
+    import concurrent.futures
+    import multiprocessing
+    import os
+
+    return concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                                                  initializer=os._exit, initargs=(3,))
+
+
+async def test_a_worker_process_that_cannot_start_falls_back_to_a_thread(tmp_path: Path, monkeypatch: Any,
+                                                                          caplog: pytest.LogCaptureFixture) -> None:
+    import agent.refit as refit_module
+
+    monkeypatch.setattr(refit_module, "_spawn_pool", _dying_pool)
+    clock = ManualClock(0.0)
+    with caplog.at_level(logging.WARNING, logger="robotctl.agent.refit"):
+        async with run_in_process(_config(tmp_path, executor="process", min_interval_s=1e9), clock=clock) as (_, app):
+            for _ in range(500):  # the warm-up runs in the background
+                if app[REFIT].executor_kind == "thread":
+                    break
+                await asyncio.sleep(0.01)
+            assert app[REFIT].executor_kind == "thread"
+            feed(app[AGENT], clock, 1500.0, seed=3)
+            outcome = await app[REFIT].refit("test")
+            assert outcome.success, outcome.message
+    assert any("refit_worker_process_failed" in r.message for r in caplog.records)
+
+
+async def test_auto_executor_is_a_thread_in_process(tmp_path: Path) -> None:
+    cfg = _config(tmp_path, executor="auto")
+    async with run_in_process(cfg, clock=ManualClock(0.0)) as (_, app):
+        assert app[REFIT].executor_kind == "thread"

@@ -3,14 +3,15 @@
 One robot's loop::
 
     wait while parked                      (the agent's command, through agent.client's RobotHandle)
-    pause ~ Exp(think_s)                   (the robot's own pacing; parking during it skips the fetch)
     url = await frontier.next()            (politeness: one page per host per crawl delay)
     skip it if robots.txt disallows it
     async with handle.permit():            (a robot parked meanwhile gives the URL back)
         page + its resources in a burst    (resources concurrently, as a browser would)
     sink.offer(robot_id, documents)        (the indexer admits what fits; the delivery is reported)
+    rest ~ Exp(think_s)                    (the robot's own pacing)
 
-Only the fetch itself runs inside the permit, so a robot told to park stops within one fetch.
+Only the fetch itself runs inside the permit, so a robot told to park stops within one fetch, and a
+robot resumed after its rest fetches at once.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class CrawlConfig:
     count : int
         Robots in the fleet (the agent's N).
     think_s : float
-        Mean of the exponential pause a robot takes before each page.
+        Mean of the exponential rest a robot takes after each page.
     max_resources : int
         Embedded resources fetched with a page at most.
     fetch_timeout_s : float
@@ -198,7 +199,6 @@ class RobotStats:
     not_html: int = 0
     disallowed: int = 0
     given_back: int = 0
-    skipped_parked: int = 0
     fetch_seconds: float = 0.0
     last_error: str = ""
 
@@ -250,11 +250,6 @@ class Robot:
         """One turn of the loop; returns the documents delivered."""
         async with self.switch.permit():
             pass
-        if self.config.think_s > 0:
-            await asyncio.sleep(float(self.rng.exponential(self.config.think_s)))
-        if not self.switch.may_fetch:
-            self.stats.skipped_parked += 1
-            return 0
         url = await self.frontier.next()
         if not await self.rules.allowed(url, robot_id=self.robot_id):
             self.stats.disallowed += 1
@@ -265,10 +260,11 @@ class Robot:
             return 0
         async with self.switch.permit():
             docs = await self.fetch_batch(url)
-        if not docs:
-            return 0
-        self.stats.batches += 1
-        self.sink.offer(self.robot_id, docs)
+        if docs:
+            self.stats.batches += 1
+            self.sink.offer(self.robot_id, docs)
+        if self.config.think_s > 0:
+            await asyncio.sleep(float(self.rng.exponential(self.config.think_s)))
         return len(docs)
 
     async def _get(self, url: str) -> FetchResult | None:

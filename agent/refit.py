@@ -29,7 +29,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from multiprocessing import resource_tracker, shared_memory
 from typing import Any
 
 import numpy as np
@@ -287,6 +288,76 @@ def adjust_arrivals(fit: Any, inp: RefitInput) -> tuple[ModeArrivals, dict[int, 
     return ModeArrivals.per_mode(dict(sorted(arr.items()))), src
 
 
+#: Array fields of :class:`RefitInput` that go to a worker process through shared memory.
+ARRAY_FIELDS = ("delivery_times", "pages", "modes", "service_times", "sizes_bytes")
+
+
+@dataclass(frozen=True)
+class SharedArray:
+    """An array handed to the worker process through a shared memory block: only this travels."""
+
+    block: str
+    dtype: str
+    size: int
+
+    def load(self) -> NDArray[Any]:
+        """A private copy of the array (in the worker)."""
+        shm = shared_memory.SharedMemory(name=self.block)
+        try:
+            # attaching registers the block with this process's resource tracker, which would unlink it
+            # (the agent's) when the worker exits
+            with contextlib.suppress(Exception):
+                resource_tracker.unregister(shm._name, "shared_memory")  # type: ignore[attr-defined]
+            return np.ndarray(self.size, dtype=np.dtype(self.dtype), buffer=shm.buf).copy()
+        finally:
+            shm.close()
+
+
+class SharedBlocks:
+    """One shared memory block per array field, reused from refit to refit (grown when too small), so that
+    a refit in a worker process costs the event loop a copy, not a pickle of the whole window."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[str, shared_memory.SharedMemory] = {}
+
+    def share(self, field: str, arr: NDArray[Any]) -> SharedArray:
+        arr = np.ascontiguousarray(arr)
+        block = self.blocks.get(field)
+        if block is None or block.size < arr.nbytes:
+            if block is not None:
+                block.close()
+                block.unlink()
+            block = self.blocks[field] = shared_memory.SharedMemory(create=True, size=max(arr.nbytes, 1 << 16))
+        np.ndarray(arr.size, dtype=arr.dtype, buffer=block.buf)[:] = arr
+        return SharedArray(block.name, arr.dtype.str, int(arr.size))
+
+    def share_input(self, inp: RefitInput) -> RefitInput:
+        changes: dict[str, Any] = {}
+        for name in ARRAY_FIELDS:
+            value = getattr(inp, name)
+            if isinstance(value, np.ndarray):
+                changes[name] = self.share(name, value)
+        return replace(inp, **changes)
+
+    def close(self) -> None:
+        for block in self.blocks.values():
+            with contextlib.suppress(OSError):
+                block.close()
+                block.unlink()
+        self.blocks.clear()
+
+
+def _loaded(inp: RefitInput) -> RefitInput:
+    changes = {name: getattr(inp, name).load() for name in ARRAY_FIELDS
+               if isinstance(getattr(inp, name), SharedArray)}
+    return replace(inp, **changes) if changes else inp
+
+
+def _compute_loaded(compute: Callable[[RefitInput], RefitOutcome], inp: RefitInput) -> RefitOutcome:
+    """In the worker process: the arrays out of shared memory, then the computation."""
+    return compute(_loaded(inp))
+
+
 FitFn = Callable[..., Any]
 OptimiseFn = Callable[..., Any]
 
@@ -476,8 +547,24 @@ def _import_refit_code() -> None:
     import policies  # noqa: F401
 
 
+def _watch_parent(parent: int, every_s: float = 0.5) -> None:
+    """End this worker process when the agent that started it is gone (killed with -9, say): a pool worker
+    would otherwise wait on its task queue forever, and keep its semaphores alive."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(every_s)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="robotctl-parent-watch", daemon=True).start()
+
+
+def _worker_init(parent: int) -> None:
+    _lower_priority()
+    _watch_parent(parent)
+
+
 def _spawn_pool() -> concurrent.futures.ProcessPoolExecutor:
-    return concurrent.futures.ProcessPoolExecutor(max_workers=1, initializer=_lower_priority,
+    return concurrent.futures.ProcessPoolExecutor(max_workers=1, initializer=_worker_init, initargs=(os.getpid(),),
                                                   mp_context=multiprocessing.get_context("spawn"))
 
 
@@ -536,6 +623,7 @@ class RefitLoop:
         self.record = RefitRecord()
         self._lock = asyncio.Lock()
         self._executor: concurrent.futures.Executor | None = None
+        self._blocks = SharedBlocks()
         self._started_at: float | None = None
 
     def start_executor(self) -> None:
@@ -566,6 +654,7 @@ class RefitLoop:
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
+        self._blocks.close()
 
     def due(self, now: float) -> str | None:
         """Why a refit should run now, or None."""
@@ -605,9 +694,16 @@ class RefitLoop:
     async def run(self, *, probe: bool = False) -> None:
         """The background loop: the probe if asked, then wake every ``check_every_s`` and refit when due."""
         self._started_at = self.clock.now()
-        await self.warm_up()
-        if probe:
-            await self.run_probe()
+        # in the background: the schedule (and the probe) must not wait for the worker to start
+        warm = asyncio.ensure_future(self.warm_up())
+        try:
+            if probe:
+                await self.run_probe()
+            await self._loop()
+        finally:
+            warm.cancel()
+
+    async def _loop(self) -> None:
         while True:
             await self.clock.sleep(self.check_every_s)
             reason = self.due(self.clock.now())
@@ -641,7 +737,11 @@ class RefitLoop:
         self.start_executor()
         loop = asyncio.get_running_loop()
         try:
-            fut = loop.run_in_executor(self._executor, self.compute, inp)
+            if self.executor_kind == "process":
+                fut = loop.run_in_executor(self._executor, _compute_loaded, self.compute,
+                                           self._blocks.share_input(inp))
+            else:
+                fut = loop.run_in_executor(self._executor, self.compute, inp)
         except concurrent.futures.process.BrokenProcessPool as exc:
             self.shutdown_executor()
             return RefitOutcome(False, RefitStage.FIT, f"the refit worker process died: {exc}; a new one "
@@ -688,6 +788,7 @@ async def cancel_and_wait(task: asyncio.Task[Any] | None) -> None:
 
 
 __all__ = [
+    "ARRAY_FIELDS",
     "PolicyHolder",
     "PolicySnapshot",
     "RefitInput",
@@ -695,6 +796,8 @@ __all__ = [
     "RefitOutcome",
     "RefitRecord",
     "RefitStage",
+    "SharedArray",
+    "SharedBlocks",
     "adjust_arrivals",
     "cancel_and_wait",
     "compute_refit",

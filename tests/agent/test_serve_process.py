@@ -50,6 +50,27 @@ async def _serve(config: Path) -> AsyncIterator[tuple[str, subprocess.Popen[byte
         proc.wait(timeout=30)
 
 
+def _children(pid: int) -> set[int]:
+    """Processes whose parent is ``pid`` (from /proc)."""
+    out = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.add(int(stat.parent.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
 def _logged(log_dir: Path) -> list[dict]:
     return [json.loads(x) for p in list_segments(log_dir) for x in p.read_text().splitlines() if x.strip()]
 
@@ -81,8 +102,14 @@ async def test_a_restart_after_kill_loses_no_acknowledged_delivery(tmp_path: Pat
         workers = [asyncio.create_task(robot(k)) for k in range(16)]
         while len(acked) < 600:
             await asyncio.sleep(0.005)
+        children = _children(proc.pid)  # the refit worker (and multiprocessing's resource tracker)
         proc.send_signal(signal.SIGKILL)  # requests are in flight: some are never acknowledged
         await asyncio.gather(*workers)
+    for _ in range(200):  # the refit worker notices its agent is gone and exits
+        if not any(_alive(c) for c in children):
+            break
+        await asyncio.sleep(0.05)
+    assert children and not any(_alive(c) for c in children)
     assert sent > len(acked) >= 600
     logged = {int(e["client_t"]) for e in _logged(tmp_path / "log") if e["event"] == "delivery"}
     assert acked <= logged  # every acknowledged delivery is in the log

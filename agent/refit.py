@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from multiprocessing import resource_tracker, shared_memory
+from multiprocessing import shared_memory
 from typing import Any
 
 import numpy as np
@@ -302,12 +302,10 @@ class SharedArray:
 
     def load(self) -> NDArray[Any]:
         """A private copy of the array (in the worker)."""
+        # the worker shares the agent's resource tracker (it was spawned by the agent), where the block is
+        # registered already: attaching registers it again (a no-op there), and only the agent unlinks it
         shm = shared_memory.SharedMemory(name=self.block)
         try:
-            # attaching registers the block with this process's resource tracker, which would unlink it
-            # (the agent's) when the worker exits
-            with contextlib.suppress(Exception):
-                resource_tracker.unregister(shm._name, "shared_memory")  # type: ignore[attr-defined]
             return np.ndarray(self.size, dtype=np.dtype(self.dtype), buffer=shm.buf).copy()
         finally:
             shm.close()
@@ -532,7 +530,9 @@ Observer = Callable[[RefitOutcome, str], None]
 
 
 #: Niceness added to the refit worker: the refit is background work, acknowledgements come first.
-WORKER_NICE = 10
+WORKER_NICE = 19
+#: The interpreter's switch interval while a refit runs in a thread (the default is 5 ms).
+THREAD_SWITCH_INTERVAL_S = 0.0002
 
 
 def _lower_priority() -> None:
@@ -736,11 +736,15 @@ class RefitLoop:
     async def _run(self, inp: RefitInput) -> RefitOutcome:
         self.start_executor()
         loop = asyncio.get_running_loop()
+        switch = sys.getswitchinterval()
         try:
             if self.executor_kind == "process":
                 fut = loop.run_in_executor(self._executor, _compute_loaded, self.compute,
                                            self._blocks.share_input(inp))
             else:
+                # the refit thread holds the GIL between switches: shorter turns while it runs keep the
+                # event loop's waits short (the interval is the interpreter's, restored after)
+                sys.setswitchinterval(min(switch, THREAD_SWITCH_INTERVAL_S))
                 fut = loop.run_in_executor(self._executor, self.compute, inp)
         except concurrent.futures.process.BrokenProcessPool as exc:
             self.shutdown_executor()
@@ -756,6 +760,8 @@ class RefitLoop:
         except concurrent.futures.process.BrokenProcessPool as exc:
             self.shutdown_executor()
             return RefitOutcome(False, RefitStage.FIT, f"the refit worker process died: {exc}")
+        finally:
+            sys.setswitchinterval(switch)
 
     def _finish(self, outcome: RefitOutcome, reason: str) -> None:
         rec = self.record

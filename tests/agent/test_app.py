@@ -254,3 +254,24 @@ async def test_two_apps_in_one_process_have_their_own_registries(tmp_path: Path)
                 text = await r.text()
             values = {smp.name: smp.value for fam in text_string_to_metric_families(text) for smp in fam.samples}
             assert values["robotctl_deliveries_total"] == want
+
+
+async def test_a_log_that_cannot_be_written_gets_503_and_changes_nothing(running: tuple[str, Any],
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    url, app = running
+    agent = app[AGENT]
+
+    def full(data: bytes) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    async with aiohttp.ClientSession() as s:
+        await _post(s, url + "/v1/deliveries", {"pages": 1})
+        before = (agent.totals.deliveries, agent.queue.length)
+        monkeypatch.setattr(agent.log, "append", full)
+        status, got = await _post(s, url + "/v1/deliveries", {"pages": 2})
+        assert status == 503 and got["field"] == "log" and "No space left" in got["error"]
+        status, _ = await _post(s, url + "/v1/completions", {"pages": 1})
+        assert status == 503
+        assert (agent.totals.deliveries, agent.queue.length) == before

@@ -7,7 +7,9 @@ STAMP  := $(VENV)/.installed
 export OPENBLAS_NUM_THREADS ?= 1
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: demo test bench lint clean
+.PHONY: demo test bench lint clean servers
+# root installs system packages directly; anyone else through sudo
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +20,15 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/robotctl optimise config/paper-example.yaml --all-subsets
 
-test: $(STAMP)
+# Debian's prometheus (promtool and the server) for the server tests of tests/agent/test_deploy.py.
+# A failed install fails `make test`, so those tests never skip unnoticed in CI.
+servers:
+	@command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 || { \
+	  echo "installing Debian's prometheus (for the server tests)"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+
+test: $(STAMP) servers
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

@@ -82,8 +82,8 @@ class RefitInput:
     mode_exposure_s : mapping of int to float
         Seconds spent in each mode over the window (exact, from the agent's mode changes).
     rate_from_exposure : bool
-        Rescale each observed mode's BMAP in time so that its rate is pages delivered in the mode /
-        seconds spent in it (see :func:`adjust_arrivals`).
+        Pass ``mode_exposure_s`` to fitting.fit_model, which rescales each observed mode's BMAP in time
+        so that its rate is pages delivered in the mode / seconds spent in it.
     remembered : mapping of int to BMAP
         The last observed BMAP of modes, for modes the window does not observe.
     obsolete_drops, obsolete_exposure_s : optional
@@ -242,16 +242,13 @@ def _lift(b: BMAP, order: int) -> BMAP | None:
 
 
 def adjust_arrivals(fit: Any, inp: RefitInput) -> tuple[ModeArrivals, dict[int, str]]:
-    """The fitted arrivals with what the agent knows beyond the timestamps.
+    """The fitted arrivals with what the agent remembers beyond the window.
 
-    fitting.fit_model sees each delivery's mode but not how long each mode lasted; it drops the
-    intervals that straddle a change of mode. Under threshold control, modes often last a few
-    deliveries, and the intervals dropped are the long ones, so a short-lived mode's rate comes out
-    several times too high (on the paper example under its optimal policy, mode 1 fits 4.3 pages/s for
-    1.3 true). The agent knows the exact time spent in each mode, so with ``rate_from_exposure`` each
-    observed mode's BMAP is rescaled in time to pages delivered in the mode / seconds spent in it.
-    Modes the window does not observe keep their last observed BMAP (``remembered``) if they have one,
-    else get fitting's linear rule from the (rescaled) nearest observed mode.
+    The observed modes come from fitting.fit_model, which the agent gives the exact time spent in each
+    mode (``mode_exposure_s``; with ``rate_from_exposure``) so that a short-lived mode's rate is its pages
+    over its time, not the overstated rate of its within-mode intervals. Modes the window does not
+    observe keep their last observed BMAP (``remembered``) if they have one, else get fitting's linear
+    rule from the nearest observed mode.
 
     Returns the arrivals and, per mode, ``observed``, ``remembered`` or ``linear``.
     """
@@ -265,13 +262,7 @@ def adjust_arrivals(fit: Any, inp: RefitInput) -> tuple[ModeArrivals, dict[int, 
     for mf in mode_fits:
         if mf.source != "observed":
             continue
-        b = mf.bmap
-        if inp.rate_from_exposure:
-            exposure = float(inp.mode_exposure_s.get(mf.mode, 0.0))
-            pages = float(inp.pages[inp.modes == mf.mode].sum())
-            if exposure > 0 and pages > 0 and b.rate > 0:
-                b = b.scaled((pages / exposure) / b.rate)
-        arr[mf.mode] = b
+        arr[mf.mode] = mf.bmap
         src[mf.mode] = "observed"
     for mf in mode_fits:
         m = mf.mode
@@ -385,6 +376,7 @@ def compute_refit(inp: RefitInput, *, fit_fn: FitFn | None = None,
                      service_times=inp.service_times, sizes_bytes=inp.sizes_bytes,
                      processing_rate_bps=inp.processing_rate_bps, mean_useful_life_s=inp.mean_useful_life_s,
                      obsolete_drops=inp.obsolete_drops, obsolete_exposure_s=inp.obsolete_exposure_s,
+                     mode_exposure_s=dict(inp.mode_exposure_s) if inp.rate_from_exposure else None,
                      capacity=inp.capacity, options=dict(inp.options) or None)
     except InputError as exc:
         return RefitOutcome(False, RefitStage.FIT, f"fit rejected the window: {exc}",

@@ -212,27 +212,28 @@ def _input(tr: dict[str, Any], **kw: Any) -> RefitInput:
                       mean_useful_life_s=5.0, mode_exposure_s=tr["exposure"], **kw)
 
 
-def test_observed_modes_are_rescaled_to_their_exposure_and_others_remembered() -> None:
+def test_observed_modes_take_their_exposure_rate_and_others_are_remembered() -> None:
     tr = _trace(ThresholdPolicy((3, 3, 3, 1, 1, 1)), 4000.0, seed=11)
-    inp = _input(tr)
-    fit = fit_model(tr["t"], pages=tr["pages"], modes=tr["modes"], all_modes=(1, 2, 3, 4),
-                    service_times=tr["service"], mean_useful_life_s=5.0, capacity=5)
-    arrivals, sources = adjust_arrivals(fit, inp)
-    assert sources == {1: "observed", 2: "linear", 3: "observed", 4: "linear"}
+    exact = {m: tr["pages"][tr["modes"] == m].sum() / tr["exposure"][m] for m in (1, 3)}
+    out = compute_refit(_input(tr))  # the agent hands fit_model the exact time in each mode
+    assert out.success and out.model is not None
     for m in (1, 3):
-        exact = tr["pages"][tr["modes"] == m].sum() / tr["exposure"][m]
-        assert arrivals[m].rate == pytest.approx(exact, rel=1e-9)
+        assert out.model.arrivals[m].rate == pytest.approx(exact[m], rel=1e-9)
+    plain = compute_refit(_input(tr, rate_from_exposure=False))
+    assert plain.model is not None and plain.model.arrivals[1].rate > 2 * exact[1]  # what the exposure fixes
+    # modes the window does not observe: the linear rule from the (rescaled) nearest mode, or the memory
+    fit = fit_model(tr["t"], pages=tr["pages"], modes=tr["modes"], all_modes=(1, 2, 3, 4),
+                    service_times=tr["service"], mean_useful_life_s=5.0, capacity=5,
+                    mode_exposure_s=tr["exposure"])
+    arrivals, sources = adjust_arrivals(fit, _input(tr))
+    assert sources == {1: "observed", 2: "linear", 3: "observed", 4: "linear"}
     base = fit.modes[1].base_mode
     assert base is not None
-    assert arrivals[2].rate == pytest.approx(arrivals[base].rate * 2 / base)
-    # with a memory of modes 2 and 4 (e.g. from the probe), those are kept instead of the linear rule
+    assert arrivals[2].rate == pytest.approx(exact[base] * 2 / base, rel=1e-9)
     remembered = {2: TRUE_MODEL.arrivals[2], 4: TRUE_MODEL.arrivals[4]}
     arrivals, sources = adjust_arrivals(fit, _input(tr, remembered=remembered))
     assert sources == {1: "observed", 2: "remembered", 3: "observed", 4: "remembered"}
     assert arrivals[4].allclose(TRUE_MODEL.arrivals[4])
-    # without the rescaling the fit's own rates stand
-    arrivals, _ = adjust_arrivals(fit, _input(tr, rate_from_exposure=False))
-    assert arrivals[1].allclose(next(mf.bmap for mf in fit.modes if mf.mode == 1))
 
 
 def test_compute_refit_reports_without_raising() -> None:

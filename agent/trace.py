@@ -134,20 +134,26 @@ def _iter_csv(stream: IO[str], name: str) -> Iterator[TraceEvent]:
         yield parse_event(row, where=f"{name}:{n}")
 
 
+def open_trace(name: str) -> IO[str]:
+    """The text stream of a trace file, or standard input for ``-``; InputError naming the file."""
+    if name == "-":
+        import sys
+
+        return sys.stdin
+    try:
+        return open(name, encoding="utf-8")  # noqa: SIM115 - the caller closes it
+    except FileNotFoundError as exc:
+        raise InputError(name, "no such file", "check the path") from exc
+    except OSError as exc:
+        raise InputError(name, f"cannot be read ({exc.strerror})", "check the path and permissions") from exc
+
+
 def iter_trace(path: str | Path, stream: IO[str] | None = None) -> Iterator[TraceEvent]:
     """Events of a trace file, JSON Lines or CSV (by the ``.csv`` suffix or a first line that is not
     JSON). ``-`` reads standard input."""
     name = str(path)
     if stream is None:
-        if name == "-":
-            import sys
-
-            stream = sys.stdin
-        else:
-            try:
-                stream = open(name, encoding="utf-8")  # noqa: SIM115 - closed below
-            except FileNotFoundError as exc:
-                raise InputError(name, "no such file", "check the path") from exc
+        stream = open_trace(name)
     with stream:
         first = stream.readline()
         rest = io.StringIO(first + stream.read()) if not stream.seekable() else None
@@ -235,17 +241,7 @@ def read_trace_arrays(path: str | Path, *, extra_fields: Iterable[str] = (),
     name = str(path)
     extras = tuple(extra_fields)
     if stream is None:
-        if name == "-":
-            import sys
-
-            stream = sys.stdin
-        else:
-            try:
-                stream = open(name, encoding="utf-8")  # noqa: SIM115 - closed below
-            except FileNotFoundError as exc:
-                raise InputError(name, "no such file", "check the path") from exc
-            except OSError as exc:
-                raise InputError(name, f"cannot be read ({exc.strerror})", "check the path and permissions") from exc
+        stream = open_trace(name)
     cols: dict[str, list[Any]] = {k: [] for k in ("t", "event", "pages", "bytes", "service_s", *extras)}
     lines: list[int] = []
     kinds = {k: i for i, k in enumerate(EVENT_KINDS)}

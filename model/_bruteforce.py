@@ -168,13 +168,11 @@ def solve_bruteforce(model: QueueModel, policy: ThresholdPolicy) -> Solution:
     offered = lost = served = obsolete = 0.0
     will_serve = will_expire = 0.0
     level = np.zeros(K + 1)
-    robots: dict[int, float] = defaultdict(float)
     for s, ps in zip(states, p):
         i, nu, m, rs = s
         mode = policy.robots_at_level[i]
         bmap = model.arrivals[mode]
         level[i] += ps
-        robots[mode] += ps
         for k in range(1, bmap.max_batch + 1):
             batch_rate = ps * float(bmap.D[k][nu].sum())
             offered += k * batch_rate
@@ -188,23 +186,10 @@ def solve_bruteforce(model: QueueModel, policy: ThresholdPolicy) -> Solution:
             f = fate[(m, *rs[:j])]
             will_serve += ps * f[0]
             will_expire += ps * f[1]
-    v1 = will_serve / served if served > 0 else float("nan")
-    v2 = will_expire / obsolete if obsolete > 0 else 0.0
-    p_succ, p_obs = served / offered, obsolete / offered
-    measures = Measures(
-        arrival_rate=offered,
-        p_loss=lost / offered,
-        p_obsolete=p_obs,
-        p_success=p_succ,
-        p_starvation=float(level[0]),
-        mean_active_robots=float(sum(r * q for r, q in robots.items())),
-        active_robots_distribution=tuple(sorted(robots.items(), reverse=True)),
-        queue_length_distribution=tuple(float(x) for x in level),
-        mean_queue_length=float(np.arange(K + 1) @ level),
-        mean_response_served=v1,
-        mean_sojourn_obsolete=v2,
-        mean_sojourn=v1 * p_succ + v2 * p_obs,
-    )
+    # Little's law on each sub-population: mean number present = rate x mean sojourn
+    measures = Measures.from_rates(offered=offered, lost=lost, obsolete=obsolete, served=served,
+                                   level_probabilities=level, robots_at_level=policy.robots_at_level,
+                                   served_time=will_serve, obsolete_time=will_expire)
     blocks = []
     at = 0
     for i in range(K + 1):

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+import numpy as np
+from numpy.typing import NDArray
+
 from ._model import Costs
 
 
@@ -47,6 +50,35 @@ class Measures:
     mean_response_served: float
     mean_sojourn_obsolete: float
     mean_sojourn: float
+
+    @classmethod
+    def from_rates(cls, *, offered: float, lost: float, obsolete: float, served: float,
+                   level_probabilities: NDArray[np.float64], robots_at_level: tuple[int, ...],
+                   served_time: float, obsolete_time: float) -> Measures:
+        """The measures as ratios of stationary rates (per second): pages offered, lost, expired and
+        served; and the sojourn time that served and expiring pages accumulate per second (by Little's
+        law, also the mean number of such pages present). Each solver computes these its own way."""
+        level = np.asarray(level_probabilities, dtype=float)
+        dist: dict[int, float] = {}
+        for r, q in zip(robots_at_level, level):
+            dist[r] = dist.get(r, 0.0) + float(q)
+        p_succ, p_obs = served / offered, obsolete / offered
+        v1 = served_time / served if served > 0 else float("nan")
+        v2 = obsolete_time / obsolete if obsolete > 0 else 0.0
+        return cls(
+            arrival_rate=offered,
+            p_loss=lost / offered,
+            p_obsolete=p_obs,
+            p_success=p_succ,
+            p_starvation=float(level[0]),
+            mean_active_robots=float(sum(r * q for r, q in dist.items())),
+            active_robots_distribution=tuple(sorted(dist.items(), reverse=True)),
+            queue_length_distribution=tuple(float(x) for x in level),
+            mean_queue_length=float(np.arange(level.size) @ level),
+            mean_response_served=v1,
+            mean_sojourn_obsolete=v2,
+            mean_sojourn=v1 * p_succ + v2 * p_obs,
+        )
 
     @property
     def throughput(self) -> float:

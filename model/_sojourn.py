@@ -124,12 +124,3 @@ def tagged_totals(b: Blocks, p: tuple[NDArray[np.float64], ...]) -> TaggedTotals
                 j = i + l - 1
                 totals += [float(y[l - 1] @ (x[j].reshape(-1, g.size) @ g)) for x in vectors]
     return TaggedTotals(*(float(t) for t in totals))
-
-
-def sojourn_means(b: Blocks, p: tuple[NDArray[np.float64], ...], *, served_rate: float,
-                  obsolete_rate: float) -> tuple[float, float]:
-    """(V^(1), V^(2)): mean sojourn of served pages and of obsolete pages (0 when none expire)."""
-    t = tagged_totals(b, p)
-    v1 = t.served_time_rate / served_rate if served_rate > 0 else float("nan")
-    v2 = t.obsolete_time_rate / obsolete_rate if obsolete_rate > 0 else 0.0
-    return v1, v2

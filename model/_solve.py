@@ -34,7 +34,7 @@ from ._errors import InputError
 from ._measures import Measures
 from ._model import QueueModel
 from ._policy import ThresholdPolicy
-from ._sojourn import sojourn_means
+from ._sojourn import tagged_totals
 
 METHODS = ("auto", "block", "qbd", "sparse")
 #: ``auto`` leaves the dense block algorithm for sparse LU above this many states in one level.
@@ -321,24 +321,7 @@ def measures_from_levels(b: Blocks, p: tuple[NDArray[np.float64], ...]) -> Measu
         if i >= 2:
             expiry = np.kron(expiry, np.ones(R)) + np.kron(np.ones(expiry.size), b.Gamma0)
             obsolete += float(x.sum(axis=(0, 1)) @ expiry)
-    dist: dict[int, float] = {}
-    for i, r in enumerate(b.policy.robots_at_level):
-        dist[r] = dist.get(r, 0.0) + float(level_prob[i])
-    p_loss = lost / offered
-    p_obs = obsolete / offered
-    p_succ = served / offered
-    v1, v2 = sojourn_means(b, p, served_rate=served, obsolete_rate=obsolete)
-    return Measures(
-        arrival_rate=offered,
-        p_loss=p_loss,
-        p_obsolete=p_obs,
-        p_success=p_succ,
-        p_starvation=float(level_prob[0]),
-        mean_active_robots=float(sum(r * q for r, q in dist.items())),
-        active_robots_distribution=tuple(sorted(dist.items(), reverse=True)),
-        queue_length_distribution=tuple(float(x) for x in level_prob),
-        mean_queue_length=float(np.arange(K + 1) @ level_prob),
-        mean_response_served=v1,
-        mean_sojourn_obsolete=v2,
-        mean_sojourn=v1 * p_succ + v2 * p_obs,
-    )
+    t = tagged_totals(b, p)
+    return Measures.from_rates(offered=offered, lost=lost, obsolete=obsolete, served=served,
+                               level_probabilities=level_prob, robots_at_level=b.policy.robots_at_level,
+                               served_time=t.served_time_rate, obsolete_time=t.obsolete_time_rate)

@@ -141,7 +141,7 @@ def open_trace(name: str) -> IO[str]:
 
         return sys.stdin
     try:
-        return open(name, encoding="utf-8")  # noqa: SIM115 - the caller closes it
+        return open(name, encoding="utf-8")
     except FileNotFoundError as exc:
         raise InputError(name, "no such file", "check the path") from exc
     except OSError as exc:

@@ -61,6 +61,9 @@ DEFAULTS: dict[str, Any] = {
         "max_page_bytes": 2_000_000,
         "default_useful_life_s": None,
         "revisit": True,
+        "min_revisit_s": 1.0,
+        "revisit_share": 0.25,
+        "abort_on_park": True,
         "user_agent": "robotctl-demo/0.1",
     },
     "indexer": {

@@ -51,6 +51,10 @@ from ._site import Site, run_site
 from ._view import LiveView, ViewState
 
 KINDS = ("robotctl", "static", "all")
+#: Politeness towards real sites (--seed-url): seconds between two pages of one host at least, and
+#: seconds before a page is fetched again at least.
+REAL_SITE_DELAY_S = 1.0
+REAL_SITE_MIN_REVISIT_S = 300.0
 
 
 def observed_measures(stats: IndexerStats, active_seconds: float, now: float) -> Measures:
@@ -276,8 +280,10 @@ async def run_crawl(config: DemoConfig, *, kind: str = "robotctl", static: int |
         indexer = Indexer(config.indexer, db_path=run_dir / "index.sqlite", on_event=link.push)
         stack.callback(indexer.close)
         rc = config.robots
-        delay = config.site.crawl_delay_s if site is not None else 1.0
-        frontier = Frontier(delay_s=delay)
+        if site is None:  # real sites: at least 1 s between pages of a host, 5 min before a revisit
+            rc = replace(rc, min_revisit_s=max(rc.min_revisit_s, REAL_SITE_MIN_REVISIT_S))
+        delay = config.site.crawl_delay_s if site is not None else REAL_SITE_DELAY_S
+        frontier = Frontier(delay_s=delay, revisit_share=rc.revisit_share)
         frontier.add_many(seeds)
         fetcher = Fetcher(AiohttpTransport(), user_agent=rc.user_agent, timeout_s=rc.fetch_timeout_s,
                           max_bytes=rc.max_page_bytes)
@@ -339,6 +345,7 @@ async def run_crawl(config: DemoConfig, *, kind: str = "robotctl", static: int |
         await link.drain()
         status = await client.status()
         await link.close()
+        await _quiesce_refits(app)
         if view is not None:
             view.finish()
         snap = agent.holder.current
@@ -384,6 +391,24 @@ async def run_crawl(config: DemoConfig, *, kind: str = "robotctl", static: int |
             frontier={**frontier.stats.to_dict(), "queued": len(frontier),
                       "robots_txt_fetched": rules.fetched},
             robots=tuple({"robot": r.robot_id, **r.stats.to_dict()} for r in robots), service=service)
+
+
+async def _quiesce_refits(app: Any, *, limit_s: float = 120.0) -> None:
+    """Let no new refit start and wait for a running one to end before the agent shuts down.
+
+    Works around a hang at shutdown: on Python 3.11 ``asyncio.wait_for`` (which the agent's refit uses)
+    can swallow the cancellation that stops the refit loop when the refit ends at the same moment; the
+    loop then sleeps on and the agent's cleanup waits for it forever.
+    """
+    from agent.app import REFIT
+
+    refit = app[REFIT]
+    refit.interval_s = math.inf
+    refit.drift = lambda now, snapshot: None
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limit_s
+    while refit.record.running and loop.time() < deadline:
+        await asyncio.sleep(0.05)
 
 
 def _view_state(label: str, state: _CrawlState, agent: Any, link: AgentLink, now: float, t0: float,

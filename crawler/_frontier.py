@@ -4,7 +4,8 @@ Mercator's back end in small: each host has its own FIFO queue and a time before
 asked again (its crawl delay after the previous page). :meth:`Frontier.next` hands out the URL of the
 host that is ready first, waiting until it is; while a caller waits for a host, the host is reserved,
 so robots sharing the frontier never hit one host closer together than its delay. Revisits (pages
-whose content will change) come back when they are due.
+whose content will change) come back when they are due, ahead of their host's new URLs (keeping the
+index fresh comes before growing it), within a budget: at most ``revisit_share`` of the URLs handed out.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class FrontierStats:
     revisits_scheduled: int = 0
     revisits_due: int = 0
     handed_out: int = 0
+    revisits_handed_out: int = 0
     requeued: int = 0
     polite_wait_s: float = 0.0
 
@@ -51,14 +53,19 @@ class Frontier:
         :meth:`set_delay`).
     max_urls : int
         Queued URLs at most; new discoveries beyond it are dropped (counted).
+    revisit_share : float
+        Revisits are at most this share of the URLs handed out while new URLs wait (a revisit over the
+        budget stays due); without a budget, revisits of changing pages would crowd out discovery.
     clock : callable, optional
         Monotonic seconds; the running loop's clock by default.
     """
 
-    def __init__(self, *, delay_s: float, max_urls: int = 200_000,
+    def __init__(self, *, delay_s: float, max_urls: int = 200_000, revisit_share: float = 1.0,
                  clock: Callable[[], float] | None = None) -> None:
         self.delay_s = float(delay_s)
         self.max_urls = max_urls
+        self.revisit_share = float(revisit_share)
+        self._promoted: set[str] = set()
         self._clock = clock
         self._queues: dict[str, deque[str]] = {}
         self._ready_at: dict[str, float] = {}
@@ -127,7 +134,8 @@ class Frontier:
         return sum(1 for u in urls if self.add(u))
 
     def revisit(self, url: str, due: float) -> None:
-        """Fetch ``url`` again once the clock reaches ``due`` (its content will have changed by then)."""
+        """Fetch ``url`` again once the clock reaches ``due`` (its content will have changed by then),
+        before the new URLs of its host."""
         heapq.heappush(self._due, (due, next(self._seq), url))
         self.stats.revisits_scheduled += 1
         if self._wakeup is not None:
@@ -140,9 +148,13 @@ class Frontier:
 
     def _promote_due(self, now: float) -> None:
         while self._due and self._due[0][0] <= now:
+            pending = self.stats.revisits_handed_out + len(self._promoted)
+            if self._size and pending >= self.revisit_share * (self.stats.handed_out + 1):
+                return  # over the revisit budget while new URLs wait: the revisit stays due
             _, _, url = heapq.heappop(self._due)
             self.stats.revisits_due += 1
-            self._enqueue(url)
+            self._promoted.add(url)
+            self._enqueue(url, front=True)
 
     async def next(self) -> str:
         """The next URL to fetch, once its host may be asked again (waits for it)."""
@@ -169,9 +181,15 @@ class Frontier:
                 self._ready_at[host] = self.now() + self.delay_of(host)
                 self._push_host(host)
                 self.stats.handed_out += 1
+                if url in self._promoted:
+                    self._promoted.discard(url)
+                    self.stats.revisits_handed_out += 1
                 return url
             if self._wakeup is None or self._wakeup.is_set():
                 self._wakeup = asyncio.Event()
             timeout = (self._due[0][0] - now) if self._due else None
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation that
+            # arrives as the event is set, and a robot being stopped would then run on
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._wakeup.wait()

@@ -53,6 +53,13 @@ class CrawlConfig:
         ``Cache-Control: max-age``); None: it never goes stale.
     revisit : bool
         Fetch a page again when its useful life ends (its content has changed).
+    min_revisit_s : float
+        Never fetch a page again sooner than this after fetching it.
+    revisit_share : float
+        Revisits are at most this share of the pages fetched while new pages wait.
+    abort_on_park : bool
+        A robot parked in the middle of a fetch abandons it at once (the URL goes back to the frontier),
+        as the robots of paper 000 are de-activated at once; false: it finishes the fetch and delivers.
     user_agent : str
     """
 
@@ -63,25 +70,34 @@ class CrawlConfig:
     max_page_bytes: int = 2_000_000
     default_useful_life_s: float | None = None
     revisit: bool = True
-    user_agent: str = "robotctl-demo/0.1 (+https://github.com/robotctl)"
+    min_revisit_s: float = 1.0
+    revisit_share: float = 0.25
+    abort_on_park: bool = True
+    user_agent: str = "robotctl-demo/0.1"
 
     def __post_init__(self) -> None:
         for name in ("count", "max_resources", "max_page_bytes"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name == "max_resources" else 1):
                 raise InputError(f"robots.{name}", f"must be a whole number >= 1, got {v!r}", "write e.g. 3")
-        for name in ("think_s", "fetch_timeout_s"):
+        for name in ("think_s", "fetch_timeout_s", "min_revisit_s"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0 or (
                     name == "fetch_timeout_s" and v == 0):
                 raise InputError(f"robots.{name}", f"must be a finite number >= 0, got {v!r}", "write e.g. 0.2")
             object.__setattr__(self, name, float(v))
+        share = self.revisit_share
+        if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1:
+            raise InputError("robots.revisit_share", f"must be a share in [0, 1], got {share!r}", "write e.g. 0.25")
+        object.__setattr__(self, "revisit_share", float(share))
         life = self.default_useful_life_s
         if life is not None and (isinstance(life, bool) or not isinstance(life, int | float) or life <= 0):
             raise InputError("robots.default_useful_life_s", f"must be null or a number > 0, got {life!r}",
                              "write e.g. 3600, or null for never")
-        if not isinstance(self.revisit, bool):
-            raise InputError("robots.revisit", f"must be true or false, got {self.revisit!r}", "")
+        for name in ("revisit", "abort_on_park"):
+            if not isinstance(getattr(self, name), bool):
+                raise InputError(f"robots.{name}", f"must be true or false, got {getattr(self, name)!r}",
+                                 "write true or false")
         if not isinstance(self.user_agent, str) or not self.user_agent:
             raise InputError("robots.user_agent", "must be a non-empty string", "write e.g. mybot/1.0")
 
@@ -136,6 +152,8 @@ class Permit(Protocol):
 
     def permit(self) -> contextlib.AbstractAsyncContextManager[None]: ...
 
+    async def wait_changed(self) -> Any: ...
+
 
 class LocalSwitch:
     """A park/resume switch without an agent (tests, and a crawl with control switched off)."""
@@ -167,8 +185,9 @@ class LocalSwitch:
 
 
 def useful_life(res: FetchResult, default: float | None) -> float | None:
-    """Seconds the answer's content stays current: ``X-Useful-Life-S``, else ``Cache-Control: max-age``,
-    else ``default``."""
+    """Seconds the answer's content stays current: ``X-Useful-Life-S``, else a positive
+    ``Cache-Control: max-age``, else ``default`` (``no-cache`` and ``max-age=0`` are caching rules that
+    say nothing about when the content changes)."""
     h = res.headers
     v = h.get("x-useful-life-s")
     if v is not None:
@@ -178,12 +197,11 @@ def useful_life(res: FetchResult, default: float | None) -> float | None:
                 return x
     for part in h.get("cache-control", "").split(","):
         k, _, val = part.strip().partition("=")
-        k = k.lower()
-        if k in ("no-cache", "no-store"):
-            return 0.0
-        if k == "max-age":
+        if k.lower() == "max-age":
             with contextlib.suppress(ValueError):
-                return max(0.0, float(val))
+                x = float(val)
+                if math.isfinite(x) and x > 0:
+                    return x
     return default
 
 
@@ -199,6 +217,7 @@ class RobotStats:
     not_html: int = 0
     disallowed: int = 0
     given_back: int = 0
+    aborted: int = 0
     fetch_seconds: float = 0.0
     last_error: str = ""
 
@@ -259,13 +278,40 @@ class Robot:
             self.stats.given_back += 1
             return 0
         async with self.switch.permit():
-            docs = await self.fetch_batch(url)
+            if self.config.abort_on_park:
+                docs = await self._fetch_unless_parked(url)
+            else:
+                docs = await self.fetch_batch(url)
         if docs:
             self.stats.batches += 1
             self.sink.offer(self.robot_id, docs)
         if self.config.think_s > 0:
             await asyncio.sleep(float(self.rng.exponential(self.config.think_s)))
         return len(docs)
+
+    async def _parked(self) -> None:
+        while self.switch.may_fetch:
+            await self.switch.wait_changed()
+
+    async def _fetch_unless_parked(self, url: str) -> list[Document]:
+        """:meth:`fetch_batch`, abandoned if the robot is parked before it ends (the URL goes back to the
+        frontier, first of its host)."""
+        fetch = asyncio.ensure_future(self.fetch_batch(url))
+        watch = asyncio.ensure_future(self._parked())
+        try:
+            await asyncio.wait({fetch, watch}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in (fetch, watch):
+                if not t.done():
+                    t.cancel()
+            for t in (fetch, watch):
+                with contextlib.suppress(asyncio.CancelledError):
+                    await t
+        if fetch.cancelled():
+            self.frontier.requeue(url)
+            self.stats.aborted += 1
+            return []
+        return fetch.result()
 
     async def _get(self, url: str) -> FetchResult | None:
         try:
@@ -316,7 +362,7 @@ class Robot:
                     self.stats.resources += 1
                     self.stats.bytes += d.size
         if self.config.revisit and page.expires_at is not None and page.expires_at - page.fetched_at < 86_400:
-            self.frontier.revisit(url, page.expires_at)
+            self.frontier.revisit(url, max(page.expires_at, page.fetched_at + self.config.min_revisit_s))
         return docs
 
 

@@ -366,6 +366,9 @@ class Site:
     Use :func:`run_site` to serve it.
     """
 
+    #: Rendered bodies kept for answers asked again (resources of a page fetched twice, revisits).
+    CACHE_BYTES = 16 << 20
+
     def __init__(self, config: SiteConfig, *, clock: Callable[[], float] | None = None) -> None:
         self.config = config
         self.model = SiteModel(config)
@@ -376,6 +379,7 @@ class Site:
         self.stats = SiteStats()
         self._last_page: dict[int, float] = {}
         self._cache: OrderedDict[tuple[int, int, int, int], bytes] = OrderedDict()
+        self._cache_bytes = 0
         self.started = False
 
     def start_clock(self) -> None:
@@ -413,8 +417,10 @@ class Site:
         if data is None:
             data = self.model.render(item, lambda h, p: self.url(h, p))
             self._cache[key] = data
-            if len(self._cache) > 512:
-                self._cache.popitem(last=False)
+            self._cache_bytes += len(data)
+            while self._cache_bytes > self.CACHE_BYTES and len(self._cache) > 1:
+                _, old = self._cache.popitem(last=False)
+                self._cache_bytes -= len(old)
         else:
             self._cache.move_to_end(key)
         return data

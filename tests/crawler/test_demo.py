@@ -49,8 +49,11 @@ def test_pages_were_fetched_over_http_and_indexed(demo: tuple[DemoReport, str]) 
     for r in report.runs:
         c = r.counts
         assert c["fetched_pages"] > 0 and c["fetched_resources"] > 0 and c["fetch_errors"] == 0
-        # what the robots fetched is what the site served over HTTP, no more, no less
-        assert r.site["pages"] == c["fetched_pages"] and r.site["resources"] == c["fetched_resources"]
+        # what the robots fetched is what the site served over HTTP, plus fetches abandoned by parked
+        # robots and those in flight when the run stopped (one per robot at most)
+        cut = sum(rob["aborted"] for rob in r.robots) + len(r.robots)
+        assert c["fetched_pages"] <= r.site["pages"] <= c["fetched_pages"] + cut
+        assert c["fetched_resources"] <= r.site["resources"] <= c["fetched_resources"] + 7 * cut
         assert r.site["robots_txt"] == r.frontier["robots_txt_fetched"] > 0
         assert r.site["disallowed_hits"] == 0 and r.site["impolite"] == 0
         assert c["indexed"] > 0 and r.index["docs"] > 0 and r.index["postings"] > r.index["docs"]

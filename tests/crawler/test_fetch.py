@@ -41,7 +41,8 @@ async def test_fetcher_sends_its_user_agent_through_the_transport() -> None:
 @pytest.mark.parametrize(("headers", "default", "expected"), [
     ({"X-Useful-Life-S": "2.5", "Cache-Control": "max-age=100"}, None, 2.5),
     ({"Cache-Control": "public, max-age=100"}, None, 100.0),
-    ({"Cache-Control": "no-store"}, 9.0, 0.0),
+    ({"Cache-Control": "no-store"}, 9.0, 9.0),
+    ({"Cache-Control": "max-age=0"}, None, None),
     ({}, 9.0, 9.0),
     ({}, None, None),
     ({"X-Useful-Life-S": "soon"}, 4.0, 4.0),

@@ -129,3 +129,20 @@ async def test_every_url_is_handed_out_exactly_once(n: int) -> None:
 
     await asyncio.gather(*(worker() for _ in range(n)))
     assert sorted(got) == sorted(urls)
+
+
+async def test_due_revisits_go_first_within_their_budget() -> None:
+    loop = asyncio.get_running_loop()
+    f = Frontier(delay_s=0.0, revisit_share=0.25)
+    f.add_many([f"http://a.test/new{i}" for i in range(12)])
+    for i in range(6):
+        f.revisit(f"http://a.test/old{i}", loop.time())
+    got = [await f.next() for _ in range(12)]
+    assert got[0] == "http://a.test/old0"                      # a due revisit goes ahead of new URLs ...
+    old = [u for u in got if "/old" in u]
+    assert len(old) <= 0.25 * len(got) + 1                     # ... within the budget
+    assert f.stats.revisits_handed_out == len(old)
+    rest = []
+    while len(f) or f.pending_revisits:                        # no new URL left: the budget is off
+        rest.append(await f.next())
+    assert sorted(u for u in got + rest if "/old" in u) == [f"http://a.test/old{i}" for i in range(6)]

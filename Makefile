@@ -14,7 +14,7 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet --config-settings editable_mode=compat -e '.[test,lint]'
+	$(BIN)/pip install --quiet -e '.[test,lint]'
 	touch $(STAMP)
 
 demo: $(STAMP)

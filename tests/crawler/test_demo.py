@@ -23,7 +23,8 @@ def short_config() -> DemoConfig:
         "demo": {"duration_s": 8.0, "warmup_s": 1.0, "view_interval_s": 1.0},
         "agent": {"policy": {"startup": [3, 3, 3, 1, 1, 1, 1, 1, 1]},
                   "refit": {"interval_s": 2.0, "min_interval_s": 1.0, "min_deliveries": 25,
-                            "drift_window_s": 4.0}},
+                            "drift_window_s": 4.0},
+                  "fit": {"options": {"batch_resolution_s": 0.0, "min_intervals": 8}}},
     })
 
 

@@ -107,8 +107,8 @@ def format_report(report: DemoReport) -> str:
     for r in runs:
         a = r.agent
         lines.append(f"{r.label}: fetched {r.counts['fetched_pages']} pages and {r.counts['fetched_resources']} "
-                     f"resources over HTTP ({r.counts['fetched_bytes'] / 1e6:.1f} MB), indexed "
-                     f"{r.index.get('docs', 0)} documents ({r.index.get('terms', 0)} terms, "
+                     f"resources over HTTP ({r.counts['fetched_bytes'] / 1e6:.1f} MB); the index holds "
+                     f"{r.index.get('docs', 0)} distinct documents ({r.index.get('terms', 0)} terms, "
                      f"{r.index.get('postings', 0)} postings); agent's queue matched the indexer's after "
                      f"{a['queue_compared'] - a['queue_mismatches']} of {a['queue_compared']} reports "
                      f"(at the end: agent {a['queue']}, indexer {a['indexer_queue']})")

@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/robotctl optimise config/paper-example.yaml --all-subsets
+	$(BIN)/robotctl demo
 
 # Debian's prometheus (promtool and the server) for the server tests of tests/agent/test_deploy.py.
 # A failed install fails `make test`, so those tests never skip unnoticed in CI.

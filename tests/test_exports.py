@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-PACKAGES = ["model", "fitting", "policies", "agent"]
+PACKAGES = ["model", "fitting", "policies", "agent", "crawler"]
 
 
 def isort_key(name: str) -> tuple[int, str]:

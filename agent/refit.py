@@ -743,7 +743,10 @@ class RefitLoop:
             return RefitOutcome(False, RefitStage.FIT, f"the refit worker process died: {exc}; a new one "
                                 "starts with the next refit")
         try:
-            return await asyncio.wait_for(asyncio.shield(fut), self.timeout_s)
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation that
+            # arrives as the refit finishes, and the agent's shutdown then waits forever
+            async with asyncio.timeout(self.timeout_s):
+                return await asyncio.shield(fut)
         except TimeoutError:
             fut.cancel()
             return RefitOutcome(False, RefitStage.TIMEOUT, f"refit took longer than refit.timeout_s = "
@@ -781,6 +784,12 @@ async def cancel_and_wait(task: asyncio.Task[Any] | None) -> None:
     if task is None:
         return
     task.cancel()
+    # a task may absorb one cancellation (e.g. one that lands as an awaited result arrives): cancel
+    # again until it has really ended
+    while not task.done():
+        await asyncio.wait({task}, timeout=1.0)
+        if not task.done():
+            task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
 

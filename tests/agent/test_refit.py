@@ -21,7 +21,7 @@ from agent.app import AGENT, REFIT, run_in_process
 from agent.clock import ManualClock
 from agent.config import AgentConfig
 from agent.core import Agent
-from agent.refit import RefitInput, RefitOutcome, RefitStage, adjust_arrivals, compute_refit
+from agent.refit import RefitInput, RefitOutcome, RefitStage, adjust_arrivals, cancel_and_wait, compute_refit
 from fitting import fit_model
 from model import InputError, Simulation, ThresholdPolicy, TraceKind
 
@@ -297,3 +297,20 @@ async def test_auto_executor_is_a_thread_in_process(tmp_path: Path) -> None:
     cfg = _config(tmp_path, executor="auto")
     async with run_in_process(cfg, clock=ManualClock(0.0)) as (_, app):
         assert app[REFIT].executor_kind == "thread"
+
+
+async def test_cancel_and_wait_ends_a_task_that_absorbs_one_cancellation() -> None:
+    """On Python 3.11 asyncio.wait_for can swallow a cancellation that lands as its result arrives;
+    the agent's shutdown must still end its background tasks."""
+
+    async def stubborn() -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            pass  # absorbed, as wait_for did
+        await asyncio.sleep(30)
+
+    task = asyncio.create_task(stubborn())
+    await asyncio.sleep(0)
+    await asyncio.wait_for(cancel_and_wait(task), timeout=10)
+    assert task.cancelled()

@@ -4,6 +4,7 @@ timeouts, the schedule and drift, the process executor, and the arrival adjustme
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
@@ -304,10 +305,8 @@ async def test_cancel_and_wait_ends_a_task_that_absorbs_one_cancellation() -> No
     the agent's shutdown must still end its background tasks."""
 
     async def stubborn() -> None:
-        try:
+        with contextlib.suppress(asyncio.CancelledError):  # absorbed, as wait_for did
             await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            pass  # absorbed, as wait_for did
         await asyncio.sleep(30)
 
     task = asyncio.create_task(stubborn())

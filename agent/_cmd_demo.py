@@ -11,6 +11,7 @@ from typing import Any
 
 from model import InputError
 
+from ._args import whole_number
 from .cli import _Formatter
 
 EPILOG = """\
@@ -55,14 +56,7 @@ def _non_negative(text: str) -> float:
     return v
 
 
-def _seed(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; write e.g. 1") from exc
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
-    return v
+_seed = whole_number(0, "a seed", "1")
 
 
 def _url(text: str) -> str:

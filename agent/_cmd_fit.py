@@ -13,6 +13,7 @@ import yaml
 from fitting import fit_model, waiting_exposure
 from model import InputError, costs_from_dict
 
+from ._args import whole_number
 from ._files import load_yaml
 from ._progress import Progress
 from .trace import EVENT_KINDS, TraceArrays, read_trace_arrays
@@ -92,14 +93,7 @@ def _bound(text: str) -> float:
     return x
 
 
-def _capacity(text: str) -> int:
-    try:
-        k = int(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from exc
-    if k < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: K counts the pages in the system, give K >= 1")
-    return k
+_capacity = whole_number(1, "K (pages in the system, the one being indexed included)", "5")
 
 
 def register(sub: Any) -> None:

@@ -26,6 +26,7 @@ from model import (
     solve,
 )
 
+from ._args import whole_number
 from ._files import load_model_file
 from ._progress import Progress
 from .trace import TraceEvent, write_trace
@@ -73,14 +74,7 @@ def _policy_arg(text: str) -> ThresholdPolicy:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
-def _count_arg(text: str) -> int:
-    try:
-        value = int(text.replace("_", ""))
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number, e.g. 1000000") from exc
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: give at least 1")
-    return value
+_count_arg = whole_number(1, "a count", "1000000")
 
 
 def _positive_arg(text: str) -> float:
@@ -114,14 +108,7 @@ def _level_arg(text: str) -> float:
     return value
 
 
-def _seed_arg(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from exc
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: a seed is a whole number >= 0")
-    return value
+_seed_arg = whole_number(0, "a seed", "7")
 
 
 def register(sub: Any) -> None:

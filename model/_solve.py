@@ -12,8 +12,8 @@ Methods (all exact up to floating point; the result names the one used):
     The whole generator assembled sparse from the Kronecker blocks and solved by sparse LU (SuperLU).
     For state spaces whose top level is too large for dense blocks.
 ``auto``
-    ``qbd`` when it applies, else ``block`` while the largest level has at most ``dense_limit`` states,
-    else ``sparse``.
+    ``qbd`` when it applies, else ``block`` while the largest level has at most ``dense_limit`` states
+    (memory), else ``sparse``.
 """
 
 from __future__ import annotations
@@ -37,8 +37,11 @@ from ._policy import ThresholdPolicy
 from ._sojourn import tagged_totals
 
 METHODS = ("auto", "block", "qbd", "sparse")
-#: ``auto`` leaves the dense block algorithm for sparse LU above this many states in one level.
-DENSE_LIMIT = 1024
+#: ``auto`` leaves the dense block algorithm for sparse LU above this many states in one level. Measured on
+#: the paper example with two-phase obsolescence (bench/model_core.py): sparse LU fills in as badly and was
+#: slower at every size tried (K = 10: 5.4 s against 2.1 s; K = 11: 87 s against 25 s), so the switch only
+#: guards memory: a dense block of 16384 x 16384 states is 2 GiB.
+DENSE_LIMIT = 16384
 
 
 class SolveStatus(enum.Enum):

@@ -11,7 +11,7 @@ from typing import Any
 
 from model import InputError
 
-from ._args import whole_number
+from ._args import port, real_number, whole_number
 from .cli import _Formatter
 
 EPILOG = """\
@@ -36,14 +36,7 @@ Example:
 """
 
 
-def _positive(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds; write e.g. 60") from exc
-    if not math.isfinite(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
-    return v
+_positive = real_number(0, "the number of seconds", "60", strict=True)
 
 
 def _non_negative(text: str) -> float:
@@ -68,14 +61,6 @@ def _url(text: str) -> str:
     return text
 
 
-def _port(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from exc
-    if not 0 <= v <= 65535:
-        raise argparse.ArgumentTypeError(f"must be 0..65535, got {v}")
-    return v
 
 
 def register(subparsers: Any) -> None:
@@ -98,7 +83,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--baselines", action=argparse.BooleanOptionalAction, default=None,
                    help="run the best static fleet and all robots after robotctl's run (default: on, off with "
                         "--seed-url)")
-    p.add_argument("--port", type=_port, default=0, metavar="P",
+    p.add_argument("--port", type=port, default=0, metavar="P",
                    help="the agent's port, where /metrics is served (0: a free port, printed)")
     p.add_argument("--workdir", default=None, metavar="DIR",
                    help="keep the agent's delivery logs and the SQLite indexes here (default: a temporary "

@@ -13,7 +13,7 @@ import yaml
 from fitting import fit_model, waiting_exposure
 from model import InputError, costs_from_dict
 
-from ._args import whole_number
+from ._args import real_number, whole_number
 from ._files import load_yaml
 from ._progress import Progress
 from .trace import EVENT_KINDS, TraceArrays, read_trace_arrays
@@ -63,34 +63,14 @@ def _modes_arg(text: str) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
-def _positive(text: str) -> float:
-    try:
-        x = float(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from exc
-    if not (x > 0 and np.isfinite(x)):
-        raise argparse.ArgumentTypeError(f"{text!r}: give a finite number > 0")
-    return x
+_positive = real_number(0, "the value", "2e6", strict=True)
 
 
-def _nonnegative(text: str) -> float:
-    try:
-        x = float(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from exc
-    if not x >= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a number >= 0")
-    return x
+_nonnegative = real_number(0, "the resolution in seconds", "0.01")
 
 
-def _bound(text: str) -> float:
-    try:
-        x = float(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from exc
-    if not x > 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds > 0, or inf for no censoring")
-    return x
+_bound = real_number(0, "the censoring bound in seconds", "3600, or inf for no censoring", strict=True,
+                     finite=False)
 
 
 _capacity = whole_number(1, "K (pages in the system, the one being indexed included)", "5")

@@ -8,6 +8,7 @@ import os
 import sys
 from typing import Any
 
+from ._args import port
 from .cli import _Formatter
 
 EPILOG = """\
@@ -36,7 +37,7 @@ def register(subparsers: Any) -> None:
                    help="YAML configuration (default: $ROBOTCTL_CONFIG; without one, queue.capacity must "
                         "come from the environment)")
     p.add_argument("--host", help="bind address (overrides server.host)")
-    p.add_argument("--port", type=_port, help="TCP port, 0 for any free port (overrides server.port)")
+    p.add_argument("--port", type=port, help="TCP port, 0 for any free port (overrides server.port)")
     p.add_argument("--log-dir", help="delivery log and state directory (overrides log.dir)")
     p.add_argument("--check", action="store_true", help="validate the configuration, print it and exit")
     p.add_argument("--json", action="store_true", help="with --check: print the configuration as JSON; "
@@ -44,14 +45,6 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _port(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"--port must be a whole number 0..65535, got {text!r}") from exc
-    if not 0 <= v <= 65535:
-        raise argparse.ArgumentTypeError(f"--port must be 0..65535, got {v}")
-    return v
 
 
 def run(args: argparse.Namespace) -> int:

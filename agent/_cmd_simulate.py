@@ -26,7 +26,7 @@ from model import (
     solve,
 )
 
-from ._args import whole_number
+from ._args import real_number, whole_number
 from ._files import load_model_file
 from ._progress import Progress
 from .trace import TraceEvent, write_trace
@@ -77,24 +77,10 @@ def _policy_arg(text: str) -> ThresholdPolicy:
 _count_arg = whole_number(1, "a count", "1000000")
 
 
-def _positive_arg(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds, e.g. 3600") from exc
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"{text!r}: give a finite number of seconds > 0")
-    return value
+_positive_arg = real_number(0, "the number of seconds", "3600", strict=True)
 
 
-def _nonnegative_arg(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from exc
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"{text!r}: give a finite number >= 0")
-    return value
+_nonnegative_arg = real_number(0, "the value", "0")
 
 
 def _level_arg(text: str) -> float:

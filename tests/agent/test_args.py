@@ -13,7 +13,7 @@ from agent._args import port, real_number, whole_number
 def test_whole_number_bounds_and_separators() -> None:
     count = whole_number(1, "a count", "1000")
     assert count("1_000") == 1000
-    with pytest.raises(argparse.ArgumentTypeError, match="a count must be >= 1, e.g. 1000"):
+    with pytest.raises(argparse.ArgumentTypeError, match=r"a count must be >= 1, e\.g\. 1000"):
         count("0")
     with pytest.raises(argparse.ArgumentTypeError, match="not a whole number"):
         count("1.5")

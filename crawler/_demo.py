@@ -333,6 +333,7 @@ async def run_crawl(config: DemoConfig, *, kind: str = "robotctl", static: int |
                 await asyncio.sleep(min(tick, end - now))
             now = loop.time()
             indexer.sync(now)
+            indexer.stop()  # no expiry after this instant: the counts below match these measures
             measures = observed_measures(indexer.stats, active.integral(now), now)
             window_s = indexer.stats.elapsed(now)
         finally:

@@ -245,6 +245,7 @@ class Indexer:
         self.on_event = on_event
         self._clock = clock
         self._buffer: deque[_Entry] = deque()
+        self._stopped = False
         self._in_service: _Entry | None = None
         self._nonempty = asyncio.Event()
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="indexer")
@@ -319,8 +320,16 @@ class Indexer:
                               sum(d.size for d in documents)))
         return admitted
 
+    def stop(self) -> None:
+        """Freeze the queue at the end of a run: pending useful-life timers are cancelled and no page
+        expires any more, so what is counted afterwards equals what was measured."""
+        self._stopped = True
+        for entry in self._buffer:
+            if entry.timer is not None:
+                entry.timer.cancel()
+
     def _expire(self, entry: _Entry) -> None:
-        if not entry.waiting:
+        if self._stopped or not entry.waiting:
             return
         now = self.now()
         self._advance(now)

@@ -13,7 +13,7 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet --upgrade pip "setuptools>=68" wheel
 	$(BIN)/pip install --quiet -e '.[test,lint]'
 	touch $(STAMP)
 
@@ -28,15 +28,23 @@ servers:
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 
+# pytest's own script, not `python -m pytest`: the repository root must not be on sys.path, so that
+# only the installed layout (robotctl.model, ...) is importable, as for a user.
 test: $(STAMP) servers
-	$(BIN)/python -m pytest -q
+	$(BIN)/pytest -q
 
 bench: $(STAMP)
 	for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 
+# mypy and import-linter read the installed layout from a link tree (tools/lint_tree.py) and run inside
+# it, so that the repository's robotctl/ folder does not shadow it. The layer contracts are in pyproject.toml.
+LINT_TREE := build/lint-tree
 lint: $(STAMP)
-	$(BIN)/ruff check model fitting policies agent crawler bench tests
-	$(BIN)/mypy model fitting policies agent crawler
+	$(BIN)/ruff check robotctl model fitting policies agent crawler cli bench tests tools
+	$(BIN)/python tools/lint_tree.py $(LINT_TREE) >/dev/null
+	cd $(LINT_TREE) && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml \
+	    --cache-dir $(CURDIR)/.mypy_cache -p robotctl
+	cd $(LINT_TREE) && $(CURDIR)/$(BIN)/lint-imports --no-cache --config $(CURDIR)/pyproject.toml
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache .hypothesis

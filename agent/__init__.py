@@ -1,7 +1,8 @@
 """The asyncio sidecar: HTTP API (aiohttp), delivery log, refit loop, actuator, metrics, configuration,
-the Python client, and the ``robotctl`` command line.
+trace files, and the Python client robots use.
 
-The public names below are imported lazily, so that ``robotctl --help`` does not pay for aiohttp.
+The public names below are imported lazily: ``import robotctl.agent.client`` (what a crawler imports)
+pays for aiohttp only, not for numpy, scipy or the model core.
 """
 
 from __future__ import annotations
@@ -10,15 +11,16 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "AgentClient": "agent.client",
-    "AgentConfig": "agent.config",
-    "ManualClock": "agent.clock",
-    "MonotonicClock": "agent.clock",
-    "RobotHandle": "agent.client",
-    "RobotState": "agent.client",
-    "create_app": "agent.app",
-    "load_config": "agent.config",
-    "run_in_process": "agent.app",
+    "AgentClient": "robotctl.agent.client",
+    "AgentConfig": "robotctl.agent.config",
+    "ManualClock": "robotctl.agent.clock",
+    "MonotonicClock": "robotctl.agent.clock",
+    "RobotHandle": "robotctl.agent.client",
+    "RobotState": "robotctl.agent.client",
+    "create_app": "robotctl.agent.app",
+    "load_model_file": "robotctl.agent._files",
+    "load_config": "robotctl.agent.config",
+    "run_in_process": "robotctl.agent.app",
 }
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "RobotState",
     "create_app",
     "load_config",
+    "load_model_file",
     "run_in_process",
 ]
 
@@ -37,7 +40,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
-        raise AttributeError(f"module 'agent' has no attribute {name!r}")
+        raise AttributeError(f"module 'robotctl.agent' has no attribute {name!r}")
     return getattr(importlib.import_module(module), name)
 
 

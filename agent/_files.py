@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from model import Costs, InputError, QueueModel, costs_from_dict, model_from_dict
+from robotctl.model import Costs, InputError, QueueModel, costs_from_dict, model_from_dict
 
 
 def read_text(path: str) -> str:

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from model import InputError
+from robotctl import InputError
 
 
 class Command(enum.Enum):

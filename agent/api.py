@@ -28,7 +28,7 @@ import math
 from collections.abc import Container, Mapping
 from typing import Any, NamedTuple
 
-from model import InputError
+from robotctl import InputError
 
 #: Largest pages in one delivery/completion and largest byte count accepted.
 MAX_PAGES = 1_000_000

@@ -48,7 +48,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.aiohttp import make_aiohttp_handler
 
-from model import InputError
+from robotctl import InputError
 
 from .actuator import ConflictError
 from .api import (

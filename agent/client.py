@@ -41,7 +41,7 @@ from typing import Any, Protocol
 
 import aiohttp
 
-from model import RobotctlError
+from robotctl import RobotctlError
 
 from .clock import Clock, MonotonicClock
 

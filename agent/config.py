@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 import yaml
 
-from model import Admission, Costs, InputError, ThresholdPolicy
+from robotctl.model import Admission, Costs, InputError, ThresholdPolicy
 
 ENV_PREFIX = "ROBOTCTL_"
 

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from model import Admission, InputError, ThresholdPolicy
+from robotctl.model import Admission, InputError, ThresholdPolicy
 
 from .actuator import Actuator, Command, Robot
 from .api import Completion, Delivery

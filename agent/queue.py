@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from model import Admission, Costs, Measures, cost_of
+from robotctl.model import Admission, Costs, Measures, cost_of
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from model import BMAP, CostBreakdown, Costs, InputError, Measures, ModeArrivals, QueueModel, ThresholdPolicy
+from robotctl.model import BMAP, CostBreakdown, Costs, InputError, Measures, ModeArrivals, QueueModel, ThresholdPolicy
 
 from .clock import Clock
 
@@ -363,11 +363,11 @@ def compute_refit(inp: RefitInput, *, fit_fn: FitFn | None = None,
     """
     n = int(inp.delivery_times.size)
     if fit_fn is None:
-        import fitting
+        from robotctl import fitting
 
         fit_fn = fitting.fit_model
     if optimise_fn is None:
-        import policies
+        from robotctl import policies
 
         optimise_fn = policies.optimise
     t0 = time.perf_counter()
@@ -535,8 +535,10 @@ def _lower_priority() -> None:
 
 
 def _import_refit_code() -> None:
-    import fitting  # noqa: F401
-    import policies  # noqa: F401
+    from robotctl import (
+        fitting,  # noqa: F401
+        policies,  # noqa: F401
+    )
 
 
 def _watch_parent(parent: int, every_s: float = 0.5) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from model import InputError
+from robotctl import InputError
 
 EVENT_KINDS = ("delivery", "completion", "obsolete", "loss", "park", "resume", "queue")
 _KNOWN = ("t", "event", "robot", "pages", "bytes", "service_s")

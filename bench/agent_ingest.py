@@ -67,7 +67,7 @@ def start_agent(log_dir: Path, executor: str, fsync: str) -> tuple[subprocess.Po
         "fit: {mean_useful_life_s: 5, processing_rate_bps: 100000}\n"
         f"log: {{dir: {log_dir / 'log'}, fsync: {fsync}}}\n")
     env = dict(os.environ, PYTHONPATH=str(ROOT), OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    proc = subprocess.Popen([sys.executable, "-m", "agent.cli", "serve", "--config", str(cfg), "--json"],
+    proc = subprocess.Popen([sys.executable, "-m", "robotctl.cli", "serve", "--config", str(cfg), "--json"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
     assert proc.stdout is not None
     url = json.loads(proc.stdout.readline())["url"]
@@ -78,7 +78,7 @@ def start_agent(log_dir: Path, executor: str, fsync: str) -> tuple[subprocess.Po
 BARE = """
 import asyncio, sys
 from aiohttp import web
-from agent.app import new_event_loop
+from robotctl.agent.app import new_event_loop
 
 async def handler(request):
     await request.read()

@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(_HERE))
 
 import numpy as np  # noqa: E402
 
-from fitting import (  # noqa: E402
+from robotctl.fitting import (  # noqa: E402
     choose_batch_resolution,
     choose_censor_bound,
     extract_batches,
@@ -33,7 +33,7 @@ from fitting import (  # noqa: E402
     split_intervals,
     validate_deliveries,
 )
-from fitting._synthetic import paper_like_trace  # noqa: E402
+from robotctl.fitting._synthetic import paper_like_trace  # noqa: E402
 
 REPEATS = 3
 

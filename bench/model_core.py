@@ -26,9 +26,9 @@ import sys
 import time
 from pathlib import Path
 
-from agent._files import load_model_file
-from model import PH, Measures, QueueModel, ThresholdPolicy, solve, solve_bruteforce
-from policies import optimise
+from robotctl.agent._files import load_model_file
+from robotctl.model import PH, Measures, QueueModel, ThresholdPolicy, solve, solve_bruteforce
+from robotctl.policies import optimise
 
 ROOT = Path(__file__).resolve().parents[1]
 FIELDS = ("arrival_rate", "p_loss", "p_obsolete", "p_success", "p_starvation", "mean_active_robots",

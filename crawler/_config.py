@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from model import Costs, InputError, costs_from_dict
+from robotctl.model import Costs, InputError, costs_from_dict
 
 from ._indexer import IndexerConfig
 from ._robots import CrawlConfig
@@ -199,7 +199,7 @@ class DemoConfig:
 
         ``static=r`` gives a fixed fleet: r robots active at every queue length, no refit.
         """
-        from agent.config import AgentConfig
+        from robotctl.agent.config import AgentConfig
 
         raw: dict[str, Any] = copy.deepcopy(dict(self.agent))
         raw["queue"] = {"capacity": self.indexer.capacity, "admission": "partial"}

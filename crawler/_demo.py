@@ -39,7 +39,7 @@ import numpy as np
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from model import CostBreakdown, Costs, Measures, QueueModel, ThresholdPolicy, cost_of, solve
+from robotctl.model import CostBreakdown, Costs, Measures, QueueModel, ThresholdPolicy, cost_of, solve
 
 from ._config import DemoConfig
 from ._fetch import AiohttpTransport, Fetcher, RobotsRules
@@ -245,8 +245,8 @@ async def run_crawl(config: DemoConfig, *, kind: str = "robotctl", static: int |
     on_url : callable, optional
         Told the agent's base URL once it listens.
     """
-    from agent.app import AGENT, run_in_process
-    from agent.client import AgentClient
+    from robotctl.agent.app import AGENT, run_in_process
+    from robotctl.agent.client import AgentClient
 
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
@@ -401,7 +401,7 @@ async def _quiesce_refits(app: Any, *, limit_s: float = 120.0) -> None:
     can swallow the cancellation that stops the refit loop when the refit ends at the same moment; the
     loop then sleeps on and the agent's cleanup waits for it forever.
     """
-    from agent.app import REFIT
+    from robotctl.agent.app import REFIT
 
     refit = app[REFIT]
     refit.interval_s = math.inf
@@ -528,7 +528,7 @@ async def run_demo(config: DemoConfig, *, view: LiveView | None = None, seed_url
                    workdir: str | Path | None = None, port: int = 0,
                    on_url: Callable[[str, str], None] | None = None) -> DemoReport:
     """robotctl's crawl, then (``demo.baselines``) the best static fleet and all robots, same seed."""
-    import policies
+    from robotctl import policies
 
     start = time.monotonic()
     notes: list[str] = []

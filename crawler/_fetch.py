@@ -27,7 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 
-from model import RobotctlError
+from robotctl import RobotctlError
 
 from ._frontier import Frontier, host_key
 

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from model import InputError
+from robotctl import InputError
 
 from ._html import term_counts, visible_text
 from ._robots import Document

@@ -83,7 +83,7 @@ class AgentLink:
         return await self.client.obsolete(pages=ev.pages)
 
     async def _run(self) -> None:
-        from model import RobotctlError
+        from robotctl.model import RobotctlError
 
         while True:
             ev = await self._queue.get()

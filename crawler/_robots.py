@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from model import InputError
+from robotctl import InputError
 
 from ._fetch import Fetcher, FetchError, FetchResult, RobotsRules
 from ._frontier import Frontier

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 from aiohttp import web
 
-from model import InputError
+from robotctl import InputError
 
 _TAG_ITEM, _TAG_CHANGE, _TAG_TEXT, _TAG_HOST, _TAG_VOCAB = 1, 2, 3, 4, 5
 _PAGE = 0  # resource index of the page itself; resources are 1..k-1

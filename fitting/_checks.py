@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from model import InputError
+from robotctl import InputError
 
 
 def positive_number(field: str, value: Any, *, allow_zero: bool = False) -> float:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from model import InputError
+from robotctl import InputError
 
 from ._checks import count_array, float_array, freeze
 

@@ -20,7 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import ndtri
 
-from model import BMAP, Admission, InputError, ModeArrivals, QueueModel, model_to_dict
+from robotctl.model import BMAP, Admission, InputError, ModeArrivals, QueueModel, model_to_dict
 
 from ._deliveries import (
     IntervalSplit,

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from model import BMAP, InputError
+from robotctl.model import BMAP, InputError
 
 from ._checks import float_array, freeze, positive_number
 from ._ph2 import CLAIM_RTOL, SCV_ONE_TOL, Cf1, balanced_h2, cf1_from_moments, h2_cf1

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from model import PH, InputError
+from robotctl.model import PH, InputError
 
 from ._checks import float_array, positive_number
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from model import PH, InputError
+from robotctl.model import PH, InputError
 
 from ._checks import positive_number
 

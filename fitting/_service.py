@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from model import InputError
+from robotctl import InputError
 
 from ._checks import float_array, positive_number
 from ._ph2 import PhFit, h2_from_moments

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from model import BMAP, InputError
+from robotctl.model import BMAP, InputError
 
 from ._checks import freeze
 

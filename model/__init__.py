@@ -1,11 +1,12 @@
 """The model core: BMAP arrivals per mode, PH service and obsolescence, threshold policies, and the exact
 stationary solution of the controlled BMAP/PH/1/K queue with obsolescence (paper 000)."""
 
+from robotctl._errors import InputError, RobotctlError
+
 from ._arrivals import ModeArrivals
 from ._blocks import PreparedModel
 from ._bmap import BMAP
 from ._bruteforce import solve_bruteforce
-from ._errors import InputError, RobotctlError
 from ._measures import CostBreakdown, Measures, cost_of
 from ._model import Admission, Costs, QueueModel
 from ._ph import PH

@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from robotctl._errors import InputError
+
 from ._bmap import BMAP
-from ._errors import InputError
 
 
 @dataclass(frozen=True, eq=False)

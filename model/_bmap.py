@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._errors import InputError
+from robotctl._errors import InputError
+
 from ._validate import (
     as_matrix,
     check_generator_rows,

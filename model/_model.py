@@ -9,8 +9,9 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from robotctl._errors import InputError
+
 from ._arrivals import ModeArrivals
-from ._errors import InputError
 from ._ph import PH
 from ._policy import ThresholdPolicy
 

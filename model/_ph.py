@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._errors import InputError
+from robotctl._errors import InputError
+
 from ._validate import as_matrix, as_vector, check_probability_vector, check_shape, check_subgenerator
 
 

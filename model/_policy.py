@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ._errors import InputError
+from robotctl._errors import InputError
 
 
 @dataclass(frozen=True)

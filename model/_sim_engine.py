@@ -42,7 +42,8 @@ from heapq import heappop, heappush
 import numpy as np
 from numpy.typing import NDArray
 
-from ._errors import InputError
+from robotctl._errors import InputError
+
 from ._model import Admission, QueueModel
 from ._policy import ThresholdPolicy
 from ._sim_events import Controller, TraceKind, TraceRow

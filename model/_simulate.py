@@ -23,7 +23,8 @@ from collections.abc import Callable, Generator
 
 import numpy as np
 
-from ._errors import InputError
+from robotctl._errors import InputError
+
 from ._model import Costs, QueueModel
 from ._policy import ThresholdPolicy
 from ._sim_engine import Simulation

@@ -29,8 +29,9 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from numpy.typing import NDArray
 
+from robotctl._errors import InputError
+
 from ._blocks import Blocks, Matrix, PreparedModel, to_dense
-from ._errors import InputError
 from ._measures import Measures
 from ._model import QueueModel
 from ._policy import ThresholdPolicy

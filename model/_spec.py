@@ -12,9 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from robotctl._errors import InputError
+
 from ._arrivals import ModeArrivals
 from ._bmap import BMAP
-from ._errors import InputError
 from ._model import Admission, Costs, QueueModel
 from ._ph import PH
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._errors import InputError
+from robotctl._errors import InputError
 
 #: Default absolute tolerance for row sums and probability sums.
 ROW_SUM_TOL = 1e-9

@@ -26,7 +26,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from model import (
+from robotctl.model import (
     CostBreakdown,
     Costs,
     InputError,

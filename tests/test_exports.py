@@ -8,7 +8,8 @@ import types
 
 import pytest
 
-PACKAGES = ["model", "fitting", "policies", "agent", "crawler"]
+PACKAGES = ["robotctl", "robotctl.model", "robotctl.fitting", "robotctl.policies", "robotctl.agent", "robotctl.crawler",
+            "robotctl.cli"]
 
 
 def isort_key(name: str) -> tuple[int, str]:

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from agent.clock import ManualClock
-from agent.config import AgentConfig
+from robotctl.agent.clock import ManualClock
+from robotctl.agent.config import AgentConfig
 
 
 def make_config(tmp_path: Path, **sections: Any) -> AgentConfig:
@@ -38,7 +38,7 @@ def clock() -> ManualClock:
 @pytest.fixture
 async def running(config_factory: Callable[..., AgentConfig], clock: ManualClock) -> AsyncIterator[Any]:
     """An agent on a real socket with a manual clock: (base_url, app)."""
-    from agent.app import run_in_process
+    from robotctl.agent.app import run_in_process
 
     async with run_in_process(config_factory(), clock=clock) as (url, app):
         yield url, app

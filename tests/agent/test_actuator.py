@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from agent.actuator import Actuator, Command, ConflictError
-from agent.clock import ManualClock
+from robotctl.agent.actuator import Actuator, Command, ConflictError
+from robotctl.agent.clock import ManualClock
 
 
 def _states(act: Actuator) -> list[str]:

@@ -13,10 +13,10 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.app import AGENT, run_in_process
-from agent.clock import ManualClock
-from agent.config import AgentConfig
-from agent.log import list_segments
+from robotctl.agent.app import AGENT, run_in_process
+from robotctl.agent.clock import ManualClock
+from robotctl.agent.config import AgentConfig
+from robotctl.agent.log import list_segments
 
 
 async def _post(s: aiohttp.ClientSession, url: str, body: Any = None, *, data: bytes | None = None,
@@ -235,7 +235,7 @@ async def test_readiness_and_shutdown_tell_robots_their_default(config_factory: 
 
 
 def test_cleanup_contexts_in_dependency_order(config_factory: Callable[..., AgentConfig]) -> None:
-    from agent.app import create_app
+    from robotctl.agent.app import create_app
 
     app = create_app(config_factory())
     names = [ctx.__name__ for ctx in app.cleanup_ctx]

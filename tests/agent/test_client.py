@@ -10,8 +10,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from agent.app import AGENT, run_in_process
-from agent.client import (
+from robotctl.agent.app import AGENT, run_in_process
+from robotctl.agent.client import (
     AgentClient,
     AgentRejectedError,
     AgentUnavailableError,
@@ -22,8 +22,8 @@ from agent.client import (
     RobotUnknownError,
     request_context,
 )
-from agent.clock import ManualClock
-from agent.config import AgentConfig
+from robotctl.agent.clock import ManualClock
+from robotctl.agent.config import AgentConfig
 
 
 async def test_requests_go_through_the_transport_with_the_token() -> None:

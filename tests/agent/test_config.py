@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agent.config import AgentConfig, documented_keys, env_overrides, load_config
-from model import InputError
+from robotctl.agent.config import AgentConfig, documented_keys, env_overrides, load_config
+from robotctl.model import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
 SIDECAR = ROOT / "config" / "sidecar.yaml"

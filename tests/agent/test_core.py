@@ -10,14 +10,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from agent.api import Completion, Delivery
-from agent.app import AGENT, run_in_process
-from agent.clock import ManualClock
-from agent.config import AgentConfig
-from agent.core import Agent, Ring
-from agent.log import list_segments
-from agent.refit import RefitOutcome, RefitStage
-from model import ThresholdPolicy
+from robotctl.agent.api import Completion, Delivery
+from robotctl.agent.app import AGENT, run_in_process
+from robotctl.agent.clock import ManualClock
+from robotctl.agent.config import AgentConfig
+from robotctl.agent.core import Agent, Ring
+from robotctl.agent.log import list_segments
+from robotctl.agent.refit import RefitOutcome, RefitStage
+from robotctl.model import ThresholdPolicy
 
 
 def _cfg(tmp_path: Path, **sections: Any) -> AgentConfig:

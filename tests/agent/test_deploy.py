@@ -15,12 +15,12 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent._files import load_model_file
-from agent.app import AGENT, REFIT, run_in_process
-from agent.clock import ManualClock
-from agent.config import AgentConfig
-from agent.refit import RefitInput, RefitOutcome, RefitStage, fit_summary
-from policies import optimise
+from robotctl.agent._files import load_model_file
+from robotctl.agent.app import AGENT, REFIT, run_in_process
+from robotctl.agent.clock import ManualClock
+from robotctl.agent.config import AgentConfig
+from robotctl.agent.refit import RefitInput, RefitOutcome, RefitStage, fit_summary
+from robotctl.policies import optimise
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

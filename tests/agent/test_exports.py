@@ -7,9 +7,9 @@ import inspect
 
 import pytest
 
-import agent
+from robotctl import agent
 
-MODULES = ["agent.app", "agent.client", "agent.config", "agent.refit"]
+MODULES = ["robotctl.agent.app", "robotctl.agent.client", "robotctl.agent.config", "robotctl.agent.refit"]
 
 
 def _isort_key(name: str) -> tuple[int, str]:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from agent import log as logmod
-from agent.log import DeliveryLog, Durability, list_segments, read_records
-from agent.trace import read_trace
+from robotctl.agent import log as logmod
+from robotctl.agent.log import DeliveryLog, Durability, list_segments, read_records
+from robotctl.agent.trace import read_trace
 
 
 def _line(i: int) -> bytes:

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from agent.queue import QueueView, Window, observed_measures
-from model import Admission, Costs
+from robotctl.agent.queue import QueueView, Window, observed_measures
+from robotctl.model import Admission, Costs
 
 
 def test_partial_admission_counts_the_overflow_as_lost() -> None:

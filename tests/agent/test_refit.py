@@ -16,15 +16,15 @@ import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent._files import load_model_file
-from agent.api import Completion, Delivery
-from agent.app import AGENT, REFIT, run_in_process
-from agent.clock import ManualClock
-from agent.config import AgentConfig
-from agent.core import Agent
-from agent.refit import RefitInput, RefitOutcome, RefitStage, adjust_arrivals, cancel_and_wait, compute_refit
-from fitting import fit_model
-from model import InputError, Simulation, ThresholdPolicy, TraceKind
+from robotctl.agent._files import load_model_file
+from robotctl.agent.api import Completion, Delivery
+from robotctl.agent.app import AGENT, REFIT, run_in_process
+from robotctl.agent.clock import ManualClock
+from robotctl.agent.config import AgentConfig
+from robotctl.agent.core import Agent
+from robotctl.agent.refit import RefitInput, RefitOutcome, RefitStage, adjust_arrivals, cancel_and_wait, compute_refit
+from robotctl.fitting import fit_model
+from robotctl.model import InputError, Simulation, ThresholdPolicy, TraceKind
 
 ROOT = Path(__file__).resolve().parents[2]
 TRUE_MODEL, COSTS = load_model_file(str(ROOT / "config" / "paper-example.yaml"))
@@ -277,7 +277,7 @@ def _dying_pool() -> Any:
 
 async def test_a_worker_process_that_cannot_start_falls_back_to_a_thread(tmp_path: Path, monkeypatch: Any,
                                                                           caplog: pytest.LogCaptureFixture) -> None:
-    import agent.refit as refit_module
+    import robotctl.agent.refit as refit_module
 
     monkeypatch.setattr(refit_module, "_spawn_pool", _dying_pool)
     clock = ManualClock(0.0)

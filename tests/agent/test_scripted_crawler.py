@@ -31,13 +31,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent._files import load_model_file
-from agent.app import AGENT, REFIT, run_in_process
-from agent.client import AgentClient, RobotHandle, RobotState
-from agent.clock import ManualClock
-from agent.config import AgentConfig
-from model import Simulation, ThresholdPolicy, TraceKind, TraceRow
-from policies import optimise
+from robotctl.agent._files import load_model_file
+from robotctl.agent.app import AGENT, REFIT, run_in_process
+from robotctl.agent.client import AgentClient, RobotHandle, RobotState
+from robotctl.agent.clock import ManualClock
+from robotctl.agent.config import AgentConfig
+from robotctl.model import Simulation, ThresholdPolicy, TraceKind, TraceRow
+from robotctl.policies import optimise
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBE_S = 1500.0

@@ -16,7 +16,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from agent.log import list_segments
+from robotctl.agent.log import list_segments
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,7 +36,7 @@ def _write_config(tmp_path: Path, fsync: str, startup: str = "all") -> Path:
 @asynccontextmanager
 async def _serve(config: Path) -> AsyncIterator[tuple[str, subprocess.Popen[bytes]]]:
     env = dict(os.environ, PYTHONPATH=str(ROOT), OPENBLAS_NUM_THREADS="1")
-    proc = subprocess.Popen([sys.executable, "-m", "agent.cli", "serve", "--config", str(config), "--json"],
+    proc = subprocess.Popen([sys.executable, "-m", "robotctl.cli", "serve", "--config", str(config), "--json"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
     try:
         assert proc.stdout is not None
@@ -161,12 +161,12 @@ def test_bad_configuration_exits_2_naming_the_key(tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text("queue: {capacity: 5}\nrefit: {interval: 60}\n")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    out = subprocess.run([sys.executable, "-m", "agent.cli", "serve", "--config", str(path)], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "robotctl.cli", "serve", "--config", str(path)], capture_output=True,
                          text=True, env=env, cwd=ROOT, timeout=60)
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "refit.interval" in lines[0] and "is not a known key" in lines[0]
-    out = subprocess.run([sys.executable, "-m", "agent.cli", "serve", "--config", str(path), "--check"],
+    out = subprocess.run([sys.executable, "-m", "robotctl.cli", "serve", "--config", str(path), "--check"],
                          capture_output=True, text=True, env=dict(env, ROBOTCTL_REFIT_INTERVAL_S="x"), cwd=ROOT,
                          timeout=60)
     assert out.returncode == 2
@@ -174,7 +174,7 @@ def test_bad_configuration_exits_2_naming_the_key(tmp_path: Path) -> None:
 
 def test_check_prints_the_configuration(tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT), ROBOTCTL_SERVER_TOKEN="t0k", ROBOTCTL_REFIT_INTERVAL_S="60")
-    out = subprocess.run([sys.executable, "-m", "agent.cli", "serve", "--config", "config/sidecar.yaml", "--check",
+    out = subprocess.run([sys.executable, "-m", "robotctl.cli", "serve", "--config", "config/sidecar.yaml", "--check",
                           "--json", "--port", "0"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)

@@ -8,7 +8,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.trace import EVENT_KINDS, TraceEvent, parse_event, read_trace, write_trace
+from robotctl.agent.trace import EVENT_KINDS, TraceEvent, parse_event, read_trace, write_trace
 
 events = st.builds(
     TraceEvent,

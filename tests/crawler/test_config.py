@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from crawler import DEFAULTS, DemoConfig, load_demo_config
-from model import InputError
+from robotctl.crawler import DEFAULTS, DemoConfig, load_demo_config
+from robotctl.model import InputError
 
 REPO = Path(__file__).resolve().parents[2]
 

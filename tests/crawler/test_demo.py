@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from crawler import DemoConfig, DemoReport, LiveView, format_report, run_demo
+from robotctl.crawler import DemoConfig, DemoReport, LiveView, format_report, run_demo
 
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
@@ -110,7 +110,7 @@ async def test_metrics_are_served_during_a_run() -> None:
     """The agent's /metrics carries the crawler's own figures next to the agent's."""
     import aiohttp
 
-    from crawler import run_crawl
+    from robotctl.crawler import run_crawl
 
     scraped: list[str] = []
     tasks: list[asyncio.Task[None]] = []

@@ -7,8 +7,8 @@ import asyncio
 import aiohttp
 import pytest
 
-from crawler import Fetcher, FetchError, FetchResult, Frontier, MockTransport, RobotsRules, useful_life
-from crawler._fetch import fetch_context
+from robotctl.crawler import Fetcher, FetchError, FetchResult, Frontier, MockTransport, RobotsRules, useful_life
+from robotctl.crawler._fetch import fetch_context
 
 
 def answer(url: str, status: int = 200, body: str = "", **headers: str) -> FetchResult:
@@ -97,6 +97,6 @@ async def test_unreachable_robots_txt_disallows_the_host() -> None:
     ("User-agent: *\nCrawl-delay: soon\n", "testbot", None),
 ])
 def test_crawl_delay_reads_fractions_and_the_right_group(text: str, agent: str, expected: float | None) -> None:
-    from crawler._fetch import crawl_delay
+    from robotctl.crawler._fetch import crawl_delay
 
     assert crawl_delay(text.splitlines(), agent) == expected

@@ -7,7 +7,7 @@ import contextlib
 
 import pytest
 
-from crawler import Frontier, host_key
+from robotctl.crawler import Frontier, host_key
 
 
 def test_host_key_is_host_and_port() -> None:

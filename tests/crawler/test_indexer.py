@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from crawler import Document, Indexer, IndexerConfig, InvertedIndex, QueueEvent
-from model import InputError
+from robotctl.crawler import Document, Indexer, IndexerConfig, InvertedIndex, QueueEvent
+from robotctl.model import InputError
 
 
 def doc(url: str, text: str = "alpha beta beta", *, size: int | None = None, expires_at: float | None = None

@@ -7,8 +7,8 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from agent.queue import QueueView
-from crawler import AgentLink, Document, Indexer, IndexerConfig
+from robotctl.agent.queue import QueueView
+from robotctl.crawler import AgentLink, Document, Indexer, IndexerConfig
 
 
 class FakeAgent:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from crawler import (
+from robotctl.crawler import (
     ActiveClock,
     CrawlConfig,
     Document,
@@ -21,7 +21,7 @@ from crawler import (
     Robot,
     RobotsRules,
 )
-from model import InputError
+from robotctl.model import InputError
 
 PAGE = ('<html><body><a href="/p/2">two</a> <a href="http://other.test/p/9#top">nine</a> '
         '<a href="/private/1">hidden</a> <img src="/r/1/1"> <iframe src="/r/1/2"></iframe>'

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from crawler import SiteConfig, SiteModel, run_site
-from model import InputError
+from robotctl.crawler import SiteConfig, SiteModel, run_site
+from robotctl.model import InputError
 
 
 def small(**kw: object) -> SiteConfig:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import re
 
-from crawler import LiveView, ViewState
+from robotctl.crawler import LiveView, ViewState
 
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 

@@ -7,15 +7,15 @@ import math
 import numpy as np
 import pytest
 
-from fitting import (
+from robotctl.fitting import (
     choose_batch_resolution,
     choose_censor_bound,
     extract_batches,
     split_intervals,
     validate_deliveries,
 )
-from fitting._synthetic import paper_like_trace
-from model import InputError
+from robotctl.fitting._synthetic import paper_like_trace
+from robotctl.model import InputError
 
 
 @pytest.mark.parametrize(("kwargs", "field", "words"), [

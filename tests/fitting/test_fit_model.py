@@ -17,9 +17,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fitting import FitOptions, FitStatus, MapFitStatus, PhFitStatus, fit_model, map2_from_statistics
-from fitting._synthetic import paper_like_trace, sample_bmap
-from model import BMAP, PH, InputError, model_from_dict
+from robotctl.fitting import FitOptions, FitStatus, MapFitStatus, PhFitStatus, fit_model, map2_from_statistics
+from robotctl.fitting._synthetic import paper_like_trace, sample_bmap
+from robotctl.model import BMAP, PH, InputError, model_from_dict
 
 Z = 5.0
 #: service samples whose three moments an H2 matches exactly (so that rungs below are the arrivals')
@@ -291,8 +291,8 @@ def test_mode_exposure_sets_each_observed_modes_rate() -> None:
     observed mode's rate is pages in the mode / seconds in it, and lands near the true lambda^(r)."""
     from pathlib import Path
 
-    from agent._files import load_model_file
-    from model import ThresholdPolicy, TraceKind, simulate_events
+    from robotctl.agent._files import load_model_file
+    from robotctl.model import ThresholdPolicy, TraceKind, simulate_events
 
     model, _ = load_model_file(str(Path(__file__).resolve().parents[2] / "config" / "paper-example.yaml"))
     res = simulate_events(model, ThresholdPolicy.parse("3,3,3,1,1,1"), np.random.default_rng(5), events=200_000,

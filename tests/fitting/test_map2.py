@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fitting import MapFitStatus, cf1_from_moments, gamma_reach, map2_from_statistics
-from fitting._map2 import map2_matrices
-from fitting._ph2 import Cf1
-from model import BMAP, InputError
+from robotctl.fitting import MapFitStatus, cf1_from_moments, gamma_reach, map2_from_statistics
+from robotctl.fitting._map2 import map2_matrices
+from robotctl.fitting._ph2 import Cf1
+from robotctl.model import BMAP, InputError
 
 CLAIM = 1e-9
 

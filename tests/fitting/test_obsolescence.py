@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from fitting import fit_obsolescence, waiting_exposure
-from model import InputError
+from robotctl.fitting import fit_obsolescence, waiting_exposure
+from robotctl.model import InputError
 
 
 def test_waiting_exposure_by_hand() -> None:

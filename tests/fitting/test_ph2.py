@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fitting import PhFitStatus, cf1_from_moments, h2_from_moments
-from model import PH, InputError
+from robotctl.fitting import PhFitStatus, cf1_from_moments, h2_from_moments
+from robotctl.model import PH, InputError
 
 CLAIM = 1e-9
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from fitting import fit_decay, sample_stats
+from robotctl.fitting import fit_decay, sample_stats
 
 
 def test_moments_and_lags_against_direct_formulas() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model import BMAP, InputError, ModeArrivals, random_bmap
+from robotctl.model import BMAP, InputError, ModeArrivals, random_bmap
 
 
 @pytest.fixture

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model import BMAP, PH, ModeArrivals, QueueModel, ThresholdPolicy, solve
-from model._blocks import Blocks
-from model._sojourn import tagged_totals
+from robotctl.model import BMAP, PH, ModeArrivals, QueueModel, ThresholdPolicy, solve
+from robotctl.model._blocks import Blocks
+from robotctl.model._sojourn import tagged_totals
 
 
 def birth_death(lam: float, mu: float, theta: float, K: int) -> np.ndarray:
@@ -63,7 +63,7 @@ def test_tagged_chain_reproduces_the_stationary_rates() -> None:
     """Pages that the tagged chain says will be served / expire arrive at the stationary service and
     obsolescence rates (eqs. (14)-(15) against (17)-(18) at u = 0)."""
     rng = np.random.default_rng(2)
-    from model import random_model, random_policy
+    from robotctl.model import random_model, random_policy
 
     model = random_model(rng, capacity=5, max_batch=4)
     policy = random_policy(rng, model.modes, 5)

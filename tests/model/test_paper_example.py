@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from agent._files import load_model_file
-from model import Costs, QueueModel, ThresholdPolicy, cost_of, prepare, solve
-from policies import optimise, optimise_thresholds
+from robotctl.agent._files import load_model_file
+from robotctl.model import Costs, QueueModel, ThresholdPolicy, cost_of, prepare, solve
+from robotctl.policies import optimise, optimise_thresholds
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "paper-example.yaml"
 

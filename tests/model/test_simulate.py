@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent._files import load_model_file
-from model import (
+from robotctl.agent._files import load_model_file
+from robotctl.model import (
     PH,
     Admission,
     Costs,

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from agent._files import load_model_file
-from model import (
+from robotctl.agent._files import load_model_file
+from robotctl.model import (
     BMAP,
     PH,
     InputError,
@@ -25,9 +25,9 @@ from model import (
     simulate_horizon,
     solve,
 )
-from model._sim_engine import Totals
-from model._sim_sources import BmapSource, sample_ph
-from model._sim_stats import estimate_from_batches
+from robotctl.model._sim_engine import Totals
+from robotctl.model._sim_sources import BmapSource, sample_ph
+from robotctl.model._sim_stats import estimate_from_batches
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "paper-example.yaml"
 OPTIMUM = ThresholdPolicy((3, 3, 3, 1, 1, 1))

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent._files import load_model_file
-from model import (
+from robotctl.agent._files import load_model_file
+from robotctl.model import (
     Admission,
     Simulation,
     ThresholdPolicy,
@@ -19,7 +19,7 @@ from model import (
     random_model,
     simulate_events,
 )
-from model._sim_engine import Totals
+from robotctl.model._sim_engine import Totals
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "paper-example.yaml"
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from model import Admission, Measures, Solution, random_model, random_policy, solve, solve_bruteforce
+from robotctl.model import Admission, Measures, Solution, random_model, random_policy, solve, solve_bruteforce
 
 SCALAR_FIELDS = ("arrival_rate", "p_loss", "p_obsolete", "p_success", "p_starvation", "mean_active_robots",
                  "mean_queue_length", "mean_response_served", "mean_sojourn_obsolete", "mean_sojourn")

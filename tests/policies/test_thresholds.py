@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model import Costs, InputError, ThresholdPolicy, cost_of, random_model, solve
-from policies import count_policies, count_threshold_vectors, optimise, optimise_thresholds, threshold_vectors
+from robotctl.model import Costs, InputError, ThresholdPolicy, cost_of, random_model, solve
+from robotctl.policies import count_policies, count_threshold_vectors, optimise, optimise_thresholds, threshold_vectors
 
 
 @given(st.integers(1, 5), st.integers(1, 8))

@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from robotctl.model import ThresholdPolicy
 
 
 def whole_number(minimum: int, meaning: str, example: str, *, maximum: int | None = None) -> Callable[[str], int]:
@@ -51,3 +55,14 @@ def real_number(minimum: float, meaning: str, example: str, *, strict: bool = Fa
 
 #: A TCP port, 0 (any free port) to 65535.
 port = whole_number(0, "a TCP port", "8080 (0 for any free port)", maximum=65535)
+
+
+def policy(text: str) -> ThresholdPolicy:
+    """An argparse ``type=`` for ``--policy``: r(0), ..., r(K) comma-separated, non-increasing."""
+    from robotctl._errors import InputError
+    from robotctl.model import ThresholdPolicy
+
+    try:
+        return ThresholdPolicy.parse(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc

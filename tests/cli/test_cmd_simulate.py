@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli import main
-from agent.trace import read_trace
+from robotctl.agent.trace import read_trace
+from robotctl.cli import main
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "paper-example.yaml"
 POLICY = ["--policy", "3,3,3,1,1,1"]

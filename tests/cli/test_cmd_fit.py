@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import yaml
 
-from agent._files import load_model_file
-from agent.cli import main
-from fitting._synthetic import paper_like_trace
-from model import PH
+from robotctl.agent._files import load_model_file
+from robotctl.cli import main
+from robotctl.fitting._synthetic import paper_like_trace
+from robotctl.model import PH
 
 
 def write_jsonl(path: Path, rows: list[dict[str, object]]) -> str:

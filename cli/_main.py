@@ -1,8 +1,9 @@
 """The ``robotctl`` command line.
 
-Each subcommand lives in its own module ``agent._cmd_<name>`` that exposes
-``register(subparsers) -> None``; the module adds a parser whose ``func(args) -> int`` runs it.
-Bad input (an :class:`model.InputError`) prints one line and exits 2; other robotctl failures exit 1;
+Each subcommand lives in its own module ``robotctl.cli._cmd_<name>`` that exposes
+``register(subparsers) -> None``; the module adds a parser whose ``func(args) -> int`` runs it. Parser
+modules import only the standard library; a command imports its implementation when it runs.
+Bad input (a :class:`robotctl.InputError`) prints one line and exits 2; other robotctl failures exit 1;
 ``--debug`` shows the traceback instead.
 """
 
@@ -22,42 +23,29 @@ import logging  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
 
-from model import InputError, RobotctlError  # noqa: E402
+from robotctl._errors import InputError, RobotctlError  # noqa: E402
+
+from ._parser import Formatter, Parser  # noqa: E402
 
 #: Subcommand modules, in the order ``--help`` lists them.
 COMMAND_MODULES = (
-    "agent._cmd_model",
-    "agent._cmd_fit",
-    "agent._cmd_serve",
-    "agent._cmd_simulate",
-    "agent._cmd_demo",
+    "robotctl.cli._cmd_model",
+    "robotctl.cli._cmd_fit",
+    "robotctl.cli._cmd_serve",
+    "robotctl.cli._cmd_simulate",
+    "robotctl.cli._cmd_demo",
 )
 
 
-class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """Raw epilogs (worked examples) and defaults in the help, except where there is none to show."""
-
-    def _get_help_string(self, action: argparse.Action) -> str | None:
-        if action.default is None or action.default is False:
-            return action.help
-        return super()._get_help_string(action)
-
-
-class _Parser(argparse.ArgumentParser):
-    """Errors in one line (what is wrong and where to look), exit code 2."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    """The whole ``robotctl`` parser (standard library only: no numpy, scipy or aiohttp is imported)."""
+    parser = Parser(
         prog="robotctl",
         description="Crawler-control agent: fit the traffic, solve the BMAP/PH/1/K queue with obsolescence, "
                     "and park or resume robots at the cost-optimal thresholds.",
         epilog="Exit codes: 0 success, 1 failure at run time (or a result with success=false), 2 bad input.\n"
                "Run `robotctl COMMAND --help` for each command's options and an example.",
-        formatter_class=_Formatter,
+        formatter_class=Formatter,
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -67,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``robotctl`` with ``argv`` (default: the process's arguments); returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING,
@@ -94,5 +83,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 141
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+__all__ = ["COMMAND_MODULES", "build_parser", "main"]

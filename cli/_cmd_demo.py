@@ -9,10 +9,10 @@ import math
 import sys
 from typing import Any
 
-from model import InputError
+from robotctl._errors import InputError
 
 from ._args import port, real_number, whole_number
-from .cli import _Formatter
+from ._parser import Formatter
 
 EPILOG = """\
 What it does: serves a generated web site on 127.0.0.1, starts robot workers that crawl it over HTTP, an
@@ -68,7 +68,7 @@ def register(subparsers: Any) -> None:
         "demo", help="crawl a generated site on this machine with the agent in control, against two baselines",
         description="A real crawl with robotctl in control: site, robots, indexer and agent in one process, "
                     "then the same crawl with the best static fleet and with all robots always active.",
-        epilog=EPILOG, formatter_class=_Formatter)
+        epilog=EPILOG, formatter_class=Formatter)
     p.add_argument("--duration", type=_positive, default=None, metavar="S",
                    help="seconds of each run, warm-up included (default: demo.duration_s of the config, 60)")
     p.add_argument("--warmup", type=_non_negative, default=None, metavar="S",
@@ -95,7 +95,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from crawler import LiveView, format_report, load_demo_config, run_demo
+    from robotctl.crawler import LiveView, format_report, load_demo_config, run_demo
 
     cfg = load_demo_config(args.config)
     if args.duration is not None and args.warmup is not None and args.warmup >= args.duration:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli import main
+from robotctl.cli import main
 
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agent.cli import main
+from robotctl.cli import main
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "paper-example.yaml"
 
@@ -99,7 +99,7 @@ def test_missing_file_and_bad_yaml(tmp_path: Path, capsys: pytest.CaptureFixture
 
 def test_closed_pipe_ends_quietly() -> None:
     """`robotctl optimise ... | head -1`: no traceback when the reader goes away."""
-    proc = subprocess.Popen([sys.executable, "-m", "agent.cli", "optimise", str(EXAMPLE), "--all-subsets"],
+    proc = subprocess.Popen([sys.executable, "-m", "robotctl.cli", "optimise", str(EXAMPLE), "--all-subsets"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.close()  # the reader is gone before anything is written

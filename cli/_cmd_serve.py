@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from ._args import port
-from .cli import _Formatter
+from ._parser import Formatter
 
 EPILOG = """\
 The configuration is YAML (config/sidecar.yaml documents every key); every key can be overridden by an
@@ -32,7 +32,7 @@ def register(subparsers: Any) -> None:
         description="Run the agent next to the crawler's robots and indexer: timestamp deliveries, keep "
                     "the delivery log, refit the model and re-optimise the thresholds, and park or resume "
                     "robots.",
-        epilog=EPILOG, formatter_class=_Formatter)
+        epilog=EPILOG, formatter_class=Formatter)
     p.add_argument("--config", metavar="FILE", default=os.environ.get("ROBOTCTL_CONFIG"),
                    help="YAML configuration (default: $ROBOTCTL_CONFIG; without one, queue.capacity must "
                         "come from the environment)")
@@ -48,7 +48,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .config import load_config
+    from robotctl.agent.config import load_config
 
     overrides: dict[str, dict[str, Any]] = {}
     if args.host is not None:
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
                     print(f"  {k}: {json.dumps(v)}")
         return 0
 
-    from .app import serve
+    from robotctl.agent.app import serve
 
     def announce(url: str) -> None:
         print(json.dumps({"url": url}) if args.json else f"robotctl: listening on {url}", flush=True)

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from agent._args import port, real_number, whole_number
+from robotctl.cli._args import port, real_number, whole_number
 
 
 def test_whole_number_bounds_and_separators() -> None:

@@ -1,0 +1,7 @@
+"""``python -m robotctl.cli``: the command line."""
+
+import sys
+
+from robotctl.cli import main
+
+sys.exit(main())

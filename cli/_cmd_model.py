@@ -1,0 +1,79 @@
+"""``robotctl solve`` and ``robotctl optimise``: the model core from the command line."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ._args import policy
+from ._parser import Formatter, lazy
+
+#: The exact solver's methods (``robotctl.model.METHODS``; a test keeps the two equal).
+SOLVER_METHODS = ("auto", "block", "qbd", "sparse")
+#: The threshold search's methods (``robotctl.policies.SEARCH_METHODS``; a test keeps the two equal).
+SEARCH_METHODS = ("auto", "exhaustive", "local")
+
+SOLVE_EXAMPLE = """\
+example:
+  robotctl solve config/paper-example.yaml --policy 3,3,3,1,1,1
+      three robots while at most two pages are in the system, one above: J = 63.54
+  robotctl solve config/paper-example.yaml --policy 3,3,3,1,1,1 --json | jq .measures.p_loss
+
+--policy lists r(0), r(1), ..., r(K): the number of active robots at each queue length, non-increasing.
+Exit status: 0 solved, 1 the solver reports success=false, 2 bad input.
+"""
+
+OPTIMISE_EXAMPLE = """\
+example:
+  robotctl optimise config/paper-example.yaml --all-subsets
+      prints Table 1 of paper 000: the static costs C_1..C_4, the best thresholds for every
+      subset of modes, and the optimum (modes 3,1, threshold 2, J = 63.54, R = 28.9%)
+  robotctl optimise config/paper-example.yaml --modes 3,1 --json
+  robotctl fit trace.jsonl --yaml | robotctl optimise -
+
+Modes are numbers of active robots. For modes m_1 > ... > m_n the paper's thresholds
+j_1 <= ... <= j_{n-1} (each in 0..K-1) run m_r robots at queue lengths j_{r-1}+1 .. j_r
+(j_0 = -1, j_n = K): the largest mode at an empty queue, the smallest at a full one.
+Without --modes the search covers every subset of the model's modes.
+Exit status: 0 optimum found, 1 some policy could not be solved, 2 bad input.
+"""
+
+
+def _modes_arg(text: str) -> tuple[int, ...]:
+    try:
+        modes = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of robot counts, e.g. 3,1") from exc
+    if not modes or any(m < 0 for m in modes):
+        raise argparse.ArgumentTypeError(f"{text!r}: give robot counts >= 0, e.g. 3,1")
+    return modes
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("solve", help="measures and cost of one policy (exact)", epilog=SOLVE_EXAMPLE,
+                       formatter_class=Formatter,
+                       description="Solve the queue exactly under one threshold policy and print the measures "
+                                   "of paper 000 (Sections 4-5) and the cost J of its eq. (2).")
+    p.add_argument("model_file", metavar="MODEL.yaml", help="model file (DESIGN.md format); - reads standard input")
+    p.add_argument("--policy", required=True, type=policy,
+                   help="robots at queue length 0..K, comma-separated, non-increasing (e.g. 3,3,3,1,1,1)")
+    p.add_argument("--method", choices=SOLVER_METHODS, default="auto", help="exact solver method")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=lazy("robotctl.cli._run_model", "run_solve"))
+
+    o = sub.add_parser("optimise", aliases=["optimize"], help="cost-optimal thresholds (exact)",
+                       epilog=OPTIMISE_EXAMPLE, formatter_class=Formatter,
+                       description="Find the threshold policy that minimises the cost J of paper 000, eq. (2).")
+    o.add_argument("model_file", metavar="MODEL.yaml", help="model file (DESIGN.md format); - reads standard input")
+    o.add_argument("--modes", type=_modes_arg, default=None,
+                   help="search only these modes, e.g. 3,1 (default: every subset of the model's modes)")
+    o.add_argument("--all-subsets", action="store_true",
+                   help="also print the best thresholds of every subset of modes and the static costs (Table 1)")
+    o.add_argument("--search", choices=SEARCH_METHODS, default="auto",
+                   help="exhaustive over every threshold vector, or local descent (for large K or many modes)")
+    o.add_argument("--method", choices=SOLVER_METHODS, default="auto", help="exact solver method for each policy")
+    o.add_argument("--json", action="store_true", help="machine-readable output")
+    o.set_defaults(func=lazy("robotctl.cli._run_model", "run_optimise"))
+
+
+__all__ = ["SEARCH_METHODS", "SOLVER_METHODS", "register"]

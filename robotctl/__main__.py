@@ -1,0 +1,7 @@
+"""``python -m robotctl``: the command line."""
+
+import sys
+
+from robotctl.cli import main
+
+sys.exit(main())

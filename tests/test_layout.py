@@ -1,0 +1,131 @@
+"""The shape of the distribution (issue 10): one import name, layers that point down, instant start-up.
+
+These run the installed project in fresh interpreters whose working directory is not the repository,
+as a user's would be.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import lint_tree  # noqa: E402
+
+sys.path.remove(str(ROOT / "tools"))
+
+GENERIC_NAMES = ("model", "fitting", "policies", "agent", "crawler", "cli")
+
+
+def _python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, check=False)
+
+
+def test_one_import_name(tmp_path: Path) -> None:
+    out = _python("import robotctl.model, robotctl.fitting, robotctl.policies, robotctl.agent, robotctl.crawler, "
+                  "robotctl.cli; print('ok')", tmp_path)
+    assert out.stdout.strip() == "ok", out.stderr
+    for name in GENERIC_NAMES:
+        out = _python(f"import {name}", tmp_path)
+        assert out.returncode != 0 and "ModuleNotFoundError" in out.stderr, f"`import {name}` works: {out}"
+
+
+def test_package_dirs_match_the_layers() -> None:
+    dirs = lint_tree.package_dirs()
+    assert set(dirs) == {"robotctl", *(f"robotctl.{n}" for n in GENERIC_NAMES)}
+    for name, folder in dirs.items():
+        assert (folder / "__init__.py").is_file(), name
+        assert (folder / "README.md").is_file() or name == "robotctl", f"{folder} has no README.md"
+    assert (dirs["robotctl"] / "py.typed").is_file()
+
+
+@pytest.mark.slow
+def test_wheel_installs_only_robotctl(tmp_path: Path) -> None:
+    """A wheel holds robotctl/ and its metadata only, with py.typed and every layer under robotctl/."""
+    out = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                          "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    (wheel,) = tmp_path.glob("robotctl-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/", 1)[0] for n in names}
+    assert {t for t in tops if not t.endswith(".dist-info")} == {"robotctl"}
+    assert "robotctl/py.typed" in names
+    for layer in GENERIC_NAMES:
+        assert f"robotctl/{layer}/__init__.py" in names, layer
+    assert not any("/tests/" in n or n.startswith("tests/") for n in names)
+
+
+def _heavy_after(code: str, cwd: Path) -> list[str]:
+    probe = (f"{code}\nimport json, sys\n"
+             "print(json.dumps(sorted(m for m in ('numpy', 'scipy', 'aiohttp', 'yaml', 'prometheus_client') "
+             "if m in sys.modules)))")
+    out = _python(probe, cwd)
+    assert out.returncode == 0, out.stderr
+    return list(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_help_imports_nothing_heavy(tmp_path: Path) -> None:
+    """`robotctl --help` and every `robotctl CMD --help` load none of numpy, scipy, aiohttp, yaml (the timing
+    itself is in bench/startup.py)."""
+    from robotctl.cli._main import COMMAND_MODULES
+
+    commands = ["solve", "optimise", *(m.rsplit("_cmd_", 1)[1] for m in COMMAND_MODULES if not m.endswith("model"))]
+    for argv in [["--help"], *([c, "--help"] for c in commands)]:
+        code = (f"from robotctl.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit as e:\n"
+                "    assert e.code == 0, e.code\n")
+        assert _heavy_after(code, tmp_path) == [], argv
+
+
+def test_client_does_not_import_the_model(tmp_path: Path) -> None:
+    assert _heavy_after("import robotctl.agent.client", tmp_path) == ["aiohttp"]
+
+
+def test_cli_method_lists_match_the_libraries() -> None:
+    from robotctl.cli import _cmd_model
+    from robotctl.model import METHODS
+    from robotctl.policies import SEARCH_METHODS
+
+    assert _cmd_model.SOLVER_METHODS == METHODS
+    assert _cmd_model.SEARCH_METHODS == SEARCH_METHODS
+
+
+def _lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
+    assert exe is not None, "import-linter is not installed: make test installs the lint extra"
+    return subprocess.run([exe, "--no-cache", "--config", str(ROOT / "pyproject.toml")], cwd=tree,
+                          capture_output=True, text=True, check=False)
+
+
+def test_layer_contracts_hold() -> None:
+    tree = lint_tree.build(ROOT / "build" / "lint-tree-test")
+    out = _lint_imports(tree)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "2 kept, 0 broken" in out.stdout
+
+
+@pytest.mark.parametrize(("layer", "bad_import", "contract"), [
+    ("robotctl.model", "import robotctl.agent.client", "Layers point down"),
+    ("robotctl.agent", "import robotctl.crawler", "Layers point down"),
+    ("robotctl.fitting", "import robotctl.policies", "Layers point down"),
+    ("robotctl.policies", "import asyncio", "Pure packages do no I/O"),
+])
+def test_an_upward_import_breaks_lint(tmp_path: Path, layer: str, bad_import: str, contract: str) -> None:
+    """What `make lint` runs fails when one module of a layer gains an import it must not have."""
+    source = lint_tree.package_dirs()[layer]
+    copy = tmp_path / "copy"
+    shutil.copytree(source, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    module = copy / "_upward.py"
+    module.write_text(f'"""A bad import, for the test."""\n\n{bad_import}  # noqa: F401\n')
+    tree = lint_tree.build(tmp_path / "tree", replace={layer: copy})
+    out = _lint_imports(tree)
+    assert out.returncode != 0, out.stdout
+    assert f"{layer}._upward" in out.stdout
+    broken = [line for line in out.stdout.splitlines() if "BROKEN" in line]
+    assert any(line.startswith(contract) for line in broken), broken

@@ -304,42 +304,82 @@ class RobotHandle:
                 await self._failed(exc, backoff)
                 backoff = min(backoff * 2, max(0.05, self.lease_s / 4))
 
-    async def _failed(self, exc: Exception, backoff: float) -> None:
-        clock = self._client.clock
-        if clock.now() - self._last_ok >= self.lease_s and self._state is not RobotState.LEASE_LOST:
+    def _check_lease(self, exc: Exception) -> None:
+        if (self._client.clock.now() - self._last_ok >= self.lease_s
+                and self._state is not RobotState.LEASE_LOST):
             self.reason = f"lease lost: {exc}"
             self._set(RobotState.LEASE_LOST)
-        await clock.sleep(backoff)
+
+    async def _failed(self, exc: Exception, backoff: float) -> None:
+        """After a failed poll: back off, but wake at the end of the lease to fall back exactly then."""
+        clock = self._client.clock
+        self._check_lease(exc)
+        remaining = self._last_ok + self.lease_s - clock.now()
+        await clock.sleep(min(backoff, remaining) if remaining > 0 else backoff)
+        self._check_lease(exc)
 
     async def close(self, *, deregister: bool = True) -> None:
-        """Stop polling and (by default) deregister the robot so its rank is freed."""
+        """Stop polling and (by default) deregister the robot so its rank is freed.
+
+        Returns within the client's ``close_timeout_s`` (on its clock) even when the agent does not
+        answer; the long-poll and every request of the handle are finished, none is left pending.
+        """
         if self._life is HandleLife.CLOSED:
             return
         self._life = HandleLife.CLOSED
         self._changed.set()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        if deregister:
-            with contextlib.suppress(AgentError):
-                await self._client._request("DELETE", f"/v1/robots/{self.robot_id}", robot_id=self.robot_id)
-        self._client._handles.discard(self)
+        try:
+            await _cancel(self._task)
+            if deregister:
+                client = self._client
+                await _race(_quietly(client._request("DELETE", f"/v1/robots/{self.robot_id}",
+                                                     robot_id=self.robot_id, timeout_s=client.close_timeout_s)),
+                            client.clock.sleep(client.close_timeout_s))
+        finally:
+            self._client._handles.discard(self)
+
+
+async def _quietly(work: Awaitable[Any]) -> None:
+    """Await ``work``; an :class:`AgentError` is logged, not raised (closing goes on regardless)."""
+    try:
+        await work
+    except AgentError as exc:
+        LOG.info("event=close_request_failed error=%s", exc)
+
+
+async def _cancel(task: asyncio.Future[Any] | None) -> None:
+    """Cancel ``task`` and wait for it to finish; its result or error is retrieved and dropped."""
+    if task is None:
+        return
+    task.cancel()
+    await asyncio.wait({task})
+    if not task.cancelled():
+        task.exception()
 
 
 async def _race(work: Awaitable[Any], timer: Awaitable[None]) -> Any:
-    """The result of ``work``, or None if ``timer`` ends first (``work`` is then cancelled)."""
+    """The result of ``work``, or None if ``timer`` ends first (``work`` is then cancelled).
+
+    Whatever happens (``timer`` first, or the caller cancelled), neither future is left pending and
+    no exception is left unretrieved.
+    """
     w = asyncio.ensure_future(work)
     t = asyncio.ensure_future(timer)
     try:
         await asyncio.wait({w, t}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
+    except BaseException:
+        w.cancel()
+        t.cancel()
+        await asyncio.shield(asyncio.wait({w, t}))
+        for f in (w, t):
+            if not f.cancelled():
+                f.exception()
+        raise
+    if not t.done():
         t.cancel()
     if w.done():
         return w.result()
-    w.cancel()
-    with contextlib.suppress(asyncio.CancelledError, AgentError):
-        await w
+    await _cancel(w)
     return None
 
 
@@ -365,18 +405,22 @@ class AgentClient:
     batch_limit : int
         :meth:`deliver_many` sends at most this many deliveries per request (the agent's
         ``server.max_batch``).
+    close_timeout_s : float
+        :meth:`aclose` (and each handle's ``close``) gives the agent this long to answer the
+        deregistrations, all sent at once, before it stops waiting.
     """
 
     def __init__(self, base_url: str, *, token: str | None = None,
                  session: aiohttp.ClientSession | None = None,
                  transport: Transport | None = None, clock: Clock | None = None, timeout_s: float = 30.0,
-                 batch_limit: int = 10_000) -> None:
+                 batch_limit: int = 10_000, close_timeout_s: float = 5.0) -> None:
         self.base_url = base_url.rstrip("/")
         self.transport: Transport = transport if transport is not None else AiohttpTransport(base_url,
                                                                                              session=session)
         self.clock: Clock = clock if clock is not None else MonotonicClock()
         self.timeout_s = timeout_s
         self.batch_limit = batch_limit
+        self.close_timeout_s = close_timeout_s
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._handles: set[RobotHandle] = set()
         self._closed = False
@@ -389,11 +433,17 @@ class AgentClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close every robot handle (deregistering them) and the transport."""
-        for handle in list(self._handles):
-            await handle.close()
-        self._closed = True
-        await self.transport.aclose()
+        """Close every robot handle (deregistering them, all at once) and the transport.
+
+        Returns within ``close_timeout_s`` of the client's clock even when the agent does not answer.
+        """
+        try:
+            handles = list(self._handles)
+            if handles:
+                await asyncio.gather(*(h.close() for h in handles))
+        finally:
+            self._closed = True
+            await self.transport.aclose()
 
     async def _request(self, method: str, path: str, *, json: Any = None, params: Mapping[str,
                                                                                           str] | None = None,

@@ -238,3 +238,95 @@ async def test_more_robots_than_aiohttps_default_connection_limit(tmp_path: Any)
         await _until_real(lambda: sum(rb.polling for rb in app[AGENT].actuator.robots.values()) == 120)
         ack = await asyncio.wait_for(client.deliver(robots[-1].robot_id), timeout=20.0)
         assert ack["accepted"] == 1
+
+
+# -- issue 11, finding 8: the robot client under a dead or frozen agent ---------------------------------
+class DeadAgent:
+    """Registers, then (once ``down``) refuses every connection at once, as a dead agent's port does;
+    with ``frozen`` every request hangs instead."""
+
+    def __init__(self, clock: ManualClock, lease_s: float = 10.0) -> None:
+        self.clock = clock
+        self.lease_s = lease_s
+        self.down = False
+        self.frozen = False
+        self.registered = 0
+
+    async def __call__(self, req: Request) -> Response:
+        if self.frozen:
+            await asyncio.Event().wait()
+        if req.path == "/v1/robots" and req.method == "POST":
+            self.registered += 1
+            return Response(200, {"robot": f"r{self.registered}", "rank": self.registered, "state": "parked",
+                                  "version": 1, "lease_s": self.lease_s})
+        if self.down:
+            raise AgentUnavailableError("http://agent: ClientConnectorError: connection refused")
+        if req.path.endswith("/command"):  # an alive agent with nothing to say: answers after wait_s
+            await self.clock.sleep(float(req.params["wait_s"]))
+            return Response(200, {"robot": "r1", "rank": 1, "state": "parked", "version": 1,
+                                  "lease_s": self.lease_s})
+        return Response(200, {})
+
+
+async def test_the_fallback_comes_exactly_at_the_lease_when_the_agent_refuses_connections() -> None:
+    clock = ManualClock(0.0)
+    dead = DeadAgent(clock, lease_s=10.0)
+    client = AgentClient("http://agent", transport=MockTransport(dead), clock=clock)
+    robot = await client.register_robot("r1", default_state="active")
+    await ManualClock.settle(10)
+    dead.down = True
+    clock.advance(5.0)  # the long-poll is answered at half the lease; from then on every poll is refused
+    await ManualClock.settle(10)
+    flipped_at = None
+    while clock.now() < 30.0:  # step from one sleeper's deadline to the next, as time would pass
+        deadline = clock.next_deadline
+        assert deadline is not None
+        clock.set(max(deadline, clock.now()))
+        await ManualClock.settle(10)
+        if robot.state is RobotState.LEASE_LOST:
+            flipped_at = clock.now()
+            break
+    # the last answer came at t = 5: the lease ends at t = 15, not a back-off later (15.65 before)
+    assert flipped_at == 15.0
+    await client.aclose()
+
+
+async def test_close_without_deregistering_leaves_no_task_behind() -> None:
+    clock = ManualClock(0.0)
+    dead = DeadAgent(clock)
+    client = AgentClient("http://agent", transport=MockTransport(dead), clock=clock)
+    before = asyncio.all_tasks()
+    robot = await client.register_robot("r1")
+    await ManualClock.settle(10)
+    await robot.close(deregister=False)
+    await ManualClock.settle(5)
+    left = {t for t in asyncio.all_tasks() - before if not t.done()}
+    assert left == set(), left
+    await client.aclose()
+
+
+async def test_aclose_against_a_frozen_agent_is_bounded_concurrent_and_quiet() -> None:
+    loop = asyncio.get_running_loop()
+    errors: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, ctx: errors.append(ctx))
+    try:
+        clock = ManualClock(0.0)
+        dead = DeadAgent(clock)
+        client = AgentClient("http://agent", transport=MockTransport(dead), clock=clock)
+        robots = [await client.register_robot() for _ in range(3)]
+        await ManualClock.settle(10)
+        dead.frozen = True
+        closing = asyncio.create_task(client.aclose())
+        await ManualClock.settle(50)
+        assert not closing.done()  # every DELETE hangs on the frozen agent ...
+        clock.advance(5.0)  # ... until the one close deadline (close_timeout_s) for all of them together
+        await asyncio.wait_for(closing, timeout=2.0)
+        assert all(r.state is not None for r in robots)
+        del robots, closing
+        import gc
+
+        gc.collect()
+        await ManualClock.settle(5)
+        assert errors == []
+    finally:
+        loop.set_exception_handler(None)

@@ -3,34 +3,75 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
 import yaml
 
 from robotctl.model import Costs, InputError, QueueModel, costs_from_dict, model_from_dict
 
+#: Largest file read as a model, configuration or cost file (they are a few kilobytes).
+MAX_FILE_BYTES = 16 << 20
+#: Most YAML aliases (``*name``) in one document: a handful in a real file; a chain of aliases that refer
+#: to aliases ("billion laughs") builds a structure far larger than its text.
+MAX_YAML_ALIASES = 100
+
 
 def read_text(path: str) -> str:
-    """The text of ``path``, or of standard input for ``-``."""
+    """The text of ``path``, or of standard input for ``-`` (UTF-8, at most :data:`MAX_FILE_BYTES`)."""
     if path == "-":
-        return sys.stdin.read()
+        data = sys.stdin.buffer.read(MAX_FILE_BYTES + 1) if hasattr(sys.stdin, "buffer") else \
+            sys.stdin.read(MAX_FILE_BYTES + 1).encode("utf-8", "surrogateescape")
+    else:
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read(MAX_FILE_BYTES + 1)
+        except FileNotFoundError as exc:
+            raise InputError(path, "no such file", "check the path") from exc
+        except OSError as exc:
+            raise InputError(path, f"cannot be read ({exc.strerror})", "check the path and permissions") from exc
+    if len(data) > MAX_FILE_BYTES:
+        raise InputError(path, f"is larger than {MAX_FILE_BYTES >> 20} MiB", "is it the right file?")
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise InputError(path, "no such file", "check the path") from exc
-    except OSError as exc:
-        raise InputError(path, f"cannot be read ({exc.strerror})", "check the path and permissions") from exc
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise InputError(path, f"is not UTF-8 text (byte {exc.start + 1}, line {line})",
+                         "give a YAML text file") from exc
+
+
+class _Loader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses documents with more than :data:`MAX_YAML_ALIASES` aliases."""
+
+    aliases = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            self.aliases += 1
+            if self.aliases > MAX_YAML_ALIASES:
+                mark = self.peek_event().start_mark
+                raise yaml.YAMLError(f"more than {MAX_YAML_ALIASES} aliases (at line {mark.line + 1})")
+        return super().compose_node(parent, index)
 
 
 def load_yaml(path: str) -> Any:
+    """The YAML document in ``path``; every problem is an :class:`InputError` of one line."""
     text = read_text(path)
+    if "\x00" in text:
+        raise InputError(path, "holds a NUL character, so it is not a text file", "give a YAML text file")
+    loader = _Loader(text)
     try:
-        return yaml.safe_load(text)
+        return loader.get_single_data()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise InputError(path, f"is not valid YAML{where}", "fix the syntax (indentation, brackets, colons)") from exc
+        problem = getattr(exc, "problem", None) or str(exc)
+        problem = " ".join(str(problem).split())
+        raise InputError(path, f"is not valid YAML{where}: {problem}",
+                         "fix the syntax (indentation, brackets, colons)") from exc
+    except RecursionError as exc:
+        raise InputError(path, "nests too deeply", "write a flat YAML mapping") from exc
+    finally:
+        loader.dispose()
 
 
 def load_model_file(path: str) -> tuple[QueueModel, Costs]:

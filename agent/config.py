@@ -2,8 +2,13 @@
 
 Layering, lowest first: the defaults below < the YAML file < environment variables
 ``ROBOTCTL_<SECTION>_<KEY>`` (``ROBOTCTL_REFIT_INTERVAL_S=60``, ``ROBOTCTL_SERVER_TOKEN=...``; values
-are read as YAML scalars, so ``[a, b]`` is a list and ``null`` clears) < explicit ``overrides`` (the CLI
-flags). Unknown sections and keys are errors, in the file and in the environment alike: a typo must
+are read as YAML scalars, so ``[a, b]`` is a list and ``null`` clears, except the token and its file,
+which are taken verbatim and cannot be cleared) < explicit ``overrides`` (the CLI flags).
+
+The token comes from ``server.token``, ``server.token_file`` (read once, at load) or
+``ROBOTCTL_SERVER_TOKEN``/``ROBOTCTL_SERVER_TOKEN_FILE``; no error message ever shows it.
+:meth:`ServerConfig.check_exposure` refuses an agent without one unless it is loopback-only and the
+operator opted out (``server.insecure_loopback``). Unknown sections and keys are errors, in the file and in the environment alike: a typo must
 not fall back silently to a default.
 
 Every problem raises :class:`model.InputError` whose field is the key path (``refit.interval_s``),
@@ -14,6 +19,7 @@ config/sidecar.yaml documents every key line by line.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -211,18 +217,125 @@ class _Section:
         return out
 
 
+#: Fewest characters of a bearer token (``robotctl serve --generate-token`` makes 43).
+TOKEN_MIN_LENGTH = 16
+_TOKEN_HINT = (f"use at least {TOKEN_MIN_LENGTH} printable ASCII characters without spaces at either end; "
+               "robotctl serve --generate-token makes one")
+_HOW_TO_SET_A_TOKEN = ("set one: ROBOTCTL_SERVER_TOKEN=<secret>, or server.token_file (a mounted secret), "
+                       "or run robotctl serve --generate-token")
+
+
+def token_problem(text: str) -> str | None:
+    """What is wrong with ``text`` as a bearer token, without quoting it (a token is a secret); or None."""
+    if len(text) < TOKEN_MIN_LENGTH:
+        return f"is {len(text)} characters long, fewer than {TOKEN_MIN_LENGTH}"
+    bad = next((i for i, c in enumerate(text) if not " " <= c <= "~"), None)
+    if bad is not None:
+        return f"holds a character that cannot be sent in an HTTP header (character {bad + 1})"
+    if text != text.strip():
+        return "starts or ends with a space (HTTP drops it)"
+    return None
+
+
+def _token(v: Any) -> str | None:
+    """A bearer token; errors never show it (the value is a secret)."""
+    if v is None:
+        return None
+    if not isinstance(v, str):
+        raise InputError("", f"must be a string, got a {type(v).__name__} (the value is not shown)",
+                         "quote it in YAML: token: '...'")
+    problem = token_problem(v)
+    if problem is not None:
+        raise InputError("", f"{problem} (the value is not shown)", _TOKEN_HINT)
+    return v
+
+
+def is_loopback(host: str) -> bool:
+    """True when ``host`` is a loopback address (127.0.0.0/8, ::1) or ``localhost``; any other name is
+    taken as reachable from other hosts (it is not resolved)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 @dataclass(frozen=True)
 class ServerConfig(_Section):
     SECTION: ClassVar[str] = "server"
     host: str = _spec("127.0.0.1", _str, "address to bind; 127.0.0.1 keeps the agent private to the host")
     port: int = _spec(8787, _int(0, 65535), "TCP port; 0 picks a free port (printed at start)")
-    token: str | None = _spec(None, _optional(_str), "bearer token required by every mutating endpoint")
+    token: str | None = _spec(None, _token, "bearer token required by every endpoint but /healthz, /readyz and "
+                              "/metrics")
+    token_file: str | None = _spec(None, _optional(_str),
+                                   "file holding the token (a mounted Kubernetes Secret); instead of token")
+    insecure_loopback: bool = _spec(False, _bool, "without a token, accept every request (only with a loopback "
+                                    "host)")
+    header_timeout_s: float = _spec(10.0, _float(positive=True),
+                                    "a connection must send a request's headers within this long")
+    body_timeout_s: float = _spec(30.0, _float(positive=True), "a request's body must arrive within this long")
+    max_connections: int = _spec(4096, _int(16), "most open connections (also held below the file limit)")
+    max_long_polls: int = _spec(3072, _int(1), "most command long-polls waiting at once (503 above)")
     max_body_bytes: int = _spec(1 << 20, _int(1024), "largest request body accepted")
     max_batch: int = _spec(10_000, _int(1), "most deliveries (or completions) in one request")
     long_poll_max_s: float = _spec(30.0, _float(positive=True), "longest a command long-poll waits")
     shutdown_timeout_s: float = _spec(5.0, _float(), "how long shutdown waits for open requests")
     event_loop: str = _spec("auto", _choice("auto", "uvloop", "asyncio"),
                             "robotctl serve's event loop: uvloop when installed (auto), or asyncio's own")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.max_long_polls >= self.max_connections:
+            raise InputError("server.max_long_polls", f"is {self.max_long_polls}, not below server.max_connections "
+                             f"= {self.max_connections}", "leave connections for deliveries and health checks")
+        if self.token_file is not None:
+            if self.token is not None:
+                raise InputError("server.token_file", "is set next to server.token",
+                                 "set one of them: the file (a mounted secret) or the token")
+            object.__setattr__(self, "token", read_token_file(self.token_file))
+
+    def check_exposure(self) -> None:
+        """Refuse to serve without a token unless the operator opted out for a loopback-only agent.
+
+        Raises
+        ------
+        InputError
+            ``server.token`` with one line saying how to set a token.
+        """
+        if self.token is not None:
+            return
+        if not is_loopback(self.host):
+            raise InputError("server.token", f"is not set, and server.host = {self.host} is reachable from other "
+                             "hosts: anyone there could park the robots", _HOW_TO_SET_A_TOKEN)
+        if not self.insecure_loopback:
+            raise InputError("server.token", "is not set", f"{_HOW_TO_SET_A_TOKEN}; or, to accept any request "
+                             "from this host without one, set server.insecure_loopback: true")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        if self.token_file is not None:
+            out["token"] = None  # it came from the file; the file is what to write back
+        return out
+
+
+def read_token_file(path: str) -> str:
+    """The token in ``path`` (surrounding white space, such as a final newline, removed)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8").strip()
+    except FileNotFoundError as exc:
+        raise InputError("server.token_file", f"{path}: no such file", "check the path of the mounted secret") from exc
+    except UnicodeDecodeError as exc:
+        raise InputError("server.token_file", f"{path}: is not UTF-8 text", _TOKEN_HINT) from exc
+    except OSError as exc:
+        raise InputError("server.token_file", f"{path}: cannot be read ({exc.strerror})",
+                         "check the path and its permissions") from exc
+    if not text:
+        raise InputError("server.token_file", f"{path}: is empty", _TOKEN_HINT)
+    problem = token_problem(text)
+    if problem is not None:
+        raise InputError("server.token_file", f"{path}: the token {problem} (the value is not shown)", _TOKEN_HINT)
+    return text
 
 
 @dataclass(frozen=True)
@@ -435,7 +548,7 @@ class AgentConfig:
     def to_dict(self, *, redact: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {name: getattr(self, name).to_dict() for name in SECTIONS}
         out["costs"] = self.costs.to_dict()
-        if redact and out["server"]["token"] is not None:
+        if redact and self.server.token is not None:
             out["server"]["token"] = "***"
         return out
 
@@ -455,8 +568,15 @@ def _costs(raw: Any) -> Costs:
         raise InputError("costs", str(exc), "") from exc
 
 
+#: Keys whose environment variable is taken verbatim, not as YAML: a secret may hold `` #``, brackets or
+#: quotes, and ``null`` must not clear it.
+VERBATIM = frozenset({("server", "token"), ("server", "token_file")})
+_YAML_NULLS = frozenset({"", "~", "null", "Null", "NULL"})
+
+
 def env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
-    """``ROBOTCTL_<SECTION>_<KEY>`` variables as ``{section: {key: value}}`` (values parsed as YAML scalars).
+    """``ROBOTCTL_<SECTION>_<KEY>`` variables as ``{section: {key: value}}`` (values parsed as YAML scalars,
+    except the keys in :data:`VERBATIM`, taken as they are).
 
     A variable whose name starts with ``ROBOTCTL_`` and a known section but names no key of it is an
     error; other ``ROBOTCTL_`` variables (``ROBOTCTL_CONFIG``) are not configuration keys and are left alone.
@@ -477,6 +597,13 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
             raise InputError(name, f"names no key of section {section}",
                              "keys: " + ", ".join(f"{ENV_PREFIX}{section.upper()}_{k.upper()}"
                                                   for k in sorted(known)))
+        if (section, key) in VERBATIM:
+            if text.strip() in _YAML_NULLS:
+                raise InputError(name, "is empty or null, which would switch authentication off",
+                                 "unset the variable instead (without any token, a loopback agent needs "
+                                 "server.insecure_loopback: true)")
+            out.setdefault(section, {})[key] = text
+            continue
         try:
             value = yaml.safe_load(text) if text != "" else None
         except yaml.YAMLError as exc:
@@ -544,6 +671,8 @@ def documented_keys() -> dict[str, dict[str, str]]:
 __all__ = [
     "ENV_PREFIX",
     "SECTIONS",
+    "TOKEN_MIN_LENGTH",
+    "VERBATIM",
     "AgentConfig",
     "FitConfig",
     "LogConfig",
@@ -554,5 +683,8 @@ __all__ = [
     "ServerConfig",
     "documented_keys",
     "env_overrides",
+    "is_loopback",
     "load_config",
+    "read_token_file",
+    "token_problem",
 ]

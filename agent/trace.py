@@ -141,7 +141,9 @@ def open_trace(name: str) -> IO[str]:
 
         return sys.stdin
     try:
-        return open(name, encoding="utf-8")
+        # bytes that are not UTF-8 become lone surrogates: the line holding them then fails to parse, and
+        # the error names the file and the line instead of a UnicodeDecodeError escaping
+        return open(name, encoding="utf-8", errors="surrogateescape")
     except FileNotFoundError as exc:
         raise InputError(name, "no such file", "check the path") from exc
     except OSError as exc:

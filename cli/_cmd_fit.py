@@ -34,8 +34,14 @@ data; the model is still printed), 2 bad input.
 """
 
 
+#: Most modes a fitted model may define (each is a BMAP to fit and a mode for the threshold search).
+MAX_MODES = 256
+
+
 def _modes_arg(text: str) -> tuple[int, ...]:
     out: list[int] = []
+    too_many = argparse.ArgumentTypeError(f"{text[:40]!r} lists more than {MAX_MODES} modes; a model defines one "
+                                          "BMAP per mode: give the robot counts the fleet runs, e.g. 1-4")
     try:
         for part in text.split(","):
             part = part.strip()
@@ -43,13 +49,17 @@ def _modes_arg(text: str) -> tuple[int, ...]:
                 continue
             if "-" in part:
                 lo, hi = (int(x) for x in part.split("-", 1))
+                if hi - lo + 1 > MAX_MODES:
+                    raise too_many
                 out.extend(range(lo, hi + 1))
             else:
                 out.append(int(part))
+            if len(out) > MAX_MODES:
+                raise too_many
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a list of robot counts, e.g. 1,2,3,4 or 1-4") from exc
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a list of robot counts, e.g. 1,2,3,4 or 1-4") from exc
     if not out or min(out) < 0 or len(set(out)) != len(out):
-        raise argparse.ArgumentTypeError(f"{text!r}: give distinct robot counts >= 0, e.g. 1-4")
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: give distinct robot counts >= 0, e.g. 1-4")
     return tuple(sorted(out))
 
 
@@ -108,4 +118,4 @@ def register(sub: Any) -> None:
     p.set_defaults(func=lazy("robotctl.cli._run_fit", "run_fit"), output="yaml")
 
 
-__all__ = ["DEFAULT_CAPACITY", "register"]
+__all__ = ["DEFAULT_CAPACITY", "MAX_MODES", "register"]

@@ -39,11 +39,18 @@ Exit status: 0 optimum found, 1 some policy could not be solved, 2 bad input.
 """
 
 
+#: Most modes ``--modes`` may list (the search covers every subset of them).
+MAX_MODES = 64
+
+
 def _modes_arg(text: str) -> tuple[int, ...]:
+    if text.count(",") >= MAX_MODES:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}... lists more than {MAX_MODES} modes, e.g. 3,1")
     try:
         modes = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of robot counts, e.g. 3,1") from exc
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a comma-separated list of robot counts, "
+                                         "e.g. 3,1") from exc
     if not modes or any(m < 0 for m in modes):
         raise argparse.ArgumentTypeError(f"{text!r}: give robot counts >= 0, e.g. 3,1")
     return modes
@@ -76,4 +83,4 @@ def register(sub: Any) -> None:
     o.set_defaults(func=lazy("robotctl.cli._run_model", "run_optimise"))
 
 
-__all__ = ["SEARCH_METHODS", "SOLVER_METHODS", "register"]
+__all__ = ["MAX_MODES", "SEARCH_METHODS", "SOLVER_METHODS", "register"]

@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from robotctl.agent._files import load_model_file
+from robotctl.agent._resources import check_solve_memory
 from robotctl.model import CostBreakdown, Measures, ThresholdPolicy, cost_of, solve
 from robotctl.policies import EXHAUSTIVE_LIMIT, PolicySearch, ThresholdOptimum, count_policies, optimise
 
@@ -53,6 +54,7 @@ def _describe_policy(policy: ThresholdPolicy) -> str:
 
 def run_solve(args: argparse.Namespace) -> int:
     model, costs = load_model_file(args.model_file)
+    check_solve_memory(model, field=f"{args.model_file}: model.capacity")
     model.check_policy(args.policy)
     sol = solve(model, args.policy, method=args.method)
     cost = cost_of(sol.measures, costs)
@@ -91,6 +93,7 @@ def _table(search: PolicySearch) -> list[str]:
 
 def run_optimise(args: argparse.Namespace) -> int:
     model, costs = load_model_file(args.model_file)
+    check_solve_memory(model, field=f"{args.model_file}: model.capacity")
     pool = tuple(sorted(set(args.modes), reverse=True)) if args.modes else model.modes
     exhaustive = args.search == "exhaustive" or (
         args.search == "auto" and count_policies(len(pool), model.capacity) <= EXHAUSTIVE_LIMIT)

@@ -16,8 +16,6 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from robotctl.model import Costs, InputError, costs_from_dict
 
 from ._indexer import IndexerConfig
@@ -252,12 +250,7 @@ def load_demo_config(path: str | Path | None = None) -> DemoConfig:
     """The defaults, or a YAML file laid out as config/demo.yaml merged over them."""
     if path is None:
         return DemoConfig.from_dict({})
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(str(path), f"cannot be read ({exc.strerror or exc})", "check the path") from exc
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InputError(str(path), f"is not valid YAML ({exc})", "fix the indentation or quoting") from exc
+    from robotctl.agent._files import load_yaml
+
+    raw = load_yaml(str(path))
     return DemoConfig.from_dict(raw or {}, source=str(path))

@@ -16,6 +16,7 @@ from ._sim_engine import Simulation
 from ._sim_events import Controller, EventKind, TraceKind, TraceRow
 from ._sim_stats import Comparison, ComparisonRow, Estimate, SimulationResult, SimulationStatus, StopRule
 from ._simulate import iter_simulate, simulate, simulate_events, simulate_horizon
+from ._size import SolveSize, format_bytes, model_solve_size, solve_size
 from ._solve import METHODS, Solution, SolveStatus, prepare, solve
 from ._spec import costs_from_dict, model_from_dict, model_to_dict, ph_from_dict
 
@@ -41,6 +42,7 @@ __all__ = [
     "SimulationResult",
     "SimulationStatus",
     "Solution",
+    "SolveSize",
     "SolveStatus",
     "StopRule",
     "ThresholdPolicy",
@@ -48,8 +50,10 @@ __all__ = [
     "TraceRow",
     "cost_of",
     "costs_from_dict",
+    "format_bytes",
     "iter_simulate",
     "model_from_dict",
+    "model_solve_size",
     "model_to_dict",
     "ph_from_dict",
     "prepare",
@@ -62,4 +66,5 @@ __all__ = [
     "simulate_horizon",
     "solve",
     "solve_bruteforce",
+    "solve_size",
 ]

@@ -6,7 +6,7 @@ is a Kronecker product of the small matrices; small levels are kept dense, large
 CSR, and the full generator is never formed densely. Notation, mapped to the paper:
 
 - ``arrivals_by_admitted(mode, i)[a]``: sum of D_k^(mode) over the batch sizes k of which a pages are
-  admitted at level i (a = 0 collects D_0 and the batches lost whole); with partial admission these are
+  admitted at level i, a = 0..min(K-i, kmax) (a = 0 collects D_0 and the batches lost whole); with partial admission these are
   the Lemma's D_a and D(1) - sum_{r<K-i} D_r for the top block.
 - ``A(j) = S (+) Gamma^{(+)j}``: phases of service and of j waiting pages (the paper's A_j).
 - ``B(j)``: level j+1 -> j without arrivals (service completion S_0 beta with the head page's
@@ -108,12 +108,13 @@ class PreparedModel:
 
     # -- policy-independent pieces --------------------------------------------------------------
     def arrivals_by_admitted(self, mode: int, i: int) -> list[NDArray[np.float64]]:
-        """[sum of D_k^(mode) with a pages admitted at level i, for a = 0..K-i]."""
+        """[sum of D_k^(mode) with a pages admitted at level i, for a = 0..min(K-i, kmax)] (no batch admits
+        more than its kmax pages, so the list stops there: its length is O(kmax), not O(K))."""
         key = (mode, i)
         if key not in self._arrivals:
             bmap = self.model.arrivals[mode]
             free = self.K - i
-            out = [np.zeros((self.W, self.W)) for _ in range(free + 1)]
+            out = [np.zeros((self.W, self.W)) for _ in range(min(free, bmap.max_batch) + 1)]
             out[0] += bmap.D0
             for k, Dk in enumerate(bmap.D[1:], start=1):
                 out[self.model.admission.admitted(k, free)] += Dk
@@ -122,26 +123,26 @@ class PreparedModel:
 
     def gamma0_sum(self, j: int) -> Matrix:
         """Gamma_0^{(+)j}: R^j x R^{j-1}, one of j waiting pages expires."""
-        if j not in self._g0:
-            # Gamma_0^{(+)j} = Gamma_0^{(+)(j-1)} (x) I_R + I_{R^{j-1}} (x) Gamma_0
-            dense = self.dense(self.M * self.R**j)
+        # built upwards from the lowest missing j (a loop, not a recursion: K may exceed Python's stack)
+        for k in range(len(self._g0) + 1, j + 1):  # the cache holds 1..len, filled in order
+            # Gamma_0^{(+)k} = Gamma_0^{(+)(k-1)} (x) I_R + I_{R^{k-1}} (x) Gamma_0
+            dense = self.dense(self.M * self.R**k)
             g0 = self.Gamma0.reshape(-1, 1)
-            last = _kron(_eye(self.R ** (j - 1), dense), g0, dense)
-            total = last if j == 1 else _kron(self.gamma0_sum(j - 1), _eye(self.R, dense), dense) + last
-            self._g0[j] = total if dense else sp.csr_matrix(total)
+            last = _kron(_eye(self.R ** (k - 1), dense), g0, dense)
+            total = last if k == 1 else _kron(self._g0[k - 1], _eye(self.R, dense), dense) + last
+            self._g0[k] = total if dense else sp.csr_matrix(total)
         return self._g0[j]
 
     def A(self, j: int) -> Matrix:
         """S (+) Gamma^{(+)j}: dimension M R^j."""
-        if j not in self._A:
-            if j == 0:
-                self._A[0] = self.S.copy()
-            else:
-                prev = self.A(j - 1)
-                n = prev.shape[0]
-                dense = self.dense(n * self.R)
-                out = _kron(prev, _eye(self.R, dense), dense) + _kron(_eye(n, dense), self.Gamma, dense)
-                self._A[j] = out if dense else sp.csr_matrix(out)
+        if 0 not in self._A:
+            self._A[0] = self.S.copy()
+        for k in range(len(self._A), j + 1):  # the cache holds 0..len-1, filled in order
+            prev = self._A[k - 1]
+            n = prev.shape[0]
+            dense = self.dense(n * self.R)
+            out = _kron(prev, _eye(self.R, dense), dense) + _kron(_eye(n, dense), self.Gamma, dense)
+            self._A[k] = out if dense else sp.csr_matrix(out)
         return self._A[j]
 
     def B(self, j: int) -> Matrix:
@@ -227,9 +228,13 @@ class Blocks:
             return None
         return self.prepared.block(i, j, self.mode(i))
 
+    def max_jump(self) -> int:
+        """The most levels any batch moves the queue up under this policy: Q_{i,j} = 0 for j > i + max_jump."""
+        return max(self.prepared.max_jump(self.mode(i), i) for i in range(self.K + 1))
+
     def is_qbd(self) -> bool:
         """True when no level jumps up by more than one (ordinary arrivals, paper 000 Section 6)."""
-        return all(self.prepared.max_jump(self.mode(i), i) <= 1 for i in range(self.K + 1))
+        return self.max_jump() <= 1
 
     def full(self) -> sp.csr_matrix:
         """The whole generator, sparse."""

@@ -188,6 +188,7 @@ def _stationary_block(b: Blocks) -> tuple[NDArray[np.float64], ...]:
     K times the largest batch, not K^2.
     """
     K = b.K
+    jump = b.max_jump()  # Qbar_{i,l} = 0 for l > i + jump
     dims = [b.dim(i) for i in range(K + 1)]
     G: list[NDArray[np.float64]] = [np.zeros((0, 0))] * K
     Qbar: dict[tuple[int, int], NDArray[np.float64] | None] = {}
@@ -223,7 +224,7 @@ def _stationary_block(b: Blocks) -> tuple[NDArray[np.float64], ...]:
     F: list[NDArray[np.float64]] = [np.eye(dims[0])]
     for l in range(1, K + 1):
         acc = np.zeros((dims[0], dims[l]))
-        for i in range(l):
+        for i in range(max(0, l - jump), l):
             q = Qbar.get((i, l))
             if q is not None:
                 acc += F[i] @ q
@@ -291,9 +292,10 @@ def _stationary_sparse(b: Blocks) -> tuple[NDArray[np.float64], ...]:
 
 def _residual(b: Blocks, p: tuple[NDArray[np.float64], ...]) -> float:
     worst = abs(sum(float(x.sum()) for x in p) - 1.0)
+    jump = b.max_jump()  # Q_{i,j} = 0 for j > i + jump: O(K jump) blocks, not O(K^2)
     for j in range(b.K + 1):
         acc = np.zeros(b.dim(j))
-        for i in range(max(0, j - b.K), min(b.K, j + 1) + 1):
+        for i in range(max(0, j - jump), min(b.K, j + 1) + 1):
             blk = b.Q(i, j)
             if blk is not None:
                 acc += blk.T @ p[i]

@@ -18,6 +18,7 @@ from ._arrivals import ModeArrivals
 from ._bmap import BMAP
 from ._model import Admission, Costs, QueueModel
 from ._ph import PH
+from ._validate import as_matrix
 
 
 def _mapping(field: str, value: Any) -> Mapping[str, Any]:
@@ -44,16 +45,13 @@ def ph_from_dict(field: str, value: Any, *, vector: str = "beta", matrix: str = 
     d = _mapping(field, value)
     if "rate" in d:
         _reject_unknown(field, d, {"rate"})
-        rate = d["rate"]
-        if isinstance(rate, bool) or not isinstance(rate, int | float):
-            raise InputError(f"{field}.rate", f"must be a number, got {rate!r}", "e.g. rate: 1.5")
-        return PH.exponential(float(rate), field=field)
+        return PH.exponential(_number(f"{field}.rate", d["rate"], "rate: 1.5"), field=field)
     if "mean" in d:
         _reject_unknown(field, d, {"mean"})
-        mean = d["mean"]
-        if isinstance(mean, bool) or not isinstance(mean, int | float) or not mean > 0:
+        mean = _number(f"{field}.mean", d["mean"], "mean: 5")
+        if not mean > 0:
             raise InputError(f"{field}.mean", f"must be a positive number of seconds, got {mean!r}", "e.g. mean: 5")
-        return PH.exponential(1.0 / float(mean), field=field)
+        return PH.exponential(1.0 / mean, field=field)
     _reject_unknown(field, d, {vector, matrix})
     v = _require(field, d, vector, f"give {vector}: [...] and {matrix}: [[...]], or rate: x for an exponential law")
     M = _require(field, d, matrix, f"give {matrix}: [[...]] next to {vector}")
@@ -77,10 +75,65 @@ def _bmap(field: str, value: Any) -> BMAP:
     return BMAP(mats, field)
 
 
+#: Most phases of the directing process that ``rule: independent`` may build (the Kronecker product of the
+#: robots' orders): a level of the solve holds this many states times the service phases, so a larger one
+#: cannot be solved in memory anyway.
+MAX_INDEPENDENT_PHASES = 1024
+
+
+def _list(field: str, value: Any, what: str, example: str) -> list[Any]:
+    if not isinstance(value, list | tuple) or not value:
+        raise InputError(field, f"must be a non-empty list of {what}, got {_kind(value)}", f"e.g. {example}")
+    return list(value)
+
+
+def _kind(value: Any) -> str:
+    """A value's type for an error message: a list, a number 5, the text 'x' (short values shown)."""
+    if isinstance(value, str):
+        return f"the text {value[:40]!r}"
+    if isinstance(value, bool) or value is None:
+        return repr(value)
+    if isinstance(value, int | float):
+        return f"the number {value!r}" if len(repr(value)) <= 40 else "a number"
+    return f"a {type(value).__name__}"
+
+
+def _number(field: str, value: Any, example: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InputError(field, f"must be a number, got {_kind(value)}", f"e.g. {example}")
+    try:
+        x = float(value)
+    except OverflowError as exc:
+        raise InputError(field, "is too large", f"e.g. {example}") from exc
+    if not np.isfinite(x):
+        raise InputError(field, f"must be finite, got {x}", f"e.g. {example}")
+    return x
+
+
+def _whole(field: str, value: Any, minimum: int, example: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(field, f"must be a whole number >= {minimum}, got {_kind(value)}", f"e.g. {example}")
+    if value < minimum:
+        raise InputError(field, f"must be >= {minimum}, got {value}", f"e.g. {example}")
+    return value
+
+
+def _matrix_list(field: str, value: Any, shape: tuple[int, int]) -> list[np.ndarray]:
+    """A list of numeric matrices, each of ``shape``."""
+    out = []
+    for k, m in enumerate(_list(field, value, "matrices", "[[[0.5]], [[0.1]]]")):
+        A = as_matrix(f"{field}[{k}]", m)
+        if A.shape != shape:
+            raise InputError(f"{field}[{k}]", f"has shape {A.shape}, but D0 has {shape}",
+                             "every matrix of the marked process has the order of D0")
+        out.append(A)
+    return out
+
+
 def _mode_key(field: str, key: Any) -> int:
     try:
         mode = int(key)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise InputError(f"{field}.{key}", "is not a number of robots", "use keys 1, 2, 3, ...") from exc
     if str(mode) != str(key).strip() or mode < 0:
         raise InputError(f"{field}.{key}", "is not a whole number of robots >= 0", "use keys 1, 2, 3, ...")
@@ -98,24 +151,37 @@ def arrivals_from_dict(field: str, value: Any) -> ModeArrivals:
     if rule == "linear":
         _reject_unknown(field, d, {"rule", "base", "modes", "base_mode"})
         base = _bmap(f"{field}.base", _require(field, d, "base", "give base: [D_0, D_1, ...]"))
-        modes = _require(field, d, "modes", "give modes: [1, 2, 3, 4]")
-        if not isinstance(modes, list) or not modes:
-            raise InputError(f"{field}.modes", "must be a non-empty list of robot counts", "e.g. modes: [1, 2, 3, 4]")
-        return ModeArrivals.linear(base, [_mode_key(f"{field}.modes", m) for m in modes],
-                                   base_mode=int(d.get("base_mode", 1)))
+        modes = _list(f"{field}.modes", _require(field, d, "modes", "give modes: [1, 2, 3, 4]"), "robot counts",
+                      "modes: [1, 2, 3, 4]")
+        base_mode = _whole(f"{field}.base_mode", d.get("base_mode", 1), 1, "base_mode: 1")
+        return ModeArrivals.linear(base, [_mode_key(f"{field}.modes", m) for m in modes], base_mode=base_mode)
     if rule == "thinning":
         _reject_unknown(field, d, {"rule", "base", "q"})
         base = _bmap(f"{field}.base", _require(field, d, "base", "give base: [D_0, D_1, ...]"))
-        return ModeArrivals.thinning(base, _require(field, d, "q", "give q: [q_1, ..., 1]"))
+        q = _list(f"{field}.q", _require(field, d, "q", "give q: [q_1, ..., 1]"), "probabilities", "q: [0.5, 1]")
+        return ModeArrivals.thinning(base, [_number(f"{field}.q[{j}]", x, "q: [0.5, 1]") for j, x in enumerate(q)])
     if rule == "independent":
         _reject_unknown(field, d, {"rule", "robots"})
-        robots = _require(field, d, "robots", "give robots: [BMAP of robot 1, BMAP of robot 2, ...]")
-        return ModeArrivals.independent([_bmap(f"{field}.robots[{j}]", b) for j, b in enumerate(robots)])
+        robots = _list(f"{field}.robots", _require(field, d, "robots", "give robots: [BMAP of robot 1, ...]"),
+                       "BMAPs, one per robot", "robots: [[D_0, D_1], [D_0, D_1]]")
+        bmaps = [_bmap(f"{field}.robots[{j}]", b) for j, b in enumerate(robots)]
+        phases = 1
+        for b in bmaps:
+            phases *= b.order
+            if phases > MAX_INDEPENDENT_PHASES:
+                raise InputError(f"{field}.robots", f"{len(bmaps)} robots of orders "
+                                 f"{', '.join(str(b.order) for b in bmaps)} make a directing process of more than "
+                                 f"{MAX_INDEPENDENT_PHASES} phases (the product of the orders)",
+                                 "use fewer or simpler robots, or rule: linear")
+        return ModeArrivals.independent(bmaps)
     if rule == "marked":
         _reject_unknown(field, d, {"rule", "D0", "robots"})
-        D0 = np.asarray(_require(field, d, "D0", "give D0: [[...]]"), dtype=float)
-        robots = _require(field, d, "robots", "give robots: [[D_1 of robot 1, D_2 of robot 1], ...]")
-        return ModeArrivals.marked(D0, [[np.asarray(m, dtype=float) for m in r] for r in robots])
+        D0 = as_matrix(f"{field}.D0", _require(field, d, "D0", "give D0: [[...]]"))
+        robots = _list(f"{field}.robots", _require(field, d, "robots",
+                                                   "give robots: [[D_1 of robot 1, D_2 of robot 1], ...]"),
+                       "robots, each a list of matrices D_1, D_2, ...", "robots: [[[[0.5]]], [[[0.2]]]]")
+        return ModeArrivals.marked(D0, [_matrix_list(f"{field}.robots[{j}]", r, D0.shape)
+                                        for j, r in enumerate(robots)])
     raise InputError(f"{field}.rule" if "rule" in d else f"{field}.per_mode",
                      "is missing or unknown" if "rule" in d else "is missing",
                      "give per_mode: {1: [D_0, D_1, ...], ...}, or base: [...] with rule: linear|thinning, "
@@ -130,8 +196,7 @@ def model_from_dict(value: Any, *, field: str = "model") -> QueueModel:
     d = _mapping(field, value)
     _reject_unknown(field, d, _MODEL_KEYS)
     capacity = _require(field, d, "capacity", "give capacity: K (pages in the system, the one in service included)")
-    if isinstance(capacity, bool) or not isinstance(capacity, int):
-        raise InputError(f"{field}.capacity", f"must be a whole number >= 1, got {capacity!r}", "e.g. capacity: 5")
+    capacity = _whole(f"{field}.capacity", capacity, 1, "capacity: 5")
     adm_text = d.get("admission", "partial")
     try:
         admission = Admission(adm_text)

@@ -61,13 +61,13 @@ def test_robots_shorthands() -> None:
 def test_environment_overrides_file_and_flags_override_environment(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     path.write_text("queue: {capacity: 5}\nrefit: {interval_s: 300}\nrobots: 4\n")
-    env = {"ROBOTCTL_REFIT_INTERVAL_S": "60", "ROBOTCTL_ROBOTS_IDS": "[a, b]", "ROBOTCTL_SERVER_TOKEN": "s3",
+    env = {"ROBOTCTL_REFIT_INTERVAL_S": "60", "ROBOTCTL_ROBOTS_IDS": "[a, b]", "ROBOTCTL_SERVER_TOKEN": "s3cret-s3cret-s3cret",
            "ROBOTCTL_CONFIG": "ignored", "HOME": "/"}
     cfg = load_config(path, environ=env, overrides={"server": {"port": 0}})
     assert cfg.refit.interval_s == 60.0
     assert cfg.robots.ids == (("a",), ("b",))
     assert cfg.robots.n == 4  # the file's count survives the env's ids
-    assert cfg.server.token == "s3"
+    assert cfg.server.token == "s3cret-s3cret-s3cret"
     assert cfg.server.port == 0
     assert cfg.to_dict()["server"]["token"] == "***"
 
@@ -113,3 +113,84 @@ def test_sidecar_defaults_match_code_defaults() -> None:
             if isinstance(expected, list | tuple):
                 expected = list(expected)
             assert value == expected, f"{section}.{key}: file says {value!r}, code default is {expected!r}"
+
+
+# -- issue 11, finding 1: the token, from the environment or a file, never lost, never echoed -------------
+GOOD_TOKEN = "k9Vb2-Qx7_Lm4Ns8Tp1Wz"
+
+
+def _server(env: dict[str, str], tmp_path: Path, text: str = "queue: {capacity: 5}\n") -> AgentConfig:
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    return load_config(path, environ=env)
+
+
+@pytest.mark.parametrize("value", ["null", "~", "", "Null", " "])
+def test_an_environment_token_of_null_does_not_switch_auth_off(tmp_path: Path, value: str) -> None:
+    with pytest.raises(InputError) as info:
+        _server({"ROBOTCTL_SERVER_TOKEN": value}, tmp_path)
+    assert "ROBOTCTL_SERVER_TOKEN" in info.value.field
+    assert "unset" in info.value.hint
+
+
+@pytest.mark.parametrize("token", ["k9Vb2-Qx7_Lm4Ns8 #not-a-comment", "k9Vb2-Qx7_Lm4Ns8#x", "[k9Vb2-Qx7_Lm4Ns8]",
+                                   "'k9Vb2-Qx7_Lm4Ns8'", "k9Vb2: Qx7_Lm4Ns8",
+                                   "123456789012345678901"])
+def test_an_environment_token_is_taken_verbatim(tmp_path: Path, token: str) -> None:
+    assert _server({"ROBOTCTL_SERVER_TOKEN": token}, tmp_path).server.token == token
+
+
+@pytest.mark.parametrize(("where", "secret"), [("file", "123456789012345678901"), ("env", "12345"),
+                                               ("env", "short5"), ("file", "true"), ("file", "[a, b]")])
+def test_a_bad_token_is_refused_without_echoing_it(tmp_path: Path, where: str, secret: str) -> None:
+    env = {"ROBOTCTL_SERVER_TOKEN": secret} if where == "env" else {}
+    text = "queue: {capacity: 5}\n" + (f"server: {{token: {secret}}}\n" if where == "file" else "")
+    with pytest.raises(InputError) as info:
+        _server(env, tmp_path, text)
+    assert "server.token" in info.value.field
+    assert secret not in str(info.value)
+
+
+def test_a_token_file_is_read_like_a_kubernetes_secret(tmp_path: Path) -> None:
+    secret = tmp_path / "token"
+    secret.write_text(GOOD_TOKEN + "\n")
+    cfg = _server({"ROBOTCTL_SERVER_TOKEN_FILE": str(secret)}, tmp_path)
+    assert cfg.server.token == GOOD_TOKEN
+    assert cfg.to_dict()["server"]["token"] == "***"
+    cfg = _server({}, tmp_path, f"queue: {{capacity: 5}}\nserver: {{token_file: {secret}}}\n")
+    assert cfg.server.token == GOOD_TOKEN
+    for env, field in [({"ROBOTCTL_SERVER_TOKEN_FILE": str(tmp_path / "missing")}, "server.token_file"),
+                       ({"ROBOTCTL_SERVER_TOKEN_FILE": str(secret), "ROBOTCTL_SERVER_TOKEN": GOOD_TOKEN},
+                        "server.token_file")]:
+        with pytest.raises(InputError) as info:
+            _server(env, tmp_path)
+        assert field in info.value.field
+    (tmp_path / "empty").write_text("\n")
+    with pytest.raises(InputError, match="empty"):
+        _server({"ROBOTCTL_SERVER_TOKEN_FILE": str(tmp_path / "empty")}, tmp_path)
+
+
+@pytest.mark.parametrize(("host", "token", "opt_out", "refused"), [
+    ("0.0.0.0", None, False, True),
+    ("0.0.0.0", None, True, True),  # the opt-out is for loopback only
+    ("::", None, False, True),
+    ("192.168.1.5", None, False, True),
+    ("crawler.internal", None, True, True),
+    ("127.0.0.1", None, False, True),  # no token and no explicit opt-out
+    ("127.0.0.1", None, True, False),
+    ("localhost", None, True, False),
+    ("::1", None, True, False),
+    ("0.0.0.0", GOOD_TOKEN, False, False),
+])
+def test_without_a_token_the_agent_must_be_explicitly_loopback_only(host: str, token: str | None, opt_out: bool,
+                                                                    refused: bool) -> None:
+    cfg = AgentConfig.from_dict({"queue": {"capacity": 5},
+                                 "server": {"host": host, "token": token, "insecure_loopback": opt_out}})
+    if refused:
+        with pytest.raises(InputError) as info:
+            cfg.server.check_exposure()
+        assert info.value.field.startswith("server.token")
+        assert "ROBOTCTL_SERVER_TOKEN" in str(info.value) and "--generate-token" in str(info.value)
+        assert "\n" not in str(info.value)
+    else:
+        cfg.server.check_exposure()

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import gc
 import hmac
 import itertools
@@ -458,13 +459,34 @@ async def run_in_process(config: AgentConfig, *, clock: Clock | None = None,
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
-    """A listening TCP socket (port 0 picks a free one), so the real address is known before serving."""
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    """A listening TCP socket (port 0 picks a free one), so the real address is known before serving.
+
+    Raises
+    ------
+    InputError
+        ``server.host`` that does not resolve or is not an address of this machine, ``server.port`` in use
+        or privileged.
+    """
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise InputError("server.host", f"{host!r} cannot be resolved ({getattr(exc, 'strerror', None) or exc})",
+                         "give an address of this machine, e.g. 127.0.0.1 or 0.0.0.0") from exc
     family, _, _, _, addr = infos[0]
     sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(addr)
-    sock.listen(1024)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(addr)
+        sock.listen(1024)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise InputError("server.port", f"{port} on {host} is in use by another process",
+                             "stop it, or choose another port (0 picks a free one)") from exc
+        if exc.errno == errno.EACCES:
+            raise InputError("server.port", f"{port} needs privileges to bind", "use a port above 1023") from exc
+        raise InputError("server.host", f"{host} cannot be bound ({exc.strerror})",
+                         "give an address of this machine, e.g. 127.0.0.1 or 0.0.0.0") from exc
     sock.setblocking(False)
     return sock
 

@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from robotctl import InputError
+
 LOG = logging.getLogger("robotctl.agent.log")
 
 PREFIX = "deliveries-"
@@ -53,6 +55,31 @@ class Durability(enum.Enum):
     INTERVAL = "interval"
     #: never fsync explicitly
     NEVER = "never"
+
+
+def check_directory(directory: str | Path, *, create: bool = True, field: str = "log.dir") -> None:
+    """Refuse a log directory that cannot hold the log: a file, unwritable, or impossible to create
+    (``create=False`` checks without creating anything, as ``robotctl serve --check`` does)."""
+    path = Path(directory)
+    if path.exists() and not path.is_dir():
+        raise InputError(field, f"{directory} is a file, not a directory", "point log.dir at a directory (or a "
+                         "path to create)")
+    if not path.exists():
+        parent = next((p for p in path.parents if p.exists()), Path("."))
+        if not parent.is_dir():
+            raise InputError(field, f"{directory} cannot be created: {parent} is a file", "point log.dir elsewhere")
+        if not create:
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise InputError(field, f"{directory} cannot be created: {parent} is not writable",
+                                 "create it, or point log.dir at a writable place")
+            return
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(field, f"{directory} cannot be created ({exc.strerror})",
+                             "create it, or point log.dir at a writable place") from exc
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise InputError(field, f"{directory} is not writable by this user", "fix its owner or permissions")
 
 
 def segment_name(seq: int) -> str:

@@ -2,26 +2,31 @@
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import sys
 from typing import Any
 
 from ._args import port
-from ._parser import Formatter
+from ._parser import Formatter, lazy
 
 EPILOG = """\
 The configuration is YAML (config/sidecar.yaml documents every key); every key can be overridden by an
 environment variable ROBOTCTL_<SECTION>_<KEY>, e.g. ROBOTCTL_SERVER_PORT=9000 or
 ROBOTCTL_REFIT_INTERVAL_S=60, and the flags below override both. Unknown keys are errors.
 
+Every endpoint but /healthz, /readyz and /metrics needs the bearer token (server.token, server.token_file,
+ROBOTCTL_SERVER_TOKEN or ROBOTCTL_SERVER_TOKEN_FILE). Without one the agent refuses to start, unless it
+listens on a loopback address and server.insecure_loopback is true. --generate-token makes a token for this
+run and prints it once, after the address.
+
 The first line on standard output is the address the agent listens on (useful with --port 0).
 SIGTERM or SIGINT stops it gracefully: stop accepting, tell robots their default state, flush the log.
-Exit codes: 0 after a graceful stop, 2 for an invalid configuration (one line naming the key).
+Exit codes: 0 after a graceful stop, 2 for an invalid configuration (one line naming the key): no token,
+a port in use, a host that does not resolve, a log.dir that is a file, a queue.capacity or
+refit.max_samples that cannot fit in this machine's memory (with the estimate).
 
 example:
-  robotctl serve --config config/sidecar.yaml --port 0 --log-dir var/robotctl
+  robotctl serve --config config/sidecar.yaml --port 0 --log-dir var/robotctl --generate-token
+  ROBOTCTL_SERVER_TOKEN_FILE=/run/secrets/robotctl-token robotctl serve --config config/sidecar.yaml
   robotctl serve --config config/sidecar.yaml --check --json    # validate and print the configuration
 """
 
@@ -39,48 +44,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--host", help="bind address (overrides server.host)")
     p.add_argument("--port", type=port, help="TCP port, 0 for any free port (overrides server.port)")
     p.add_argument("--log-dir", help="delivery log and state directory (overrides log.dir)")
+    p.add_argument("--generate-token", action="store_true",
+                   help="make a random bearer token for this run and print it once (refused when a token is "
+                        "configured)")
     p.add_argument("--check", action="store_true", help="validate the configuration, print it and exit")
     p.add_argument("--json", action="store_true", help="with --check: print the configuration as JSON; "
-                   "otherwise: announce the address as a JSON line {\"url\": ...}")
-    p.set_defaults(func=run)
+                   "otherwise: announce the address as a JSON line {\"url\": ...} (and \"token\" with "
+                   "--generate-token)")
+    p.set_defaults(func=lazy("robotctl.cli._run_serve", "run_serve"))
 
-
-
-
-def run(args: argparse.Namespace) -> int:
-    from robotctl.agent.config import load_config
-
-    overrides: dict[str, dict[str, Any]] = {}
-    if args.host is not None:
-        overrides.setdefault("server", {})["host"] = args.host
-    if args.port is not None:
-        overrides.setdefault("server", {})["port"] = args.port
-    if args.log_dir is not None:
-        overrides.setdefault("log", {})["dir"] = args.log_dir
-    config = load_config(args.config, overrides=overrides)
-    if args.check:
-        d = config.to_dict()
-        if args.json:
-            print(json.dumps(d, indent=2))
-        else:
-            for section, values in d.items():
-                print(f"{section}:")
-                for k, v in values.items():
-                    print(f"  {k}: {json.dumps(v)}")
-        return 0
-
-    from robotctl.agent.app import serve
-
-    def announce(url: str) -> None:
-        print(json.dumps({"url": url}) if args.json else f"robotctl: listening on {url}", flush=True)
-
-    import logging
-
-    if not logging.getLogger().isEnabledFor(logging.INFO):
-        logging.getLogger("robotctl").setLevel(logging.INFO)
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
-        logging.getLogger("robotctl").addHandler(handler)
-        logging.getLogger("robotctl").propagate = False
-    serve(config, announce=announce)
-    return 0

@@ -156,7 +156,7 @@ async def test_body_over_the_limit_gets_413(config_factory: Callable[..., AgentC
 
 
 async def test_token_guards_every_mutating_endpoint(config_factory: Callable[..., AgentConfig]) -> None:
-    cfg = config_factory(server={"token": "s3cret"}, robots={"allow_unregistered": True})
+    cfg = config_factory(server={"token": "s3cret-s3cret-s3cret"}, robots={"allow_unregistered": True})
     async with run_in_process(cfg) as (url, app), aiohttp.ClientSession() as s:
         for path in ("/v1/deliveries", "/v1/completions", "/v1/obsolete", "/v1/queue", "/v1/robots",
                      "/v1/refit"):
@@ -172,7 +172,7 @@ async def test_token_guards_every_mutating_endpoint(config_factory: Callable[...
             status, _ = await _get(s, url + path)
             assert status == 200, path
         status, ack = await _post(s, url + "/v1/deliveries", {"robot": "any", "pages": 1},
-                                  headers={"Authorization": "Bearer s3cret"})
+                                  headers={"Authorization": "Bearer s3cret-s3cret-s3cret"})
         assert status == 200 and ack["accepted"] == 1
         assert app[AGENT].totals.deliveries == 1
 

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def _write_config(tmp_path: Path, fsync: str, startup: str = "all") -> Path:
     path = tmp_path / "agent.yaml"
     path.write_text(
-        "server: {host: 127.0.0.1, port: 0}\n"
+        "server: {host: 127.0.0.1, port: 0, insecure_loopback: true}\n"
         "queue: {capacity: 50}\n"
         "robots: {count: 2, allow_unregistered: true}\n"
         f"policy: {{startup: {startup}}}\n"
@@ -173,9 +173,49 @@ def test_bad_configuration_exits_2_naming_the_key(tmp_path: Path) -> None:
 
 
 def test_check_prints_the_configuration(tmp_path: Path) -> None:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), ROBOTCTL_SERVER_TOKEN="t0k", ROBOTCTL_REFIT_INTERVAL_S="60")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), ROBOTCTL_SERVER_TOKEN="t0k-t0k-t0k-t0k-t0k", ROBOTCTL_REFIT_INTERVAL_S="60")
     out = subprocess.run([sys.executable, "-m", "robotctl.cli", "serve", "--config", "config/sidecar.yaml", "--check",
                           "--json", "--port", "0"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
     assert d["refit"]["interval_s"] == 60.0 and d["server"]["port"] == 0 and d["server"]["token"] == "***"
+
+
+async def test_generate_token_prints_it_once_and_the_agent_requires_it(tmp_path: Path) -> None:
+    """Issue 11, finding 1: ``robotctl serve --generate-token`` makes the token and prints it once; without the
+    token nobody moves the robots."""
+    config = tmp_path / "agent.yaml"
+    config.write_text("server: {host: 127.0.0.1, port: 0}\nqueue: {capacity: 5}\n"
+                      f"robots: {{count: 1, allow_unregistered: true}}\nlog: {{dir: {tmp_path / 'log'}}}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROBOTCTL_")}
+    env.update(PYTHONPATH=str(ROOT), OPENBLAS_NUM_THREADS="1")
+    proc = subprocess.Popen([sys.executable, "-m", "robotctl.cli", "serve", "--config", str(config), "--json",
+                             "--generate-token"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        first = json.loads(await asyncio.get_running_loop().run_in_executor(None, proc.stdout.readline))
+        url, token = first["url"], first["token"]
+        assert len(token) >= 43
+        async with aiohttp.ClientSession() as s:
+            for headers in ({}, {"Authorization": "Bearer " + token[:-1] + "x"}):
+                async with s.post(url + "/v1/queue", json={"length": 5}, headers=headers) as r:
+                    assert r.status == 401
+            async with s.post(url + "/v1/queue", json={"length": 5},
+                              headers={"Authorization": f"Bearer {token}"}) as r:
+                assert r.status == 200
+        proc.send_signal(signal.SIGTERM)
+        out, err = await asyncio.get_running_loop().run_in_executor(None, proc.communicate, None, 30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    assert token.encode() not in out + err  # printed once, in the first line only
+
+
+def test_a_generated_token_is_refused_next_to_a_configured_one(tmp_path: Path) -> None:
+    config = tmp_path / "agent.yaml"
+    config.write_text(f"queue: {{capacity: 5}}\nlog: {{dir: {tmp_path / 'log'}}}\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), ROBOTCTL_SERVER_TOKEN="k9Vb2-Qx7_Lm4Ns8Tp1Wz")
+    out = subprocess.run([sys.executable, "-m", "robotctl.cli", "serve", "--config", str(config), "--check",
+                          "--generate-token"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
+    assert out.returncode == 2 and "--generate-token" in out.stderr and "k9Vb2" not in out.stderr

@@ -151,7 +151,7 @@ def test_serve_with_a_log_dir_that_is_a_file(tmp_path: Path, check: bool) -> Non
 
 SERVE_CHECK_CASES: list[tuple[str, str, Callable[[str], bool]]] = [
     ("queue: {capacity: 1000000000}\n", "queue.capacity", lambda e: "memory" in e),
-    ("queue: {capacity: 5}\nrefit: {max_samples: 1e10}\n", "refit.max_samples", lambda e: "memory" in e),
+    ("queue: {capacity: 5}\nrefit: {max_samples: 1.0e+10}\n", "refit.max_samples", lambda e: "memory" in e),
     ("queue: {capacity: 5}\nserver: {host: 0.0.0.0}\n", "server.token", lambda e: "ROBOTCTL_SERVER_TOKEN" in e),
 ]
 

@@ -181,6 +181,9 @@ class RoutingStatus(enum.Enum):
     CERTIFIED = 1
     #: Howard's iteration hit its limit: the value is an upper bound
     NOT_CONVERGED = 2
+    #: every sequence searched has infinite cost (a server whose cost grows faster than linearly is
+    #: left unused by every period searched): allow longer periods
+    NO_FINITE_COST = 3
 
 
 @dataclass(frozen=True)
@@ -262,6 +265,11 @@ def _all_sequences(M: int, n: int, chunk: int = 1 << 16) -> Any:
         yield (codes[:, None] // powers) % M
 
 
+def _infinite(method: str, P: int, by_period: list[tuple[int, float]], evals: int) -> RoutingResult:
+    return RoutingResult(False, RoutingStatus.NO_FINITE_COST, f"no sequence of period <= {P} has a finite cost",
+                         (), math.inf, method, P, by_period=tuple(by_period), evaluations=evals)
+
+
 def _enumerate(costs: ServerCosts, P: int) -> RoutingResult:
     M = costs.servers
     if sum(M**n for n in range(1, P + 1)) > ENUMERATE_LIMIT:
@@ -281,6 +289,8 @@ def _enumerate(costs: ServerCosts, P: int) -> RoutingResult:
         by_period.append((n, bn[0]))
         if bn[0] < best[0] - 1e-13:
             best = bn
+    if not math.isfinite(best[0]):
+        return _infinite("enumerate", P, by_period, evals)
     return RoutingResult(True, RoutingStatus.OPTIMAL, f"every sequence of period <= {P}", primitive(best[1]),
                          best[0], "enumerate", P, by_period=tuple(by_period), evaluations=evals)
 
@@ -307,6 +317,8 @@ def _local(costs: ServerCosts, P: int) -> RoutingResult:
         by_period.append((n, res.value))
         if res.value < best[0] - 1e-13:
             best = (res.value, tuple(v - 1 for v in res.x))
+    if not math.isfinite(best[0]):
+        return _infinite("local", P, by_period, evals)
     return RoutingResult(True, RoutingStatus.OPTIMAL,
                          f"multimodular local search (Theorem 4.2) for every period <= {P}", primitive(best[1]),
                          best[0], "local", P, by_period=tuple(by_period), evaluations=evals)

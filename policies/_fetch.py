@@ -267,6 +267,35 @@ class FetchLaw:
 _FORMS = "{rate: x}, {mean: x}, {beta: [...], S: [[...]]}, {constant: x}, {samples: [...]}, {D0, D1} or {Q, rates}"
 
 
+def map_from_dict(value: Any, *, field: str = "arrivals") -> BMAP:
+    """A MAP from ``{rate: x}`` (Poisson), ``{D0: [[...]], D1: [[...]]}``, ``{Q: [[...]], rates: [...]}``
+    (MMPP) or the model file's list ``[D0, D1]``."""
+    if isinstance(value, list | tuple):
+        if len(value) != 2:
+            raise InputError(field, f"lists {len(value)} matrices", "a MAP is [D0, D1]")
+        value = {"D0": value[0], "D1": value[1]}
+    if not isinstance(value, Mapping):
+        raise InputError(field, f"must be a mapping, got {type(value).__name__}",
+                         "write {rate: x}, {D0: [[...]], D1: [[...]]} or {Q: [[...]], rates: [...]}")
+    keys = set(value)
+    try:
+        if keys == {"rate"}:
+            rate = value["rate"]
+            if isinstance(rate, bool) or not isinstance(rate, int | float):
+                raise InputError(f"{field}.rate", f"must be a number, got {rate!r}", "e.g. rate: 1.5")
+            return BMAP.poisson(float(rate), field=field)
+        if keys == {"D0", "D1"}:
+            return BMAP((np.asarray(value["D0"], dtype=float), np.asarray(value["D1"], dtype=float)), field)
+        if keys == {"Q", "rates"}:
+            return mmpp(value["Q"], value["rates"], field=field)
+    except InputError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise InputError(field, f"is not numeric ({exc})", "write lists of numbers") from exc
+    raise InputError(field, f"has keys {sorted(map(str, keys))}",
+                     "write {rate: x}, {D0: [[...]], D1: [[...]]} or {Q: [[...]], rates: [...]}")
+
+
 def fetch_law_from_dict(value: Any, *, field: str = "fetch_time") -> FetchLaw:
     """A :class:`FetchLaw` from one of the forms in the module docstring (a parsed YAML mapping)."""
     if not isinstance(value, Mapping):
@@ -276,25 +305,12 @@ def fetch_law_from_dict(value: Any, *, field: str = "fetch_time") -> FetchLaw:
         return FetchLaw.constant(value["constant"], field=f"{field}.constant")
     if keys == {"samples"}:
         return FetchLaw.from_samples(value["samples"], field=f"{field}.samples")
-    if keys == {"D0", "D1"}:
-        try:
-            bmap = BMAP((np.asarray(value["D0"], dtype=float), np.asarray(value["D1"], dtype=float)), field)
-        except (TypeError, ValueError) as exc:
-            if isinstance(exc, InputError):
-                raise
-            raise InputError(field, f"D0 or D1 is not a numeric matrix ({exc})", "write lists of rows") from exc
-        return FetchLaw.from_map(bmap, field=field)
-    if keys == {"Q", "rates"}:
-        try:
-            return FetchLaw.from_map(mmpp(value["Q"], value["rates"], field=field), field=field)
-        except (TypeError, ValueError) as exc:
-            if isinstance(exc, InputError):
-                raise
-            raise InputError(field, f"Q or rates is not numeric ({exc})", "write lists of numbers") from exc
+    if keys in ({"D0", "D1"}, {"Q", "rates"}):
+        return FetchLaw.from_map(map_from_dict(value, field=field), field=field)
     if keys & {"rate", "mean", "beta", "S"}:
         return FetchLaw.from_ph(ph_from_dict(field, value))
     raise InputError(field, f"has keys {sorted(map(str, keys))}", f"write one of {_FORMS}")
 
 
-__all__ = ["FetchKind", "FetchLaw", "fetch_law_from_dict", "map_embedded", "map_power_sums", "map_transform",
-           "mmpp"]
+__all__ = ["FetchKind", "FetchLaw", "fetch_law_from_dict", "map_embedded", "map_from_dict", "map_power_sums",
+           "map_transform", "mmpp"]

@@ -67,6 +67,7 @@ from .config import AgentConfig
 from .core import Agent
 from .metrics import AgentMetrics
 from .refit import RefitInput, RefitLoop, RefitOutcome, cancel_and_wait, compute_refit
+from .revisit import install as install_revisit
 
 LOG = logging.getLogger("robotctl.agent.app")
 
@@ -423,6 +424,7 @@ def create_app(config: AgentConfig, *, registry: CollectorRegistry | None = None
     r.add_get("/healthz", _healthz)
     r.add_get("/readyz", _readyz)
     r.add_get("/metrics", make_aiohttp_handler(registry))
+    install_revisit(app, config, clock, agent.known_robot)  # revisit.pages set: /v1/robots/{id}/next, /v1/revisit
     return app
 
 

@@ -90,7 +90,7 @@ def map_embedded(bmap: BMAP) -> tuple[NDArray[np.float64], NDArray[np.float64], 
 def map_transform(bmap: BMAP, mu: float) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """(q, P) with P = f*(mu) = (mu I - C)^{-1} D, so that E exp(-mu sum_{k<=n} tau_k) = q P^n e."""
     q, C, D = map_embedded(bmap)
-    P = np.linalg.solve(mu * np.eye(C.shape[0]) - C, D)
+    P = np.asarray(np.linalg.solve(mu * np.eye(C.shape[0]) - C, D), dtype=np.float64)
     return q, P
 
 

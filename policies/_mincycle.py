@@ -124,7 +124,7 @@ def min_mean_cycle(successors: NDArray[np.int64], costs: NDArray[np.float64], st
         break
     succ = safe_succ[rows, policy]
     seen: dict[int, int] = {}
-    s, path = int(start), []
+    s, path = int(start), list[int]()
     while s not in seen:
         seen[s] = len(path)
         path.append(s)

@@ -19,6 +19,8 @@ example:
   robotctl route --arrival-rate 1 --service-rates 1,2.4
       below mu_2 = 1 + sqrt 2 = 2.414 the best period is 1 2; above it, 1 2 2 (paper 003, Section 5)
   robotctl route --arrivals mmpp.yaml --service-rates 1,2,4 --max-period 16 --json
+  robotctl route --arrival-rate 1 --service-rates 1,2,4 --method mdp --certify
+      the bound raised to B* = 43: optimal over all open-loop policies, not only periods <= P
 
 The servers have no buffer and exponential service; the router sees nothing of their state, only
 where earlier packets went; a packet sent to a busy server preempts (loses) the one in service. The
@@ -27,8 +29,9 @@ cost is the fraction of packets lost (eq. 6), for Poisson, MMPP or MAP input.
 {rate: x} (Poisson); with --arrival-rate too, the process is rescaled in time to that rate.
 Methods: local (2 servers: the multimodular local search of Theorem 4.2 for every period <= P),
 enumerate (every sequence of period <= P), mdp (any number of servers: the exact minimum mean cycle of
-Section 3's MDP with every server used at least once in any P arrivals; says when the bound P is large
-enough to be optimal over all policies); auto: local for 2 servers, mdp otherwise.
+Section 3's MDP with every server used at least once in any P arrivals; its period can exceed P; it
+says when the bound is large enough, B >= B*, to be optimal over all policies, and --certify raises it
+there); auto: local for 2 servers, mdp otherwise.
 Exit status: 0 found, 1 no sequence has a finite cost or the MDP did not converge, 2 bad input.
 """
 
@@ -49,6 +52,8 @@ def register(sub: Any) -> None:
                    help="longest period searched (mdp: the bound on the distance between two packets sent to "
                         "one server)")
     p.add_argument("--method", choices=ROUTING_METHODS, default="auto", help="search method (see below)")
+    p.add_argument("--certify", action="store_true",
+                   help="mdp: raise the bound to the certificate B* so that the result is optimal over all policies")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=lazy("robotctl.cli._run_route", "run_route"))
 

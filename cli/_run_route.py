@@ -45,7 +45,7 @@ def render(res: RoutingResult, arrivals: BMAP, rates: tuple[float, ...]) -> str:
 
 def run_route(args: argparse.Namespace) -> int:
     arrivals = arrivals_of(args)
-    res = route(arrivals, args.service_rates, max_period=args.max_period, method=args.method)
+    res = route(arrivals, args.service_rates, max_period=args.max_period, method=args.method, certify=args.certify)
     if args.json:
         print(json.dumps(res.to_dict(arrivals.rate), indent=2))
     else:

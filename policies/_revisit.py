@@ -484,7 +484,8 @@ def plan_revisits(change_rates: ArrayLike, law: FetchLaw, weights: ArrayLike | N
     lengths_tried : int
         Cycle lengths tried, from the shortest that gives every page with f_i > 0 at least
         f_i F >= 1 accesses: consecutive Fibonacci numbers for ``golden``, that length times powers of
-        phi for ``weighted``; the cheapest (exact cost) is kept.
+        phi for ``weighted``; the cheapest (exact cost) is kept. The search stops early after three
+        lengths in a row that improve the best cost by less than a relative 1e-5.
     """
     if policy not in REVISIT_POLICIES:
         raise InputError("policy", f"is {policy!r}", f"use one of: {', '.join(REVISIT_POLICIES)}")
@@ -516,13 +517,17 @@ def plan_revisits(change_rates: ArrayLike, law: FetchLaw, weights: ArrayLike | N
             raise InputError("max_length", f"is {max_length}: no Fibonacci length between {n_pos} and it",
                              f"allow at least {next(F for _, F in fibonacci_lengths(n_pos, 10 * n_pos + 10))}")
         best: tuple[float, NDArray[np.int64], CyclicCost] | None = None
+        stale = 0
         for F in lengths[:lengths_tried]:
             counts = golden_counts(f, F)
             t = golden_template(counts) if policy == "golden" else weighted_template(counts)
             cc = cyclic_cost(t, mu, law, c)
             tried.append((F, cc.cost))
+            stale = 0 if best is None or cc.cost < best[0] * (1 - 1e-5) else stale + 1
             if best is None or cc.cost < best[0]:
                 best = (cc.cost, t, cc)
+            if stale == 3:  # three longer cycles in a row gained nothing that matters: stop
+                break
         assert best is not None
         _, template, tcost = best
         if status is PlanStatus.ROUNDED:

@@ -401,13 +401,17 @@ def optimal_routing(costs: ServerCosts, *, max_period: int = 12, method: str = "
     return _mdp(costs, max_period, certified_bound)
 
 
-def route(arrivals: BMAP, service_rates: ArrayLike, *, max_period: int = 12, method: str = "auto") -> RoutingResult:
+def route(arrivals: BMAP, service_rates: ArrayLike, *, max_period: int = 12, method: str = "auto",
+          certify: bool = False) -> RoutingResult:
     """Open-loop routing of a MAP (or Poisson, order 1) stream to exponential bufferless servers:
-    the periodic sequence minimising the fraction of packets lost (eq. 6)."""
+    the periodic sequence minimising the fraction of packets lost (eq. 6).
+
+    With ``certify`` (method ``mdp``) the distance bound is raised to the certificate B* when it is
+    larger than ``max_period`` and the MDP stays within :data:`MDP_STATE_LIMIT` states, so that the result
+    is optimal over all open-loop policies."""
     mu = check_service_rates(service_rates)
     if arrivals.max_batch != 1:
         raise InputError("arrivals", f"has batches up to {arrivals.max_batch}", "give a MAP: D0 and D1 only")
-    costs = ServerCosts.losses(arrivals, mu, max_period)
     certified = None
     chosen = method if method != "auto" else ("local" if mu.size == 2 else "mdp")
     if chosen == "mdp":
@@ -417,7 +421,15 @@ def route(arrivals: BMAP, service_rates: ArrayLike, *, max_period: int = 12, met
             return np.array([float(map_power_sums(q, P, [n])[0]) for q, P in qP])
 
         certified = certified_distance_bound(at, mu.size)
-    return optimal_routing(costs, max_period=max_period, method=method, certified_bound=certified)
+        if certify and certified is not None and certified > max_period:
+            if mdp_state_count(mu.size, certified) > MDP_STATE_LIMIT:
+                raise InputError("certify", f"needs the distance bound B* = {certified}: "
+                                 f"{mdp_state_count(mu.size, certified)} states", "drop --certify")
+            max_period = certified
+    elif certify:
+        raise InputError("certify", f"applies to method mdp, not {chosen}", "add --method mdp")
+    costs = ServerCosts.losses(arrivals, mu, max_period)
+    return optimal_routing(costs, max_period=max_period, method=chosen, certified_bound=certified)
 
 
 def switch_rate(arrival_rate: float, slow_rate: float, period: int) -> float:

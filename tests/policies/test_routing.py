@@ -131,16 +131,17 @@ def test_mdp_against_enumeration(rates: list[float]) -> None:
         assert mdp.cost == pytest.approx(enum.cost, rel=1e-10)
 
 
-def test_mdp_certificate_holds_when_the_bound_grows() -> None:
-    """With B >= B* (the proof of Theorem 3.1) the MDP says CERTIFIED, and larger bounds find nothing
-    better."""
-    res = route(POISSON, [1.0, 2.0, 4.0], max_period=12, method="mdp")
-    assert res.certified_bound is not None
-    if res.certified_bound > 12:
-        res = route(POISSON, [1.0, 2.0, 4.0], max_period=res.certified_bound, method="mdp")
-    assert res.status is RoutingStatus.CERTIFIED
-    bigger = route(POISSON, [1.0, 2.0, 4.0], max_period=res.certified_bound + 8, method="mdp")
+@pytest.mark.parametrize(("arrivals", "rates"), [(POISSON, [1.0, 2.0, 4.0]), (POISSON, [1.0, 5.0]),
+                                             (mmpp([[-0.2, 0.2], [0.5, -0.5]], [3.0, 0.3]), [1.0, 3.0])])
+def test_mdp_certificate_holds_when_the_bound_grows(arrivals: BMAP, rates: list[float]) -> None:
+    """With B >= B* (the proof of Theorem 3.1) the MDP says CERTIFIED, and much larger bounds find
+    nothing better."""
+    res = route(arrivals, rates, max_period=6, method="mdp", certify=True)
+    assert res.status is RoutingStatus.CERTIFIED and res.max_period == res.certified_bound
+    bigger = route(arrivals, rates, max_period=res.max_period + 15, method="mdp")
     assert bigger.cost == pytest.approx(res.cost, rel=1e-12)
+    with pytest.raises(InputError, match="mdp"):
+        route(arrivals, rates, method="enumerate", certify=True)
 
 
 def test_state_count() -> None:

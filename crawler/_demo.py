@@ -312,7 +312,7 @@ async def run_crawl(config: DemoConfig, *, kind: str = "robotctl", static: int |
         try:
             while True:
                 now = loop.time()
-                snap = agent.holder.current
+                snap = agent.policy
                 key = tuple(snap.policy.robots_at_level)
                 if spans:
                     lo, hi = max(last_policy_t, warm_end), now
@@ -349,7 +349,7 @@ async def run_crawl(config: DemoConfig, *, kind: str = "robotctl", static: int |
         await _quiesce_refits(app)
         if view is not None:
             view.finish()
-        snap = agent.holder.current
+        snap = agent.policy
         totals = status.get("totals", {})
         idx = indexer.totals
         counts = {
@@ -395,26 +395,16 @@ async def run_crawl(config: DemoConfig, *, kind: str = "robotctl", static: int |
 
 
 async def _quiesce_refits(app: Any, *, limit_s: float = 120.0) -> None:
-    """Let no new refit start and wait for a running one to end before the agent shuts down.
-
-    Works around a hang at shutdown: on Python 3.11 ``asyncio.wait_for`` (which the agent's refit uses)
-    can swallow the cancellation that stops the refit loop when the refit ends at the same moment; the
-    loop then sleeps on and the agent's cleanup waits for it forever.
-    """
+    """Let no new refit start and wait (up to ``limit_s``) for a running one to end, so that the report
+    reads the policy in force at the end of the run and the agent's shutdown abandons no refit half-way."""
     from robotctl.agent.app import REFIT
 
-    refit = app[REFIT]
-    refit.interval_s = math.inf
-    refit.drift = lambda now, snapshot: None
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + limit_s
-    while refit.record.running and loop.time() < deadline:
-        await asyncio.sleep(0.05)
+    await app[REFIT].quiesce(limit_s)
 
 
 def _view_state(label: str, state: _CrawlState, agent: Any, link: AgentLink, now: float, t0: float,
                 duration: float, costs: Costs) -> ViewState:
-    snap = agent.holder.current
+    snap = agent.policy
     with _quiet_numpy():
         m = state.measures(now)
     obs = {k: getattr(m, k) for k in ("p_loss", "p_obsolete", "p_starvation", "mean_active_robots",

@@ -30,7 +30,7 @@ import logging
 import math
 import os
 from collections import deque
-from collections.abc import KeysView, Mapping, Sequence
+from collections.abc import Awaitable, KeysView, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -234,7 +234,6 @@ class Agent:
         self._last_t = -math.inf
         self._robot_json: dict[str, str] = {}
         self._pending_lines: list[str] = []
-        self._robots_dirty = False
         self._scheduler = scheduler
         self._ready = False
         # (start time, mode) of every stretch of one mode, for the exact time spent in each mode
@@ -366,7 +365,6 @@ class Agent:
     def _save_robots(self) -> None:
         with contextlib.suppress(OSError):
             _atomic_write_json(self.state_dir / ROBOTS_FILE, self.actuator.to_records())
-        self._robots_dirty = False
 
     # -- the walk of one delivery --------------------------------------------------------------------
     def _rid(self, robot: str | None) -> str:
@@ -378,9 +376,6 @@ class Agent:
             if len(self._robot_json) < 100_000:
                 self._robot_json[robot] = s
         return s
-
-    def known_robot(self, robot_id: str) -> bool:
-        return self.config.robots.allow_unregistered or robot_id in self.actuator.robots
 
     def deliver(self, items: Sequence[Delivery]) -> dict[str, Any]:
         """Stamp, log and apply validated deliveries (step 1 of the walk); the caller then awaits
@@ -836,9 +831,10 @@ class Agent:
         self.totals.bad_requests[endpoint] = self.totals.bad_requests.get(endpoint, 0) + 1
 
     # -- the delivery log ------------------------------------------------------------------------------
-    async def commit(self) -> None:
-        """Wait until what was logged so far is as durable as ``log.fsync`` asks (before an ack)."""
-        await self.log.commit()
+    def commit(self) -> Awaitable[None]:
+        """Awaited before an ack: done once what was logged so far is as durable as ``log.fsync`` asks.
+        (The log's own awaitable, handed over as it is: no extra coroutine on the ack path.)"""
+        return self.log.commit()
 
     async def run_log_flusher(self) -> None:
         """The log's periodic fsync (``log.fsync: interval``); runs until cancelled."""

@@ -36,7 +36,7 @@ import asyncio
 import logging
 import math
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -264,10 +264,11 @@ def parse_fetch_report(body: Any, index: Mapping[str, int]) -> tuple[str, float 
 REVISIT = web.AppKey("revisit", RevisitPlanner)
 
 
-def install(app: web.Application, config: AgentConfig, clock: Clock, known_robot: Callable[[str], bool]) -> None:
+def install(app: web.Application, config: AgentConfig, clock: Clock, registered: Container[str]) -> None:
     """Add the planner and its routes to ``app`` when ``revisit.pages`` is set (nothing otherwise).
 
-    ``known_robot(id)`` says whether a robot may ask (404 otherwise)."""
+    A robot may ask when its id is in ``registered`` (the agent's live view of registered robots) or
+    ``robots.allow_unregistered`` is set; otherwise the answer is 404."""
     rc = config.revisit
     if rc.pages is None:
         return
@@ -278,9 +279,11 @@ def install(app: web.Application, config: AgentConfig, clock: Clock, known_robot
     planner = RevisitPlanner(rc, pages, clock)
     app[REVISIT] = planner
 
+    anyone = config.robots.allow_unregistered
+
     def robot(request: web.Request) -> str:
         rid = request.match_info["robot_id"]
-        if not known_robot(rid):
+        if not anyone and rid not in registered:
             raise NotFoundError("robot", f"{rid!r} is not registered", "register it with POST /v1/robots")
         return rid
 

@@ -86,7 +86,6 @@ from ._routing import (
     switch_rate,
 )
 from ._simulate import (
-    SimulatedCost,
     simulate_routing_losses,
     simulate_staleness,
 )
@@ -132,7 +131,6 @@ __all__ = [
     "RoutingResult",
     "RoutingStatus",
     "ServerCosts",
-    "SimulatedCost",
     "ThresholdOptimum",
     "certified_distance_bound",
     "check_pages",

@@ -6,64 +6,37 @@ change after a fetch completes until the next fetch of it completes. :func:`simu
 routes a stream of arrivals by a periodic sequence to bufferless exponential servers with preemption
 and counts the packets lost. Neither uses the formulas they check (no memorylessness shortcut, no
 Laplace transform); the randomness comes only from the ``rng`` argument and the durations the caller
-passes, so any law (PH, constant, MAP intervals) can be fed in. Confidence intervals are by batch means
+passes, so any law (PH, constant, MAP intervals) can be fed in. Each returns the model core's
+:class:`robotctl.model.Estimate`: the ratio of totals with a confidence interval by batch means
 (batches of whole cycles), with Student's t quantile.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import stdtrit
 
-from robotctl.model import InputError
+from robotctl.model import Estimate, InputError
 
 
-@dataclass(frozen=True)
-class SimulatedCost:
-    """A simulated long-run cost with its confidence interval.
-
-    Attributes
-    ----------
-    mean : float
-        The estimate (the ratio of totals over all batches).
-    half_width : float
-        Half the width of the ``level`` confidence interval from the batch means.
-    batches : int
-    level : float
-    """
-
-    mean: float
-    half_width: float
-    batches: int
-    level: float
-
-    @property
-    def low(self) -> float:
-        return self.mean - self.half_width
-
-    @property
-    def high(self) -> float:
-        return self.mean + self.half_width
-
-    def contains(self, x: float) -> bool:
-        return self.low <= x <= self.high
-
-
-def _estimate(num: NDArray[np.float64], den: NDArray[np.float64], level: float) -> SimulatedCost:
+def _estimate(num: NDArray[np.float64], den: NDArray[np.float64], level: float) -> Estimate:
+    """The ratio of totals with its batch-means interval (the model core's :class:`Estimate`)."""
     b = num.size
     ratio = num / den
-    mean = float(num.sum() / den.sum())
-    sd = float(np.std(ratio, ddof=1)) if b > 1 else math.inf
+    value = float(num.sum() / den.sum())
+    se = float(np.std(ratio, ddof=1)) / math.sqrt(b) if b > 1 else math.inf
     q = float(stdtrit(b - 1, 0.5 + level / 2.0)) if b > 1 else math.inf
-    return SimulatedCost(mean, q * sd / math.sqrt(b), b, level)
+    centred = ratio - ratio.mean()
+    denom = float(centred @ centred)
+    lag1 = float(centred[1:] @ centred[:-1]) / denom if denom > 0 else math.nan
+    return Estimate(value, q * se, se, lag1)
 
 
 def simulate_staleness(template: ArrayLike, change_rates: ArrayLike, fetch_times: ArrayLike, rng: np.random.Generator,
-                       *, weights: ArrayLike | None = None, batches: int = 30, level: float = 0.99) -> SimulatedCost:
+                       *, weights: ArrayLike | None = None, batches: int = 30, level: float = 0.99) -> Estimate:
     """The cost sum_i c_i r_i of repeating ``template`` (0-based page numbers), by simulation.
 
     ``fetch_times`` are the durations of consecutive accesses (a whole number of cycles, at least
@@ -100,7 +73,7 @@ def simulate_staleness(template: ArrayLike, change_rates: ArrayLike, fetch_times
 
 
 def simulate_routing_losses(sequence: ArrayLike, interarrival_times: ArrayLike, service_rates: ArrayLike,
-                            rng: np.random.Generator, *, batches: int = 30, level: float = 0.99) -> SimulatedCost:
+                            rng: np.random.Generator, *, batches: int = 30, level: float = 0.99) -> Estimate:
     """The fraction of packets lost when arrivals are routed cyclically by ``sequence`` (0-based servers)
     to exponential servers without buffers, where an arrival preempts the packet in service.
 
@@ -129,4 +102,4 @@ def simulate_routing_losses(sequence: ArrayLike, interarrival_times: ArrayLike, 
     return _estimate(lost, arrivals, level)
 
 
-__all__ = ["SimulatedCost", "simulate_routing_losses", "simulate_staleness"]
+__all__ = ["simulate_routing_losses", "simulate_staleness"]

@@ -128,6 +128,13 @@ def golden_template(counts: ArrayLike, *, one_based: bool = True) -> NDArray[np.
     one_based : bool
         Index the points frac(j / phi) by j = 1..F (True; gives the paper's printed example exactly)
         or j = 0..F-1 (the paper's formula; the same cycle, rotated).
+
+    Examples
+    --------
+    The paper's example, f = (2, 3, 3, 5) / 13 (pages numbered from 1 here):
+
+    >>> (golden_template([2, 3, 3, 5]) + 1).tolist()
+    [4, 2, 4, 1, 3, 4, 2, 4, 1, 3, 4, 2, 3]
     """
     M = np.asarray(counts, dtype=np.int64)
     if M.ndim != 1 or M.size == 0 or np.any(M < 0):

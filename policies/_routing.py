@@ -408,7 +408,16 @@ def route(arrivals: BMAP, service_rates: ArrayLike, *, max_period: int = 12, met
 
     With ``certify`` (method ``mdp``) the distance bound is raised to the certificate B* when it is
     larger than ``max_period`` and the MDP stays within :data:`MDP_STATE_LIMIT` states, so that the result
-    is optimal over all open-loop policies."""
+    is optimal over all open-loop policies.
+
+    Examples
+    --------
+    Poisson arrivals at rate 1 to exponential servers of rates 1 and 5 (numbered from 1 here):
+
+    >>> res = route(BMAP.poisson(1.0), [1.0, 5.0])
+    >>> [s + 1 for s in res.sequence], round(res.cost, 4)
+    ([1, 2, 2, 2], 0.1059)
+    """
     mu = check_service_rates(service_rates)
     if arrivals.max_batch != 1:
         raise InputError("arrivals", f"has batches up to {arrivals.max_batch}", "give a MAP: D0 and D1 only")

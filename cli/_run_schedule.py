@@ -67,7 +67,8 @@ def render(plan: RevisitPlan, pages: Pages, show: int) -> str:
                      f"{plan.randomised.frequencies[i]:>8.4f}")
     lines.append("")
     if plan.lower_bound is not None:
-        lines.append(f"lower bound C*                 {plan.lower_bound:.6g}   (no policy does better; Theorem 3.4)")
+        where = "Theorem 3.4" if plan.method is FrequencyMethod.CLOSED_FORM else "Theorem 3.3, problem 7"
+        lines.append(f"lower bound C*                 {plan.lower_bound:.6g}   (no policy does better; {where})")
     else:
         lines.append("lower bound C*                 -   (correlated fetch times: the paper's bound needs i.i.d. ones)")
     if plan.template is not None and tc is not None:

@@ -144,6 +144,28 @@ def test_mdp_certificate_holds_when_the_bound_grows(arrivals: BMAP, rates: list[
         route(arrivals, rates, method="enumerate", certify=True)
 
 
+def test_two_servers_have_the_one_slow_rest_fast_structure() -> None:
+    """Paper 003 (after Koole, and [1] for stationary input): with two servers the optimal period is
+    (1, 2, ..., 2), 1 the slower. Random Poisson, MMPP and MAP inputs and rates, the MDP's optimum over
+    distances <= 14: the slower server gets exactly one packet per period (or none)."""
+    rng = np.random.default_rng(0)
+    for trial in range(45):
+        if trial % 3 == 0:
+            arrivals = BMAP.poisson(rng.uniform(0.2, 3))
+        elif trial % 3 == 1:
+            a, b = rng.uniform(0.05, 2, 2)
+            arrivals = mmpp([[-a, a], [b, -b]], rng.uniform(0.1, 5, 2))
+        else:
+            D0 = -np.diag(rng.uniform(1, 4, 2))
+            D0[0, 1], D0[1, 0] = rng.uniform(0, 0.5, 2)
+            D1 = rng.uniform(0, 1, (2, 2))
+            D1 *= (-D0.sum(axis=1) / D1.sum(axis=1))[:, None]
+            arrivals = BMAP.from_map(D0, D1)
+        rates = np.sort(rng.uniform(0.2, 6, 2))
+        res = route(arrivals, rates, max_period=14, method="mdp")
+        assert res.sequence.count(0) <= 1, (trial, rates, res.sequence)
+
+
 def test_state_count() -> None:
     assert [mdp_state_count(M, 20) for M in (2, 3, 4, 5)] == [38, 1026, 23256, 465120]
 

@@ -131,8 +131,8 @@ async def test_change_rates_are_estimated_from_reports(config_factory: Callable[
 
 async def test_bad_reports_are_400(config_factory: Callable[..., AgentConfig], tmp_path: Path,
                                    clock: ManualClock) -> None:
-    cfg = config_factory(revisit={"pages": pages_csv(tmp_path)}, server={"token": "s3cret"})
-    auth = {"Authorization": "Bearer s3cret"}
+    cfg = config_factory(revisit={"pages": pages_csv(tmp_path)}, server={"token": "s3cret-s3cret-s3cret"})
+    auth = {"Authorization": "Bearer s3cret-s3cret-s3cret"}
     async with run_in_process(cfg, clock=clock) as (url, _), aiohttp.ClientSession() as s:
         await _post(s, url + "/v1/robots", {"robot": "r1"}, headers=auth)
         for body, field in [({"page": "/zz"}, "page"), ({"page": "/a", "fetch_s": -1}, "fetch_s"),

@@ -30,6 +30,9 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import hashlib
+import hmac
+import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,6 +53,21 @@ class ConflictError(InputError):
     """A request that is well-formed but clashes with the agent's state (HTTP 409)."""
 
 
+class ForbiddenError(InputError):
+    """A request about a robot without that robot's key (HTTP 403): only the client that registered a
+    robot may poll its command, re-register or deregister it."""
+
+
+def new_robot_key() -> tuple[str, bytes]:
+    """A fresh robot key and the digest the agent keeps of it (the key itself is never stored)."""
+    key = secrets.token_urlsafe(32)
+    return key, key_digest(key)
+
+
+def key_digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode("utf-8", "surrogateescape")).digest()
+
+
 @dataclass(eq=False)
 class Robot:
     """One registered real robot (mutable; owned by the :class:`Actuator`)."""
@@ -64,6 +82,14 @@ class Robot:
     last_seen: float = 0.0
     polling: int = 0
     waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    #: SHA-256 of the robot's key (None: registered before keys existed; the next registration sets one)
+    key_hash: bytes | None = None
+
+    def holds(self, key: str | None) -> bool:
+        """True when ``key`` is this robot's key (or the robot has none yet)."""
+        if self.key_hash is None:
+            return True
+        return key is not None and hmac.compare_digest(key_digest(key), self.key_hash)
 
     def alive(self, now: float, lease_s: float) -> bool:
         return self.polling > 0 or now - self.last_seen <= lease_s
@@ -134,6 +160,8 @@ class Actuator:
         self._n_fixed = rank
         self._n_fixed_slots = len(fixed_ids)
         self.commands_issued = {Command.ACTIVE: 0, Command.PARKED: 0}
+        #: ids of robots taken over after their lease ran out (the agent logs and clears it)
+        self.evicted: list[str] = []
 
     # -- ranks ---------------------------------------------------------------------------------------
     def slot_of_rank(self, rank: int) -> int:
@@ -147,18 +175,55 @@ class Actuator:
     def max_rank(self) -> int:
         return self._n_fixed + (self.n_virtual - self._n_fixed_slots) * self.group_size
 
-    def _free_rank(self) -> int:
+    def _free_rank(self, now: float) -> int:
         for rank in range(self._n_fixed + 1, self.max_rank + 1):
             if rank not in self._by_rank:
                 return rank
+        gone = sorted((r for r in self._by_rank.values() if r.rank > self._n_fixed and not r.alive(now, self.lease_s)),
+                      key=lambda r: r.last_seen)
+        if gone:  # a robot that stopped polling a lease ago gives its rank up to a live one
+            return self._evict(gone[0]).rank
         raise ConflictError("rank", f"every rank is taken: {len(self.robots)} robots fill robots.count = "
                        f"{self.n_virtual} virtual robots", "raise robots.count or robots.group_size, or "
                        "deregister robots that are gone (DELETE /v1/robots/{id})")
 
+    def _evict(self, robot: Robot) -> Robot:
+        """Deregister a robot whose lease has run out, so that a live registration can have its rank or id."""
+        self.deregister(robot.robot_id)
+        robot.reason = "lease lost: taken over"
+        self.evicted.append(robot.robot_id)
+        return robot
+
+    def check_key(self, robot: Robot, key: str | None) -> None:
+        """Raise :class:`ForbiddenError` unless ``key`` is ``robot``'s key."""
+        if not robot.holds(key):
+            raise ForbiddenError("X-Robot-Key", f"is {'missing' if key is None else 'wrong'} for robot "
+                                 f"{robot.robot_id!r}", "send the robot_key its registration returned, in the header "
+                                 "X-Robot-Key")
+
     def register(self, robot_id: str, now: float, *, rank: int | None = None,
-                 default_state: Command | None = None) -> Robot:
-        """Register (or re-register, idempotently) a robot; returns it with its current command."""
+                 default_state: Command | None = None, key: str | None = None) -> Robot:
+        """:meth:`enroll` without the key it may issue."""
+        return self.enroll(robot_id, now, rank=rank, default_state=default_state, key=key)[0]
+
+    def enroll(self, robot_id: str, now: float, *, rank: int | None = None,
+               default_state: Command | None = None, key: str | None = None) -> tuple[Robot, str | None]:
+        """Register (or re-register, idempotently) a robot; returns it with its current command, and its new
+        key when one was issued (a new registration, or a robot that had none).
+
+        A registered robot is re-registered only with its key (``key``); without it, the registration is
+        refused (:class:`ConflictError`) until the robot's lease runs out, and then it is taken over: a
+        client cannot take another's robot, but a robot that restarted and lost its key gets its id back
+        one lease later. Likewise a rank held by a robot whose lease ran out is given to a new registration.
+        """
         existing = self.robots.get(robot_id)
+        if existing is not None and not existing.holds(key):
+            if existing.alive(now, self.lease_s):
+                raise ConflictError("robot", f"{robot_id!r} is registered by another client",
+                                    "send its X-Robot-Key, or a new id; a robot that lost its key gets its id back "
+                                    f"once its lease of {self.lease_s:g} s has run out")
+            self._evict(existing)
+            existing = None
         if existing is not None:
             if rank is not None and rank != existing.rank:
                 raise ConflictError("rank",
@@ -167,7 +232,10 @@ class Actuator:
             if default_state is not None:
                 existing.default_state = default_state
             existing.last_seen = now
-            return existing
+            issued = None
+            if existing.key_hash is None:
+                issued, existing.key_hash = new_robot_key()
+            return existing, issued
         fixed = self._fixed_rank.get(robot_id)
         if fixed is not None:
             if rank is not None and rank != fixed[0]:
@@ -175,7 +243,7 @@ class Actuator:
                                "register it without a rank")
             rank, slot = fixed
         elif rank is None:
-            rank = self._free_rank()
+            rank = self._free_rank(now)
             slot = self.slot_of_rank(rank)
         else:
             if rank <= self._n_fixed:
@@ -187,15 +255,19 @@ class Actuator:
                                "raise robots.count or robots.group_size")
             holder = self._by_rank.get(rank)
             if holder is not None:
-                raise ConflictError("rank", f"rank {rank} is held by robot {holder.robot_id!r}",
-                               "pick a free rank or register without one")
+                if holder.alive(now, self.lease_s):
+                    raise ConflictError("rank", f"rank {rank} is held by robot {holder.robot_id!r}",
+                                        "pick a free rank or register without one; a rank is freed once its "
+                                        f"robot stops polling for a lease ({self.lease_s:g} s)")
+                self._evict(holder)
             slot = self.slot_of_rank(rank)
         default = default_state if default_state is not None else self.default_state
         state = self._command_for(slot)
-        robot = Robot(robot_id, rank, slot, default, state, last_seen=now)
+        issued, digest = new_robot_key()
+        robot = Robot(robot_id, rank, slot, default, state, last_seen=now, key_hash=digest)
         self.robots[robot_id] = robot
         self._by_rank[rank] = robot
-        return robot
+        return robot, issued
 
     def deregister(self, robot_id: str) -> Robot:
         robot = self.robots.pop(robot_id)
@@ -306,7 +378,8 @@ class Actuator:
 
     # -- persistence ---------------------------------------------------------------------------------
     def to_records(self) -> list[dict[str, Any]]:
-        return [{"robot": r.robot_id, "rank": r.rank, "default_state": r.default_state.value}
+        return [{"robot": r.robot_id, "rank": r.rank, "default_state": r.default_state.value,
+                 **({"key_sha256": r.key_hash.hex()} if r.key_hash is not None else {})}
                 for r in sorted(self.robots.values(), key=lambda r: r.rank)]
 
     def restore(self, records: Iterable[dict[str, Any]], now: float) -> int:
@@ -317,8 +390,10 @@ class Actuator:
         n = 0
         for rec in records:
             try:
-                self.register(str(rec["robot"]), now, rank=int(rec["rank"]),
-                              default_state=Command(rec.get("default_state", self.default_state.value)))
+                robot = self.register(str(rec["robot"]), now, rank=int(rec["rank"]),
+                                      default_state=Command(rec.get("default_state", self.default_state.value)))
+                digest = rec.get("key_sha256")
+                robot.key_hash = bytes.fromhex(digest) if isinstance(digest, str) else None
                 n += 1
             except (InputError, KeyError, ValueError, TypeError):
                 continue

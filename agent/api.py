@@ -34,6 +34,11 @@ from robotctl import InputError
 MAX_PAGES = 1_000_000
 MAX_BYTES = 1 << 50
 MAX_ID_LENGTH = 200
+#: Longest indexing time of one page (``service_s / pages``): a day. Finite but larger values (1e308) once
+#: made every sum infinite, every refit fail, and /v1/status emit a bare Infinity.
+MAX_SERVICE_S_PER_PAGE = 86_400.0
+#: Largest client time in absolute value: about 31,700 years of seconds, any clock's epoch included.
+MAX_CLIENT_TIME = 1e12
 
 
 class NotFoundError(InputError):
@@ -65,6 +70,8 @@ def parse_json(body: bytes) -> Any:
         return json.loads(body, parse_constant=_reject_constant)
     except InputError:
         raise
+    except RecursionError as exc:
+        raise InputError("body", "nests too deeply", "send a flat JSON object") from exc
     except UnicodeDecodeError as exc:
         raise InputError("body", "is not UTF-8 text", "send JSON encoded as UTF-8") from exc
     except ValueError as exc:
@@ -85,24 +92,37 @@ def _object(where: str, obj: Any, allowed: Container[str], keys_doc: str) -> Map
     return obj
 
 
-def _int(where: str, value: Any, *, minimum: int, maximum: int) -> int:
+def _shown(value: Any) -> str:
+    """A value for an error message, cut short (a 400-digit number is not worth echoing whole)."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _int(where: str, value: Any, *, minimum: int, maximum: int, too_big: str = "split it into smaller requests"
+         ) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InputError(where, f"must be a whole number, got {value!r}", f"send an integer >= {minimum}")
+        raise InputError(where, f"must be a whole number, got {_shown(value)}", f"send an integer >= {minimum}")
     if value < minimum:
-        raise InputError(where, f"must be >= {minimum}, got {value}", f"send an integer >= {minimum}")
+        raise InputError(where, f"must be >= {minimum}, got {_shown(value)}", f"send an integer >= {minimum}")
     if value > maximum:
-        raise InputError(where, f"must be <= {maximum}, got {value}", "split it into smaller requests")
+        raise InputError(where, f"must be <= {maximum}, got {_shown(value)}", too_big)
     return value
 
 
-def _float(where: str, value: Any, *, minimum: float | None = 0.0) -> float:
+def _float(where: str, value: Any, *, minimum: float | None = 0.0, maximum: float = math.inf,
+           too_big: str = "send a smaller number") -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InputError(where, f"must be a number, got {value!r}", "send a finite number")
-    v = float(value)
+        raise InputError(where, f"must be a number, got {_shown(value)}", "send a finite number")
+    try:
+        v = float(value)
+    except OverflowError as exc:  # an integer of hundreds of digits
+        raise InputError(where, f"is too large ({len(str(abs(value)))} digits)", too_big) from exc
     if not math.isfinite(v):
         raise InputError(where, f"must be finite, got {v}", "send a finite number")
     if minimum is not None and v < minimum:
         raise InputError(where, f"must be >= {minimum:g}, got {v:g}", "send a non-negative number")
+    if abs(v) > maximum:
+        raise InputError(where, f"must be at most {maximum:g} in size, got {v:g}", too_big)
     return v
 
 
@@ -166,7 +186,7 @@ def parse_deliveries(obj: Any, *, max_batch: int, registered: Container[str] | N
             if ((rid is None or (type(rid) is str and rid in known))
                     and type(pages) is int and 1 <= pages <= MAX_PAGES
                     and (size is None or (type(size) is int and 0 <= size <= MAX_BYTES))
-                    and (ct is None or (type(ct) is float and math.isfinite(ct)))):
+                    and (ct is None or (type(ct) is float and -MAX_CLIENT_TIME <= ct <= MAX_CLIENT_TIME))):
                 append(Delivery(rid, pages, size, ct))
                 continue
         where = f"{key}[{n}]" if key else ""
@@ -185,7 +205,8 @@ def parse_deliveries(obj: Any, *, max_batch: int, registered: Container[str] | N
             size = _int(f"{p}bytes", size, minimum=0, maximum=MAX_BYTES)
         ct = d.get("client_time")
         if ct is not None:
-            ct = _float(f"{p}client_time", ct, minimum=None)
+            ct = _float(f"{p}client_time", ct, minimum=None, maximum=MAX_CLIENT_TIME,
+                        too_big="send the client's clock in seconds (Unix time, or since any recent epoch)")
         out.append(Delivery(rid, pages, size, ct))
     return out
 
@@ -204,7 +225,9 @@ def parse_completions(obj: Any, *, max_batch: int) -> list[Completion]:
         pages = _int(f"{p}pages", d.get("pages", 1), minimum=1, maximum=MAX_PAGES)
         svc = d.get("service_s")
         if svc is not None:
-            svc = _float(f"{p}service_s", svc)
+            svc = _float(f"{p}service_s", svc, maximum=MAX_SERVICE_S_PER_PAGE * pages,
+                         too_big=f"service_s is the total indexing time of the item's pages in seconds; more than "
+                                 f"{MAX_SERVICE_S_PER_PAGE:g} s per page is not a measurement")
         size = d.get("bytes")
         if size is not None:
             size = _int(f"{p}bytes", size, minimum=0, maximum=MAX_BYTES)
@@ -232,7 +255,9 @@ def parse_registration(obj: Any, *, max_rank: int) -> tuple[str | None, int | No
     rid = robot_id("robot", d["robot"]) if d.get("robot") is not None else None
     rank = d.get("rank")
     if rank is not None:
-        rank = _int("rank", rank, minimum=1, maximum=max_rank)
+        rank = _int("rank", rank, minimum=1, maximum=max_rank,
+                    too_big=f"the fleet has {max_rank} ranks: raise robots.count (or robots.group_size), or "
+                            "register without a rank")
     state = d.get("default_state")
     if state is not None and state not in ("active", "parked"):
         raise InputError("default_state", f"is {state!r}", 'send "active" or "parked"')

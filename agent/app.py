@@ -38,14 +38,11 @@ import asyncio
 import contextlib
 import errno
 import gc
-import hmac
 import itertools
-import json
 import logging
 import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
@@ -53,7 +50,23 @@ from prometheus_client.aiohttp import make_aiohttp_handler
 
 from robotctl import InputError
 
-from .actuator import ConflictError
+from ._http import (
+    DEFAULT_PUBLIC_PATHS,
+    PUBLIC_PATHS,
+    ConnectionGuard,
+    LongPollGate,
+    auth_middleware,
+    body_middleware,
+    dumps,
+    endpoint_label,
+    error_response,
+    json_response,
+    quiet_protocol_errors,
+    runner_for,
+    serve_forever,
+)
+from ._resources import check_config_memory
+from .actuator import ConflictError, ForbiddenError
 from .api import (
     NotFoundError,
     parse_completions,
@@ -69,6 +82,7 @@ from .clock import Clock, MonotonicClock, TaskScheduler, cancel_and_wait
 from .compute import RefitInput, RefitOutcome, compute_refit
 from .config import AgentConfig
 from .core import Agent
+from .log import LogWriteError
 from .metrics import AgentMetrics
 from .refit import RefitLoop
 from .revisit import install as install_revisit
@@ -83,80 +97,65 @@ METRICS = web.AppKey("metrics", AgentMetrics)
 AGENT = web.AppKey("agent", Agent)
 REFIT = web.AppKey("refit", RefitLoop)
 SCHEDULER = web.AppKey("scheduler", TaskScheduler)
+GUARD = web.AppKey("guard", ConnectionGuard)
+LONG_POLLS = web.AppKey("long_polls", LongPollGate)
+#: The header a robot sends its key in (the ``robot_key`` its registration returned).
+ROBOT_KEY_HEADER = "X-Robot-Key"
 
 _request_ids = itertools.count(1)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-_dumps = json.JSONEncoder(separators=(",", ":")).encode
-
-
-def _error_response(status: int, field: str, problem: str, hint: str = "") -> web.Response:
-    text = f"{field}: {problem}" + (f"; {hint}" if hint else "")
-    return web.json_response({"error": text, "field": field, "hint": hint}, status=status)
-
-
-def _endpoint(request: web.Request) -> str:
-    info = request.match_info.route.resource
-    return info.canonical if info is not None else request.path
-
-
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """InputError -> 400, NotFoundError -> 404, ConflictError -> 409, a too large body -> 413, a failed
-    log write -> 503, all as JSON; anything else -> 500, logged once with the request id."""
+    """InputError -> 400, ForbiddenError -> 403, NotFoundError -> 404, ConflictError -> 409, a too large body
+    -> 413, a failed write of the delivery log -> 503, all as JSON (other 4xx of the router are counted);
+    anything else -> 500, logged once with the request id."""
     try:
         return await handler(request)
     except ConflictError as exc:
         _count_bad(request)
-        return _error_response(409, exc.field, exc.problem, exc.hint)
+        return error_response(409, exc.field, exc.problem, exc.hint)
+    except ForbiddenError as exc:
+        _count_bad(request)
+        return error_response(403, exc.field, exc.problem, exc.hint)
     except NotFoundError as exc:
         _count_bad(request)
-        return _error_response(404, exc.field, exc.problem, exc.hint)
+        return error_response(404, exc.field, exc.problem, exc.hint)
     except InputError as exc:
         _count_bad(request)
-        return _error_response(400, exc.field, exc.problem, exc.hint)
+        return error_response(400, exc.field, exc.problem, exc.hint)
     except web.HTTPRequestEntityTooLarge as exc:
         _count_bad(request)
         limit = request.app[CONFIG].server.max_body_bytes
-        return _error_response(413, "body", f"is larger than server.max_body_bytes = {limit} ({exc.text})",
+        return error_response(413, "body", f"is larger than server.max_body_bytes = {limit} ({exc.text})",
                               "send smaller batches")
-    except web.HTTPException:
+    except web.HTTPException as exc:
+        if 400 <= exc.status < 500:
+            _count_bad(request)
         raise
-    except OSError as exc:
-        LOG.error("event=log_write_failed request=%s path=%s error=%s", next(_request_ids), request.path, exc)
-        return _error_response(503, "log", f"the delivery log cannot be written ({exc.strerror or exc})",
+    except LogWriteError as exc:
+        LOG.error("event=log_write_failed request=%s path=%s error=%s", next(_request_ids),
+                  endpoint_label(request), exc)
+        return error_response(503, "log", f"the delivery log cannot be written ({exc.strerror or exc})",
                               "nothing was acknowledged; retry once the disk has room")
     except asyncio.CancelledError:
         raise
     except Exception:
         rid = next(_request_ids)
-        LOG.exception("event=request_failed request=%s method=%s path=%s", rid, request.method, request.path)
-        return _error_response(500, "server", f"internal error (request {rid})", "see the agent's log")
+        LOG.exception("event=request_failed request=%s method=%s path=%s", rid, request.method,
+                      endpoint_label(request))
+        return error_response(500, "server", f"internal error (request {rid})", "see the agent's log")
 
 
 def _count_bad(request: web.Request) -> None:
     agent = request.app.get(AGENT)
     if agent is not None:
-        agent.count_bad_request(f"{request.method} {_endpoint(request)}")
+        agent.count_bad_request(endpoint_label(request))
 
 
-def auth_middleware(*, token: str | None) -> Any:
-    """Require ``Authorization: Bearer <token>`` on every mutating endpoint and the command long-poll."""
-    expected = f"Bearer {token}".encode() if token else None
-
-    @web.middleware
-    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if expected is not None and (request.method in ("POST", "PUT", "PATCH", "DELETE")
-                                     or request.path.endswith("/command")):
-            got = request.headers.get("Authorization", "").encode()
-            if not hmac.compare_digest(got, expected):
-                _count_bad(request)
-                return _error_response(401, "Authorization", "is missing or wrong",
-                                      "send the header Authorization: Bearer <server.token>")
-        return await handler(request)
-
-    return middleware
+def _robot_key(request: web.Request) -> str | None:
+    return request.headers.get(ROBOT_KEY_HEADER)
 
 
 # -- handlers ---------------------------------------------------------------------------------------
@@ -170,7 +169,7 @@ async def _post_deliveries(request: web.Request) -> web.Response:
     ack = agent.deliver(items)
     await agent.commit()
     app[METRICS].ack_seconds.observe(time.perf_counter() - t0)
-    return web.Response(body=_dumps(ack).encode(), content_type="application/json")
+    return web.Response(body=dumps(ack).encode(), content_type="application/json")
 
 
 async def _post_completions(request: web.Request) -> web.Response:
@@ -179,21 +178,21 @@ async def _post_completions(request: web.Request) -> web.Response:
                               max_batch=request.app[CONFIG].server.max_batch)
     ack = agent.complete(items)
     await agent.commit()
-    return web.json_response(ack)
+    return json_response(ack)
 
 
 async def _post_obsolete(request: web.Request) -> web.Response:
     agent = request.app[AGENT]
     ack = agent.obsolete(parse_obsolete(parse_json(await request.read())))
     await agent.commit()
-    return web.json_response(ack)
+    return json_response(ack)
 
 
 async def _post_queue(request: web.Request) -> web.Response:
     agent = request.app[AGENT]
     ack = agent.set_queue(parse_queue(parse_json(await request.read()), capacity=request.app[CONFIG].capacity))
     await agent.commit()
-    return web.json_response(ack)
+    return json_response(ack)
 
 
 async def _post_robots(request: web.Request) -> web.Response:
@@ -201,15 +200,15 @@ async def _post_robots(request: web.Request) -> web.Response:
     body = await request.read()
     obj = parse_json(body) if body.strip() else {}
     rid, rank, default = parse_registration(obj, max_rank=agent.max_rank)
-    return web.json_response(agent.register(rid, rank, default))
+    return json_response(agent.register(rid, rank, default, _robot_key(request)))
 
 
 async def _get_robots(request: web.Request) -> web.Response:
-    return web.json_response(request.app[AGENT].robots_view())
+    return json_response(request.app[AGENT].robots_view())
 
 
 async def _delete_robot(request: web.Request) -> web.Response:
-    return web.json_response(request.app[AGENT].deregister(request.match_info["robot_id"]))
+    return json_response(request.app[AGENT].deregister(request.match_info["robot_id"], _robot_key(request)))
 
 
 async def _get_command(request: web.Request) -> web.Response:
@@ -219,36 +218,38 @@ async def _get_command(request: web.Request) -> web.Response:
     agent = request.app[AGENT]
     version = query_int("version", request.query.get("version"), default=-1, minimum=-1)
     wait_s = query_float("wait_s", request.query.get("wait_s"), default=agent.long_poll_cap())
-    return web.json_response(await agent.wait_command(request.match_info["robot_id"], version, wait_s))
+    with request.app[LONG_POLLS].enter():
+        view = await agent.wait_command(request.match_info["robot_id"], version, wait_s, _robot_key(request))
+    return json_response(view)
 
 
 async def _post_refit(request: web.Request) -> web.Response:
     outcome = await request.app[REFIT].refit("request")
-    return web.json_response({"adopted": outcome.success, "stage": outcome.stage.value,
+    return json_response({"adopted": outcome.success, "stage": outcome.stage.value,
                               "message": outcome.message, "deliveries": outcome.deliveries,
                               "fit_seconds": outcome.fit_seconds, "solve_seconds": outcome.solve_seconds,
                               "policy": request.app[AGENT].policy.to_dict()})
 
 
 async def _get_policy(request: web.Request) -> web.Response:
-    return web.json_response(request.app[AGENT].policy_view())
+    return json_response(request.app[AGENT].policy_view())
 
 
 async def _get_status(request: web.Request) -> web.Response:
     d = request.app[AGENT].status()
     d["refit"] = request.app[REFIT].record.to_dict()
-    return web.json_response(d)
+    return json_response(d)
 
 
 async def _healthz(request: web.Request) -> web.Response:
-    return web.json_response({"status": "ok"})
+    return json_response({"status": "ok"})
 
 
 async def _readyz(request: web.Request) -> web.Response:
     agent = request.app.get(AGENT)
     if agent is None or not agent.ready:
-        return web.json_response({"status": "not ready"}, status=503)
-    return web.json_response({"status": "ready"})
+        return json_response({"status": "not ready"}, status=503)
+    return json_response({"status": "ready"})
 
 
 # -- cleanup contexts, in dependency order -------------------------------------------------------------
@@ -338,10 +339,19 @@ def create_app(config: AgentConfig, *, registry: CollectorRegistry | None = None
         worker process; inside another program (``run_in_process``) it means a thread, because a spawned
         worker re-imports the program's main module.
     """
+    config.server.check_exposure()
+    check_config_memory(config)
+    quiet_protocol_errors()
     clock = clock if clock is not None else MonotonicClock()
     registry = registry if registry is not None else CollectorRegistry()
+    guard = ConnectionGuard(config.server.max_connections)
     app = web.Application(client_max_size=config.server.max_body_bytes,
-                          middlewares=[error_middleware, auth_middleware(token=config.server.token)])
+                          middlewares=[guard.middleware, error_middleware,
+                                       auth_middleware(token=config.server.token, on_refused=_count_bad),
+                                       body_middleware(timeout_s=config.server.body_timeout_s)])
+    app[PUBLIC_PATHS] = set(DEFAULT_PUBLIC_PATHS)
+    app[GUARD] = guard
+    app[LONG_POLLS] = LongPollGate(config.server.max_long_polls)
     app[CONFIG] = config
     app[CLOCK] = clock
     app[REGISTRY] = registry
@@ -401,9 +411,10 @@ async def run_in_process(config: AgentConfig, *, clock: Clock | None = None,
     exit: stop listening, robots told their default, log flushed and closed.
     """
     app = create_app(config, registry=registry, clock=clock, compute=compute)
-    runner = web.AppRunner(app, handle_signals=False, access_log=None,
-                           shutdown_timeout=config.server.shutdown_timeout_s)
+    runner = runner_for(app, header_timeout_s=config.server.header_timeout_s,
+                        shutdown_timeout_s=config.server.shutdown_timeout_s)
     await runner.setup()
+    app[GUARD].install(runner.server)  # type: ignore[arg-type]
     try:
         site = web.TCPSite(runner, config.server.host, config.server.port)
         await site.start()
@@ -468,18 +479,22 @@ def serve(config: AgentConfig, *, announce: Callable[[str], None] | None = None)
     if announce is not None:
         announce(url)
     LOG.info("event=listening url=%s loop=%s", url, type(loop).__module__)
-    web.run_app(create_app(config, own_process=True), sock=sock,
-                shutdown_timeout=config.server.shutdown_timeout_s,
-                print=None, access_log=None, handle_signals=True, loop=loop)
+    app = create_app(config, own_process=True)
+    serve_forever(app, sock, loop, guard=app[GUARD], header_timeout_s=config.server.header_timeout_s,
+                  shutdown_timeout_s=config.server.shutdown_timeout_s)
 
 
 __all__ = [
     "AGENT",
     "CLOCK",
     "CONFIG",
+    "GUARD",
+    "LONG_POLLS",
     "METRICS",
+    "PUBLIC_PATHS",
     "REFIT",
     "REGISTRY",
+    "ROBOT_KEY_HEADER",
     "SCHEDULER",
     "auth_middleware",
     "base_url_of",

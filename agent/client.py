@@ -24,7 +24,9 @@ Exceptions::
 
 A :class:`RobotHandle` keeps its robot's command with a background long-poll of
 ``GET /v1/robots/{id}/command``; if it hears nothing from the agent for the lease, the robot falls back
-to its default state (:attr:`RobotState.LEASE_LOST`).
+to its default state (:attr:`RobotState.LEASE_LOST`), exactly when the lease ends. The handle sends the
+robot key its registration returned (``X-Robot-Key``) with every poll, re-registration and
+deregistration: no other client can take its robot over.
 """
 
 from __future__ import annotations
@@ -219,6 +221,8 @@ class RobotHandle:
         self.version: int = int(view.get("version", 0))
         self.reason: str = str(view.get("reason", ""))
         self.poll_wait_s = poll_wait_s
+        #: the key the agent issued at registration: only this handle may poll, re-register, deregister
+        self._key: str | None = view.get("robot_key")
         self._state = RobotState(view.get("state", default_state))
         self._last_ok = client.clock.now()
         self._changed = asyncio.Event()
@@ -249,6 +253,8 @@ class RobotHandle:
             self._changed = asyncio.Event()
 
     def _apply(self, view: Mapping[str, Any]) -> None:
+        if view.get("robot_key"):
+            self._key = str(view["robot_key"])
         self.version = int(view.get("version", self.version))
         self.lease_s = float(view.get("lease_s", self.lease_s))
         self.reason = str(view.get("reason", self.reason))
@@ -286,7 +292,7 @@ class RobotHandle:
             # within the lease, wait for an answer until the lease ends; once it is lost, a lease per try
             timeout = remaining if remaining > 0 else self.lease_s
             try:
-                view = await _race(self._client._command(self.robot_id, self.version, wait_s),
+                view = await _race(self._client._command(self.robot_id, self.version, wait_s, self._key),
                                    clock.sleep(timeout))
                 if view is None:
                     raise AgentUnavailableError(f"no answer for the lease of {self.lease_s:g} s")
@@ -295,7 +301,8 @@ class RobotHandle:
                 backoff = 0.05
             except RobotUnknownError:
                 try:
-                    view = await self._client._register(self.robot_id, self.rank, self.default_state.value)
+                    view = await self._client._register(self.robot_id, self.rank, self.default_state.value,
+                                                        self._key)
                     self._apply(view)
                 except AgentError as exc:
                     await self._failed(exc, backoff)
@@ -333,10 +340,15 @@ class RobotHandle:
             if deregister:
                 client = self._client
                 await _race(_quietly(client._request("DELETE", f"/v1/robots/{self.robot_id}",
-                                                     robot_id=self.robot_id, timeout_s=client.close_timeout_s)),
+                                                     robot_id=self.robot_id, timeout_s=client.close_timeout_s,
+                                                     headers=_key_header(self._key))),
                             client.clock.sleep(client.close_timeout_s))
         finally:
             self._client._handles.discard(self)
+
+
+def _key_header(key: str | None) -> dict[str, str]:
+    return {"X-Robot-Key": key} if key else {}
 
 
 async def _quietly(work: Awaitable[Any]) -> None:
@@ -445,12 +457,12 @@ class AgentClient:
             self._closed = True
             await self.transport.aclose()
 
-    async def _request(self, method: str, path: str, *, json: Any = None, params: Mapping[str,
-                                                                                          str] | None = None,
-                       timeout_s: float | None = None, robot_id: str | None = None) -> Any:
+    async def _request(self, method: str, path: str, *, json: Any = None, params: Mapping[str, str] | None = None,
+                       timeout_s: float | None = None, robot_id: str | None = None,
+                       headers: Mapping[str, str] | None = None) -> Any:
         if self._closed:
             raise RuntimeError("Cannot send a request, as the AgentClient has been closed.")
-        req = Request(method, path, dict(params or {}), json, self._headers,
+        req = Request(method, path, dict(params or {}), json, {**self._headers, **(headers or {})},
                       self.timeout_s if timeout_s is None else timeout_s, robot_id)
         resp = await self.transport.handle_request(req)
         if resp.status >= 500:
@@ -529,13 +541,15 @@ class AgentClient:
         return result
 
     # -- robots --------------------------------------------------------------------------------------
-    async def _register(self, robot_id: str | None, rank: int | None, default_state: str) -> dict[str, Any]:
+    async def _register(self, robot_id: str | None, rank: int | None, default_state: str,
+                        key: str | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {"default_state": default_state}
         if robot_id is not None:
             body["robot"] = robot_id
         if rank is not None:
             body["rank"] = rank
-        result: dict[str, Any] = await self._request("POST", "/v1/robots", json=body, robot_id=robot_id)
+        result: dict[str, Any] = await self._request("POST", "/v1/robots", json=body, robot_id=robot_id,
+                                                     headers=_key_header(key))
         return result
 
     async def register_robot(self, robot_id: str | None = None, rank: int | None = None,
@@ -550,11 +564,12 @@ class AgentClient:
         handle.start()
         return handle
 
-    async def _command(self, robot_id: str, version: int, wait_s: float) -> dict[str, Any]:
+    async def _command(self, robot_id: str, version: int, wait_s: float, key: str | None = None
+                       ) -> dict[str, Any]:
         result: dict[str, Any] = await self._request(
             "GET", f"/v1/robots/{robot_id}/command", params={"version": str(version),
                                                              "wait_s": f"{wait_s:g}"},
-            timeout_s=None, robot_id=robot_id)
+            timeout_s=None, robot_id=robot_id, headers=_key_header(key))
         return result
 
 

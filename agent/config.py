@@ -8,8 +8,10 @@ which are taken verbatim and cannot be cleared) < explicit ``overrides`` (the CL
 The token comes from ``server.token``, ``server.token_file`` (read once, at load) or
 ``ROBOTCTL_SERVER_TOKEN``/``ROBOTCTL_SERVER_TOKEN_FILE``; no error message ever shows it.
 :meth:`ServerConfig.check_exposure` refuses an agent without one unless it is loopback-only and the
-operator opted out (``server.insecure_loopback``). Unknown sections and keys are errors, in the file and in the environment alike: a typo must
-not fall back silently to a default.
+operator opted out (``server.insecure_loopback``).
+
+Unknown sections and keys are errors, in the file and in the environment alike: a typo must not fall
+back silently to a default.
 
 Every problem raises :class:`model.InputError` whose field is the key path (``refit.interval_s``),
 prefixed by where it came from (the file name or the environment variable).

@@ -45,7 +45,7 @@ from .api import Completion, Delivery, NotFoundError
 from .clock import Clock, Scheduler
 from .compute import RefitInput
 from .config import AgentConfig
-from .log import DeliveryLog, Durability, LogStats, read_records
+from .log import DeliveryLog, Durability, LogStats
 from .policy import PolicyFit, PolicyHolder, PolicySnapshot
 from .queue import (
     ACTIVE,
@@ -282,7 +282,7 @@ class Agent:
     def _recover(self, segments: list[Path]) -> None:
         if not segments:
             return
-        records = list(read_records(segments[-1]))
+        records = self.log.records(segments[-1])
         last_t = max((float(r["t"]) for r in records), default=-math.inf)
         # the newest file alone rebuilds the queue (it starts with a queue checkpoint, or is the first)
         q = QueueView(self.config.capacity, self.config.admission)
@@ -306,7 +306,7 @@ class Agent:
             have = sum(1 for c in chunks for r in c if r.get("event") == "delivery")
             if (chunks[-1] and float(chunks[-1][0]["t"]) <= cutoff) or have >= self.deliveries.capacity:
                 break
-            chunks.append(list(read_records(seg)))
+            chunks.append(self.log.records(seg))
         n = 0
         for chunk in reversed(chunks):
             for r in chunk:
@@ -590,9 +590,12 @@ class Agent:
             raise NotFoundError("robot", f"{robot_id!r} is not registered", "register it with POST /v1/robots")
         return robot
 
-    def register(self, robot_id: str | None, rank: int | None, default_state: str | None) -> dict[str, Any]:
-        """Register (or re-register, idempotently) a robot; an id is made up when none is given. Returns
-        the robot's view: its command, rank, slot and lease."""
+    def register(self, robot_id: str | None, rank: int | None, default_state: str | None,
+                 key: str | None = None) -> dict[str, Any]:
+        """Register (or re-register, with its ``key``) a robot; an id is made up when none is given. Returns
+        the robot's view: its command, rank, slot and lease, and ``robot_key`` when a key was issued (shown
+        this once: the robot sends it as ``X-Robot-Key`` to poll, re-register or deregister). Another
+        client's robot is refused (:class:`~agent.actuator.ConflictError`) until its lease runs out."""
         now = self._stamp()
         if robot_id is None:
             n = len(self.actuator.robots) + 1
@@ -600,17 +603,25 @@ class Agent:
                 n += 1
             robot_id = f"robot-{n}"
         before = robot_id in self.actuator.robots
-        robot = self.actuator.register(robot_id, now, rank=rank,
-                                       default_state=Command(default_state) if default_state else None)
-        if not before:
+        robot, issued = self.actuator.enroll(robot_id, now, rank=rank,
+                                             default_state=Command(default_state) if default_state else None,
+                                             key=key)
+        for gone in self.actuator.evicted:
+            LOG.warning("event=robot_taken_over robot=%s reason=lease_lost", gone)
+        self.actuator.evicted.clear()
+        if not before or issued is not None:
             self._save_robots()
             LOG.info("event=robot_registered robot=%s rank=%d slot=%d state=%s", robot.robot_id, robot.rank,
                      robot.slot, robot.command.value)
-        return robot.view(self.actuator.lease_s, self.clock.now())
+        view = robot.view(self.actuator.lease_s, self.clock.now())
+        if issued is not None:
+            view["robot_key"] = issued
+        return view
 
-    def deregister(self, robot_id: str) -> dict[str, Any]:
-        """Forget a robot (:class:`~agent.api.NotFoundError` if it is not registered); returns its last view."""
-        self._robot(robot_id)
+    def deregister(self, robot_id: str, key: str | None = None) -> dict[str, Any]:
+        """Forget a robot (:class:`~agent.api.NotFoundError` if it is not registered,
+        :class:`~agent.actuator.ForbiddenError` without its key); returns its last view."""
+        self.actuator.check_key(self._robot(robot_id), key)
         robot = self.actuator.deregister(robot_id)
         self._save_robots()
         LOG.info("event=robot_deregistered robot=%s", robot_id)
@@ -628,10 +639,12 @@ class Agent:
         robot always hears back within its lease."""
         return min(self.config.server.long_poll_max_s, self.actuator.lease_s / 2)
 
-    async def wait_command(self, robot_id: str, version: int, wait_s: float) -> dict[str, Any]:
+    async def wait_command(self, robot_id: str, version: int, wait_s: float, key: str | None = None
+                           ) -> dict[str, Any]:
         """A robot's long-poll: its view once its command's version differs from ``version``, or after
-        ``wait_s`` (capped by :meth:`long_poll_cap`); polling renews its lease."""
+        ``wait_s`` (capped by :meth:`long_poll_cap`); polling (with the robot's ``key``) renews its lease."""
         robot = self._robot(robot_id)
+        self.actuator.check_key(robot, key)
         act, clock = self.actuator, self.clock
         wait_s = min(wait_s, self.long_poll_cap())
         act.seen(robot, clock.now())

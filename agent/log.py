@@ -18,8 +18,12 @@ Durability (``log.fsync``), and what survives what:
     Lines are written before the ack; the kernel flushes when it likes. Same guarantee against a
     crash of the agent as ``interval``.
 
-A write that fails (disk full) is cut back to the last whole line and raises ``OSError``; nothing of
-it is acknowledged. A torn last line left by a power loss is cut off when the log is reopened.
+A write that fails (disk full) is cut back to the last whole line and raises :class:`LogWriteError` (an
+``OSError``); nothing of it is acknowledged. A torn last line left by a power loss is cut off when the log
+is reopened. A line that does not parse or validate (a hand edit, a disk error, a line an older version
+accepted, such as ``"service_s": 1e308``) is moved to ``quarantine.jsonl`` in the same directory, with its
+file, line number and reason, when the file is read for recovery; it is counted
+(``robotctl_log_quarantined_lines_total``) and logged, and the start goes on.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import contextlib
 import enum
 import json
 import logging
+import math
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -98,20 +103,76 @@ def list_segments(directory: Path) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
+class LogWriteError(OSError):
+    """Writing or syncing the delivery log failed (disk full, I/O error); nothing of it was acknowledged.
+
+    The HTTP layer answers 503 for this error only: any other ``OSError`` (a client that went away while
+    its body was read) is not the disk's fault.
+    """
+
+
+#: Events a log line may hold (the trace format's, and ``queue`` checkpoints).
+LOG_EVENTS = frozenset({"delivery", "completion", "obsolete", "loss", "park", "resume", "queue"})
+#: Bounds of a valid line (they match what the API accepts; see agent/api.py).
+_MAX_T = 1e12
+_MAX_COUNT = 1 << 50
+_MAX_SERVICE_S_PER_PAGE = 86_400.0
+#: Quarantined lines in which each is logged on its own (then one summary per file).
+_LOGGED_PER_FILE = 10
+QUARANTINE_FILE = "quarantine.jsonl"
+
+
+def _number(v: Any, *, integer: bool = False, minimum: float = 0.0, maximum: float = _MAX_T) -> bool:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return False
+    if isinstance(v, float) and not (math.isfinite(v) and (not integer or v.is_integer())):
+        return False
+    return minimum <= v <= maximum
+
+
+def record_problem(obj: Any) -> str | None:
+    """Why ``obj`` (one parsed log line) cannot be recovered from, or None when it can: ``t`` a finite
+    time, ``event`` a known kind, and ``pages``, ``bytes``, ``service_s``, ``client_t``, ``active`` of the
+    types and within the bounds the API accepts."""
+    if not isinstance(obj, dict):
+        return "not_an_object"
+    if not _number(obj.get("t"), minimum=-_MAX_T):
+        return "bad_t"
+    if obj.get("event") not in LOG_EVENTS:
+        return "bad_event"
+    pages = obj.get("pages", 1)
+    if not _number(pages, integer=True, maximum=_MAX_COUNT):
+        return "bad_pages"
+    for key, integer, lo, hi in (("bytes", False, 0.0, float(_MAX_COUNT)),
+                                 ("service_s", False, 0.0, _MAX_SERVICE_S_PER_PAGE * max(1, int(pages))),
+                                 ("client_t", False, -_MAX_T, _MAX_T), ("active", True, 0.0, float(_MAX_COUNT))):
+        if key in obj and not _number(obj[key], integer=integer, minimum=lo, maximum=hi):
+            return f"bad_{key}"
+    robot = obj.get("robot")
+    if robot is not None and not isinstance(robot, str):
+        return "bad_robot"
+    return None
+
+
+def _parse_line(raw: bytes) -> tuple[dict[str, Any] | None, str | None]:
+    try:
+        obj = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None, "invalid_json"
+    problem = record_problem(obj)
+    return (obj, None) if problem is None else (None, problem)
+
+
 def read_records(path: Path) -> Iterator[dict[str, Any]]:
-    """The JSON objects of one log file; a line that is not a JSON object with ``t`` and ``event`` is
-    skipped with a warning (only a torn tail should ever be)."""
+    """The valid records of one log file (:func:`record_problem`); an invalid line is skipped with a
+    warning. (:meth:`DeliveryLog.records` moves such lines to the quarantine file instead.)"""
     with open(path, "rb") as fh:
         for n, raw in enumerate(fh, start=1):
             if not raw.strip():
                 continue
-            try:
-                obj = json.loads(raw)
-            except ValueError:
-                LOG.warning("event=log_line_skipped file=%s line=%d reason=invalid_json", path.name, n)
-                continue
-            if not isinstance(obj, dict) or "t" not in obj or "event" not in obj:
-                LOG.warning("event=log_line_skipped file=%s line=%d reason=not_an_event", path.name, n)
+            obj, problem = _parse_line(raw)
+            if obj is None:
+                LOG.warning("event=log_line_skipped file=%s line=%d reason=%s", path.name, n, problem)
                 continue
             yield obj
 
@@ -127,6 +188,7 @@ class LogStats:
     bytes_synced: int
     fsync: str
     fsyncs: int
+    quarantined: int = 0
 
 
 class DeliveryLog:
@@ -165,6 +227,8 @@ class DeliveryLog:
         self._files = 0
         self._sync_task: asyncio.Future[None] | None = None
         self._executor: ThreadPoolExecutor | None = None
+        self.quarantined = 0  # lines moved to the quarantine file since open
+        self._newest: tuple[Path, list[dict[str, Any]]] | None = None
 
     # -- life cycle ----------------------------------------------------------------------------------
     def open(self) -> list[Path]:
@@ -178,6 +242,8 @@ class DeliveryLog:
             newest = segments[-1]
             self._seq = int(_NAME.match(newest.name).group(1))  # type: ignore[union-attr]
             self._cut_torn_tail(newest)
+            # scrubbed before it is opened for appending: the scrub replaces the file
+            self._newest = (newest, self._scrub(newest))
             self._fd = os.open(newest, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             self._size = os.fstat(self._fd).st_size
         else:
@@ -186,6 +252,57 @@ class DeliveryLog:
         self._files = len(list_segments(self.directory))
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="robotctl-fsync")
         return segments
+
+    def records(self, path: Path) -> list[dict[str, Any]]:
+        """The valid records of one of the files :meth:`open` returned, oldest first; every line that does not
+        parse or validate (:func:`record_problem`) is moved to the quarantine file, counted and logged, so
+        that one bad line never stops a start."""
+        if self._newest is not None and self._newest[0] == path:
+            records = self._newest[1]
+            self._newest = None
+            return records
+        return self._scrub(path)
+
+    def _scrub(self, path: Path) -> list[dict[str, Any]]:
+        good: list[dict[str, Any]] = []
+        bad: list[tuple[int, bytes, str]] = []
+        kept: list[bytes] = []
+        with open(path, "rb") as fh:
+            for n, raw in enumerate(fh, start=1):
+                if not raw.strip():
+                    continue
+                obj, problem = _parse_line(raw)
+                if obj is None:
+                    bad.append((n, raw, problem or "invalid"))
+                else:
+                    good.append(obj)
+                    kept.append(raw if raw.endswith(b"\n") else raw + b"\n")
+        if bad:
+            self._quarantine(path, bad, kept)
+        return good
+
+    def _quarantine(self, path: Path, bad: list[tuple[int, bytes, str]], kept: list[bytes]) -> None:
+        """Append the bad lines to the quarantine file (synced), then replace ``path`` by its good lines."""
+        lines = [json.dumps({"file": path.name, "line": n, "reason": reason,
+                             "text": raw.rstrip(b"\n").decode("utf-8", "backslashreplace")}) + "\n"
+                 for n, raw, reason in bad]
+        qpath = self.directory / QUARANTINE_FILE
+        with open(qpath, "a", encoding="utf-8") as fh:
+            fh.writelines(lines)
+            fh.flush()
+            os.fsync(fh.fileno())
+        tmp = path.with_name(path.name + ".scrub")
+        with open(tmp, "wb") as fh:
+            fh.writelines(kept)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        self.quarantined += len(bad)
+        for n, _, reason in bad[:_LOGGED_PER_FILE]:
+            LOG.warning("event=log_line_quarantined file=%s line=%d reason=%s to=%s", path.name, n, reason,
+                        QUARANTINE_FILE)
+        if len(bad) > _LOGGED_PER_FILE:
+            LOG.warning("event=log_lines_quarantined file=%s lines=%d to=%s", path.name, len(bad), QUARANTINE_FILE)
 
     def _cut_torn_tail(self, path: Path) -> None:
         size = path.stat().st_size
@@ -254,12 +371,17 @@ class DeliveryLog:
     def append(self, data: bytes) -> None:
         """Write whole lines (``data`` ends with a newline); rotates first when the file is full.
 
-        Raises OSError if the write fails; the file is then cut back to where it was.
+        Raises :class:`LogWriteError` if the write fails; the file is then cut back to where it was.
         """
         if self._fd < 0:
             raise RuntimeError("DeliveryLog.append: the log is closed; open() it first")
         if self._size > 0 and self._size + len(data) > self.max_bytes:
-            self._rotate()
+            try:
+                self._rotate()
+            except LogWriteError:
+                raise
+            except OSError as exc:
+                raise LogWriteError(exc.errno, exc.strerror) from exc
         self._write(data)
 
     def _write(self, data: bytes) -> None:
@@ -268,12 +390,12 @@ class DeliveryLog:
         try:
             while done < len(view):
                 done += os.write(self._fd, view[done:])
-        except OSError:
+        except OSError as exc:
             # part of the data may have landed even when write() reports nothing: cut back to the last
             # whole line we know of
             with contextlib.suppress(OSError):
                 os.ftruncate(self._fd, self._size)
-            raise
+            raise LogWriteError(exc.errno, exc.strerror) from exc
         self._size += done
         self._written += done
 
@@ -291,7 +413,10 @@ class DeliveryLog:
         pos = self._written
         fd = self._fd
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._executor, os.fsync, fd)
+        try:
+            await loop.run_in_executor(self._executor, os.fsync, fd)
+        except OSError as exc:
+            raise LogWriteError(exc.errno, exc.strerror) from exc
         self._fsyncs += 1
         self._synced = max(self._synced, pos)
 
@@ -319,4 +444,4 @@ class DeliveryLog:
 
     def stats(self) -> LogStats:
         return LogStats(str(self.directory), self.current_path.name, self._files, self._written,
-                        self._synced, self.durability.value, self._fsyncs)
+                        self._synced, self.durability.value, self._fsyncs, self.quarantined)

@@ -163,6 +163,8 @@ class AgentCollector(Collector):
         st = a.log_stats()
         yield counter("log_written_bytes", "Bytes appended to the delivery log.", st.bytes_written)
         yield counter("log_fsyncs", "fsync calls on the delivery log.", st.fsyncs)
+        yield counter("log_quarantined_lines", "Delivery log lines that did not parse or validate at recovery, "
+                      "moved to quarantine.jsonl.", st.quarantined)
 
 
 class AgentMetrics:

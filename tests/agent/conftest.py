@@ -13,9 +13,10 @@ from robotctl.agent.config import AgentConfig
 
 
 def make_config(tmp_path: Path, **sections: Any) -> AgentConfig:
-    """A valid configuration: K = 5, 4 robots, the log in tmp_path, port 0; ``sections`` merge in."""
+    """A valid configuration: K = 5, 4 robots, the log in tmp_path, port 0 on loopback without a token
+    (``server.insecure_loopback``); ``sections`` merge in."""
     raw: dict[str, Any] = {
-        "server": {"host": "127.0.0.1", "port": 0},
+        "server": {"host": "127.0.0.1", "port": 0, "insecure_loopback": True},
         "queue": {"capacity": 5},
         "robots": {"count": 4},
         "log": {"dir": str(tmp_path / "log")},

@@ -25,13 +25,16 @@ def test_automatic_ranks_fill_slots_in_groups() -> None:
 
 def test_fixed_ids_and_groups_come_first() -> None:
     act = Actuator(3, fixed_ids=(("a",), ("b1", "b2")), initial_mode=3)
-    late = act.register("x", 0.0)
+    late, key = act.enroll("x", 0.0)
     b2 = act.register("b2", 0.0)
     assert (b2.rank, b2.slot) == (3, 2)
     assert (late.rank, late.slot) == (4, 3)
     with pytest.raises(ConflictError):
         act.register("y", 0.0, rank=2)  # belongs to a listed robot
-    assert act.register("x", 1.0) is late  # idempotent
+    assert act.enroll("x", 1.0, key=key) == (late, None)  # idempotent, with its key
+    with pytest.raises(ConflictError) as info:
+        act.register("x", 1.0)  # without it: another client's robot
+    assert info.value.field == "robot"
 
 
 def test_robot_1_parks_last_and_lowest_ranked_robots_move_first() -> None:

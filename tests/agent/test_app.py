@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from robotctl.agent.app import AGENT, run_in_process
 from robotctl.agent.clock import ManualClock
 from robotctl.agent.config import AgentConfig
-from robotctl.agent.log import list_segments
+from robotctl.agent.log import LogWriteError, list_segments
 
 
 async def _post(s: aiohttp.ClientSession, url: str, body: Any = None, *, data: bytes | None = None,
@@ -116,13 +116,14 @@ BAD = [
     ("/v1/robots", b'{"robot": "r9", "rank": 0}', 400, "rank"),
     ("/v1/robots", b'{"robot": "r9", "rank": 99}', 400, "rank"),
     ("/v1/robots", b'{"robot": "r9", "rank": 1}', 409, "rank"),
-    ("/v1/robots", b'{"robot": "r1", "rank": 2}', 409, "rank"),
+    ("/v1/robots", b'{"robot": "r1", "rank": 2}', 409, "robot"),  # another client's robot (no key)
 ]
 
 
 async def test_every_bad_request_gets_its_error_and_changes_nothing(config_factory: Callable[..., AgentConfig],
                                                                      clock: ManualClock) -> None:
-    cfg = config_factory(server={"max_batch": 10}, policy={"startup": [3, 3, 3, 1, 1, 1]})
+    # a long lease: the clock moves a second per request, and a lost lease would free r1's rank
+    cfg = config_factory(server={"max_batch": 10}, policy={"startup": [3, 3, 3, 1, 1, 1]}, robots={"lease_s": 1000.0})
     async with run_in_process(cfg, clock=clock) as (url, app), aiohttp.ClientSession() as s:
         await _post(s, url + "/v1/robots", {"robot": "r1"})
         await _post(s, url + "/v1/robots", {"robot": "r2"})
@@ -168,9 +169,12 @@ async def test_token_guards_every_mutating_endpoint(config_factory: Callable[...
             assert r.status == 401
         status, _ = await _get(s, url + "/v1/robots/x/command")
         assert status == 401
-        for path in ("/v1/status", "/v1/policy", "/healthz", "/readyz"):
+        for path in ("/v1/status", "/v1/policy", "/v1/robots"):  # they show robot ids and the log's path
             status, _ = await _get(s, url + path)
-            assert status == 200, path
+            assert status == 401, path
+        for path in ("/healthz", "/readyz", "/metrics"):
+            async with s.get(url + path) as r:
+                assert r.status == 200, path
         status, ack = await _post(s, url + "/v1/deliveries", {"robot": "any", "pages": 1},
                                   headers={"Authorization": "Bearer s3cret-s3cret-s3cret"})
         assert status == 200 and ack["accepted"] == 1
@@ -223,7 +227,8 @@ async def test_readiness_and_shutdown_tell_robots_their_default(config_factory: 
             await _post(s, url + "/v1/robots", {"robot": "r2"})
             _, r3 = await _post(s, url + "/v1/robots", {"robot": "r3", "default_state": "active"})
             assert r3["state"] == "parked"
-            poll = asyncio.create_task(_get(s, f"{url}/v1/robots/r3/command?version={r3['version']}&wait_s=5"))
+            poll = asyncio.create_task(_get(s, f"{url}/v1/robots/r3/command?version={r3['version']}&wait_s=5",
+                                            headers={"X-Robot-Key": r3["robot_key"]}))
             await asyncio.sleep(0.05)
             assert not poll.done()
             log_dir = app[AGENT].state_dir
@@ -243,7 +248,7 @@ def test_cleanup_contexts_in_dependency_order(config_factory: Callable[..., Agen
 
 
 async def test_two_apps_in_one_process_have_their_own_registries(tmp_path: Path) -> None:
-    a, b = (AgentConfig.from_dict({"queue": {"capacity": 5}, "server": {"port": 0},
+    a, b = (AgentConfig.from_dict({"queue": {"capacity": 5}, "server": {"port": 0, "insecure_loopback": True},
                                    "robots": {"allow_unregistered": True}, "log": {"dir": str(tmp_path / n)}})
             for n in "ab")
     async with run_in_process(a) as (url_a, _), run_in_process(b) as (url_b, _), aiohttp.ClientSession() as s:
@@ -264,7 +269,7 @@ async def test_a_log_that_cannot_be_written_gets_503_and_changes_nothing(running
     agent = app[AGENT]
 
     def full(data: bytes) -> None:
-        raise OSError(errno.ENOSPC, "No space left on device")
+        raise LogWriteError(errno.ENOSPC, "No space left on device")
 
     async with aiohttp.ClientSession() as s:
         await _post(s, url + "/v1/deliveries", {"pages": 1})

@@ -4,6 +4,7 @@ across restarts, exact mode exposure, the sample ring, client time stamps, hyste
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from robotctl.model import ThresholdPolicy
 
 def _cfg(tmp_path: Path, **sections: Any) -> AgentConfig:
     raw: dict[str, Any] = {"queue": {"capacity": 8}, "robots": {"count": 3, "allow_unregistered": True},
-                           "log": {"dir": str(tmp_path / "log")}}
+                           "server": {"insecure_loopback": True}, "log": {"dir": str(tmp_path / "log")}}
     for k, v in sections.items():
         raw.setdefault(k, {}).update(v)
     return AgentConfig.from_dict(raw)
@@ -147,3 +148,69 @@ async def test_dwell_defers_a_change_until_the_clock_says_so(tmp_path: Path) -> 
             await asyncio.sleep(0)
         assert a.actuator.mode == 1
         assert a.mode_exposure(0.0, 12.0) == pytest.approx({3: 1.0, 2: 10.0, 1: 1.0})
+
+
+# -- issue 11, finding 2: one bad line in the delivery log never stops a start -------------------------------
+BAD_LINES = [
+    b'{"t": "x", "event": "delivery"}',
+    b'{"t": null, "event": "delivery"}',
+    b'{"t": 5.0, "event": "delivery", "pages": "x"}',
+    b'{"t": 5.0, "event": "delivery", "pages": 1e400}',
+    b'{"t": 5.0, "event": "completion", "pages": 1, "service_s": 1e308}',
+    b'{"t": 5.0, "event": "delivery", "pages": 2, "active": "three"}',
+    b'{"t": 5.0, "event": "teleport"}',
+    b'{"t": 5.0, "event": "delivery", "client_t": 1e300}',
+    b'[1, 2, 3]',
+    b'{"t": 5.0, "event": "delivery", "robot": ["r1"]}',
+    b"\xff\xfe not json",
+    b"[" * 5000 + b"]" * 5000,
+]
+
+
+@pytest.mark.parametrize("newest", [True, False], ids=["newest_file", "older_file"])
+async def test_bad_log_lines_are_quarantined_counted_and_the_start_goes_on(tmp_path: Path, newest: bool) -> None:
+    log_dir = tmp_path / "log"
+    log_dir.mkdir()
+    good = [b'{"t": %d.0, "event": "delivery", "robot": "r1", "pages": 1, "active": 3}' % t for t in range(1, 6)]
+    lines = good[:2] + BAD_LINES + good[2:]
+    if newest:
+        (log_dir / "deliveries-00000001.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    else:
+        (log_dir / "deliveries-00000001.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+        (log_dir / "deliveries-00000002.jsonl").write_bytes(b'{"t": 6.0, "event": "queue", "pages": 5}\n')
+    cfg = _cfg(tmp_path, refit={"window_s": 1e6, "drift_window_s": 60.0})
+    a = Agent(cfg, ManualClock(10.0))
+    a.open()  # raised (a traceback and exit 1, a crash loop under systemd) on main
+    assert a.totals.recovered_deliveries == 5
+    assert a.log_stats().quarantined == len(BAD_LINES)
+    quarantined = [json.loads(x) for x in (log_dir / "quarantine.jsonl").read_text().splitlines()]
+    assert [q["line"] for q in quarantined] == list(range(3, 3 + len(BAD_LINES)))
+    assert {q["reason"] for q in quarantined} >= {"bad_t", "bad_pages", "bad_service_s", "invalid_json",
+                                                  "bad_event", "not_an_object", "bad_active", "bad_client_t"}
+    await a.close()
+    # moved aside, not copied: a second start finds nothing more to quarantine
+    b = Agent(cfg, ManualClock(20.0))
+    b.open()
+    assert b.log_stats().quarantined == 0 and b.totals.recovered_deliveries == 5
+    assert len((log_dir / "quarantine.jsonl").read_text().splitlines()) == len(BAD_LINES)
+    await b.close()
+
+
+async def test_quarantined_lines_are_on_metrics_and_status(tmp_path: Path) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    log_dir = tmp_path / "log"
+    log_dir.mkdir()
+    (log_dir / "deliveries-00000001.jsonl").write_bytes(b'{"t": 1.0, "event": "delivery"}\n' + BAD_LINES[0] + b"\n")
+    cfg = _cfg(tmp_path, server={"port": 0, "insecure_loopback": True})
+    async with run_in_process(cfg) as (url, app):
+        import aiohttp
+
+        async with aiohttp.ClientSession() as s:
+            async with s.get(url + "/metrics") as r:
+                text = await r.text()
+            async with s.get(url + "/v1/status") as r:
+                status = await r.json()
+    values = {smp.name: smp.value for fam in text_string_to_metric_families(text) for smp in fam.samples}
+    assert values["robotctl_log_quarantined_lines_total"] == 1
+    assert status["log"]["quarantined"] == 1

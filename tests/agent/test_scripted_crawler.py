@@ -47,7 +47,7 @@ N_ROBOTS = 4
 
 def _config(tmp_path: Path, costs: dict[str, float]) -> AgentConfig:
     return AgentConfig.from_dict({
-        "server": {"port": 0},
+        "server": {"port": 0, "insecure_loopback": True},
         "queue": {"capacity": 5},
         "robots": {"ids": [f"robot-{r}" for r in range(1, N_ROBOTS + 1)], "lease_s": 1e6},
         "costs": costs,

@@ -140,7 +140,8 @@ async def test_sigterm_tells_robots_their_default_and_flushes_the_log(tmp_path: 
         for k in range(5):
             async with s.post(url + "/v1/deliveries", json={"robot": "r1", "client_time": float(k)}) as r:
                 assert r.status == 200
-        poll = asyncio.create_task(s.get(f"{url}/v1/robots/r2/command?version={view['version']}&wait_s=5"))
+        poll = asyncio.create_task(s.get(f"{url}/v1/robots/r2/command?version={view['version']}&wait_s=5",
+                                         headers={"X-Robot-Key": view["robot_key"]}))
         await asyncio.sleep(0.2)
         assert not poll.done()
         proc.send_signal(signal.SIGTERM)

@@ -192,10 +192,13 @@ class DemoConfig:
                            view_interval_s=d.view_interval_s)
         return replace(self, demo=demo, site=replace(self.site, seed=demo.seed))
 
-    def agent_config(self, *, log_dir: str, port: int = 0, static: int | None = None) -> Any:
+    def agent_config(self, *, log_dir: str, port: int = 0, static: int | None = None, token: str | None = None
+                     ) -> Any:
         """The agent's :class:`agent.config.AgentConfig` for one run.
 
-        ``static=r`` gives a fixed fleet: r robots active at every queue length, no refit.
+        ``static=r`` gives a fixed fleet: r robots active at every queue length, no refit. ``token`` is the
+        bearer token the run's robots and indexer send (the demo makes one per run); without one, the agent
+        accepts anyone on loopback (``server.insecure_loopback``).
         """
         from robotctl.agent.config import AgentConfig
 
@@ -205,7 +208,7 @@ class DemoConfig:
         robots["count"] = self.robots.count
         raw["robots"] = robots
         raw["costs"] = self.costs.to_dict()
-        raw["server"] = {"host": "127.0.0.1", "port": port}
+        raw["server"] = {"host": "127.0.0.1", "port": port, "token": token, "insecure_loopback": token is None}
         raw["log"] = {"dir": log_dir, "fsync": "never"}
         policy = dict(raw.get("policy") or {})
         policy["restore"] = False

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import secrets
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
@@ -275,8 +276,9 @@ async def _start_crawl(stack: contextlib.AsyncExitStack, config: DemoConfig, kin
         workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="robotctl-demo-"))
     run_dir = Path(workdir) / f"{kind}-{int(time.time() * 1000)}"
     run_dir.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_urlsafe(32)  # the run's own: nobody else on the host moves its robots
     agent_cfg = config.agent_config(log_dir=str(run_dir / "agent"), port=port,
-                                    static=None if kind == "robotctl" else static)
+                                    static=None if kind == "robotctl" else static, token=token)
     registry = CollectorRegistry()
     # one session for the agent client, closed after the agent has shut down: the agent's shutdown
     # answers the robots' open long-polls, so none of them fails on a closed connector
@@ -290,7 +292,7 @@ async def _start_crawl(stack: contextlib.AsyncExitStack, config: DemoConfig, kin
     base_url, app = await stack.enter_async_context(run_in_process(agent_cfg, registry=registry))
     if on_url is not None:
         on_url(base_url)
-    client = await stack.enter_async_context(AgentClient(base_url, session=session))
+    client = await stack.enter_async_context(AgentClient(base_url, session=session, token=token))
     link = AgentLink(client)
     indexer = Indexer(config.indexer, db_path=run_dir / "index.sqlite", on_event=link.push)
     stack.callback(indexer.close)

@@ -6,7 +6,8 @@ is a Kronecker product of the small matrices; small levels are kept dense, large
 CSR, and the full generator is never formed densely. Notation, mapped to the paper:
 
 - ``arrivals_by_admitted(mode, i)[a]``: sum of D_k^(mode) over the batch sizes k of which a pages are
-  admitted at level i, a = 0..min(K-i, kmax) (a = 0 collects D_0 and the batches lost whole); with partial admission these are
+  admitted at level i, a = 0..min(K-i, kmax) (a = 0 collects D_0 and the batches lost whole); with partial
+  admission these are
   the Lemma's D_a and D(1) - sum_{r<K-i} D_r for the top block.
 - ``A(j) = S (+) Gamma^{(+)j}``: phases of service and of j waiting pages (the paper's A_j).
 - ``B(j)``: level j+1 -> j without arrivals (service completion S_0 beta with the head page's

@@ -198,7 +198,8 @@ async def test_a_forgotten_robot_registers_again() -> None:
 
 
 async def test_with_the_real_agent_in_the_same_loop(tmp_path: Any) -> None:
-    cfg = AgentConfig.from_dict({"server": {"port": 0, "insecure_loopback": True}, "queue": {"capacity": 3}, "robots": {"count": 2},
+    cfg = AgentConfig.from_dict({"server": {"port": 0, "insecure_loopback": True}, "queue": {"capacity": 3},
+                                 "robots": {"count": 2},
                                  "policy": {"startup": [2, 2, 1, 1]}, "log": {"dir": str(tmp_path)}})
     async with run_in_process(cfg) as (url, app), AgentClient(url) as client:
         r1 = await client.register_robot("r1")
@@ -230,7 +231,8 @@ async def _until_real(cond: Callable[[], bool]) -> None:
 
 
 async def test_more_robots_than_aiohttps_default_connection_limit(tmp_path: Any) -> None:
-    cfg = AgentConfig.from_dict({"server": {"port": 0, "insecure_loopback": True}, "queue": {"capacity": 3}, "robots": {"count": 120},
+    cfg = AgentConfig.from_dict({"server": {"port": 0, "insecure_loopback": True}, "queue": {"capacity": 3},
+                                 "robots": {"count": 120},
                                  "log": {"dir": str(tmp_path)}})
     async with run_in_process(cfg) as (url, app), AgentClient(url) as client:
         robots = [await client.register_robot() for _ in range(120)]

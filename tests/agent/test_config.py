@@ -61,7 +61,8 @@ def test_robots_shorthands() -> None:
 def test_environment_overrides_file_and_flags_override_environment(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     path.write_text("queue: {capacity: 5}\nrefit: {interval_s: 300}\nrobots: 4\n")
-    env = {"ROBOTCTL_REFIT_INTERVAL_S": "60", "ROBOTCTL_ROBOTS_IDS": "[a, b]", "ROBOTCTL_SERVER_TOKEN": "s3cret-s3cret-s3cret",
+    env = {"ROBOTCTL_REFIT_INTERVAL_S": "60", "ROBOTCTL_ROBOTS_IDS": "[a, b]",
+           "ROBOTCTL_SERVER_TOKEN": "s3cret-s3cret-s3cret",
            "ROBOTCTL_CONFIG": "ignored", "HOME": "/"}
     cfg = load_config(path, environ=env, overrides={"server": {"port": 0}})
     assert cfg.refit.interval_s == 60.0

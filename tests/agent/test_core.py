@@ -203,7 +203,7 @@ async def test_quarantined_lines_are_on_metrics_and_status(tmp_path: Path) -> No
     log_dir.mkdir()
     (log_dir / "deliveries-00000001.jsonl").write_bytes(b'{"t": 1.0, "event": "delivery"}\n' + BAD_LINES[0] + b"\n")
     cfg = _cfg(tmp_path, server={"port": 0, "insecure_loopback": True})
-    async with run_in_process(cfg) as (url, app):
+    async with run_in_process(cfg) as (url, _):
         import aiohttp
 
         async with aiohttp.ClientSession() as s:

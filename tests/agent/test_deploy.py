@@ -50,7 +50,8 @@ async def _exported(tmp_path: Path) -> set[str]:
                                       fit_summary(model, None, {m: "observed" for m in model.modes}),
                                       model, 500, (0.0, 1.0)), 0.01, 0.02, 500)
 
-    cfg = AgentConfig.from_dict({"server": {"port": 0, "insecure_loopback": True}, "queue": {"capacity": 5}, "robots": 4,
+    cfg = AgentConfig.from_dict({"server": {"port": 0, "insecure_loopback": True}, "queue": {"capacity": 5},
+                                 "robots": 4,
                                  "refit": {"executor": "thread", "min_deliveries": 2},
                                  "log": {"dir": str(tmp_path)}})
     async with run_in_process(cfg, clock=ManualClock(0.0), compute=compute) as (url, app), \
@@ -138,7 +139,8 @@ async def test_a_real_prometheus_scrapes_the_agent_and_evaluates_every_rule(tmp_
     import asyncio
     import socket
 
-    cfg = AgentConfig.from_dict({"server": {"port": 0, "insecure_loopback": True}, "queue": {"capacity": 5}, "robots": 4,
+    cfg = AgentConfig.from_dict({"server": {"port": 0, "insecure_loopback": True}, "queue": {"capacity": 5},
+                                 "robots": 4,
                                  "log": {"dir": str(tmp_path / "log")}})
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

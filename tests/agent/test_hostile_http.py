@@ -87,8 +87,8 @@ async def test_without_the_token_nobody_moves_or_reads_the_robots(config_factory
             async with s.get(url + "/v1/status", headers={"Authorization": f"{scheme} {TOKEN}"}) as r:
                 assert r.status == 200, scheme
         # a byte that is not ASCII in the header: 401, not a 500
-        answer = await _raw(url, b"POST /v1/queue HTTP/1.1\r\nHost: a\r\nConnection: close\r\n"
-                                 b"Authorization: Bearer \xff\xfe" + TOKEN.encode() + b"\r\nContent-Length: 2\r\n\r\n{}")
+        answer = await _raw(url, b"POST /v1/queue HTTP/1.1\r\nHost: a\r\nConnection: close\r\nAuthorization: "
+                                 b"Bearer \xff\xfe" + TOKEN.encode() + b"\r\nContent-Length: 2\r\n\r\n{}")
         assert _status_of(answer) == 401
 
 
@@ -100,7 +100,7 @@ def test_an_app_that_would_expose_the_robots_is_refused(tmp_path: Path, server: 
                                                         refused: bool) -> None:
     cfg = AgentConfig.from_dict({"queue": {"capacity": 5}, "server": server, "log": {"dir": str(tmp_path)}})
     if refused:
-        with pytest.raises(InputError, match="server.token"):
+        with pytest.raises(InputError, match=r"server\.token"):
             create_app(cfg)
     else:
         create_app(cfg)
@@ -273,7 +273,7 @@ async def test_a_client_that_disconnects_mid_body_is_not_a_disk_failure(running:
     url, app = running
     host, port = url.removeprefix("http://").rsplit(":", 1)
     with caplog.at_level(logging.INFO):
-        reader, writer = await asyncio.open_connection(host, int(port))
+        _, writer = await asyncio.open_connection(host, int(port))
         writer.write(b'POST /v1/deliveries HTTP/1.1\r\nHost: a\r\nContent-Length: 1000\r\n\r\n{"pages":')
         await writer.drain()
         await asyncio.sleep(0.1)

@@ -32,7 +32,8 @@ TRUE_MODEL, COSTS = load_model_file(str(ROOT / "config" / "paper-example.yaml"))
 
 def _config(tmp_path: Path, **refit: Any) -> AgentConfig:
     return AgentConfig.from_dict({
-        "server": {"port": 0, "insecure_loopback": True}, "queue": {"capacity": 5}, "robots": {"count": 4, "allow_unregistered": True},
+        "server": {"port": 0, "insecure_loopback": True}, "queue": {"capacity": 5},
+        "robots": {"count": 4, "allow_unregistered": True},
         "costs": COSTS.to_dict(), "policy": {"startup": [4, 4, 3, 2, 1, 1]},
         "refit": {"interval_s": 1e9, "min_interval_s": 0, "window_s": 1e5, "drift_window_s": 600,
                   "min_deliveries": 100, "executor": "thread", **refit},

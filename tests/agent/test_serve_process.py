@@ -174,7 +174,8 @@ def test_bad_configuration_exits_2_naming_the_key(tmp_path: Path) -> None:
 
 
 def test_check_prints_the_configuration(tmp_path: Path) -> None:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), ROBOTCTL_SERVER_TOKEN="t0k-t0k-t0k-t0k-t0k", ROBOTCTL_REFIT_INTERVAL_S="60")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), ROBOTCTL_SERVER_TOKEN="t0k-t0k-t0k-t0k-t0k",
+               ROBOTCTL_REFIT_INTERVAL_S="60")
     out = subprocess.run([sys.executable, "-m", "robotctl.cli", "serve", "--config", "config/sidecar.yaml", "--check",
                           "--json", "--port", "0"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
     assert out.returncode == 0, out.stderr

@@ -182,8 +182,18 @@ class RefitWorker:
             self._executor = _spawn_pool() if self.kind == "process" else _thread_pool()
 
     def shutdown(self) -> None:
+        """Stop the worker without waiting for a refit it may be running: a worker process is terminated
+        (its result is not wanted any more), so that the agent exits at once on SIGTERM instead of waiting at
+        interpreter exit for the computation to finish (up to ``refit.timeout_s``; 7.5 s were measured)."""
         if self._executor is not None:
+            # ProcessPoolExecutor's worker processes (no public way to reach them before Python 3.14's
+            # terminate_workers); a thread pool has none
+            found = getattr(self._executor, "_processes", None)
+            processes = list(found.values()) if isinstance(found, dict) else []
             self._executor.shutdown(wait=False, cancel_futures=True)
+            for proc in processes:
+                with contextlib.suppress(Exception):
+                    proc.terminate()
             self._executor = None
         self._blocks.close()
 

@@ -316,3 +316,27 @@ async def test_cancel_and_wait_ends_a_task_that_absorbs_one_cancellation() -> No
     await asyncio.sleep(0)
     await asyncio.wait_for(cancel_and_wait(task), timeout=10)
     assert task.cancelled()
+
+
+def test_shutdown_does_not_wait_for_a_running_refit_in_the_worker_process() -> None:
+    """Issue 11, finding 10: SIGTERM took up to 7.5 s because the exit waited for the worker process to finish
+    what it was computing (a refit, or the import of fitting and policies at start)."""
+    import time
+
+    from robotctl.agent.worker import RefitWorker
+
+    worker = RefitWorker(kind="process")
+    worker.start()
+    executor = worker._executor
+    assert executor is not None
+    busy = executor.submit(time.sleep, 60)  # a computation that would hold the exit for a minute
+    for _ in range(200):
+        if executor._processes and busy.running():  # type: ignore[attr-defined]
+            break
+        time.sleep(0.05)
+    processes = list(executor._processes.values())  # type: ignore[attr-defined]
+    assert processes and busy.running()
+    worker.shutdown()
+    for proc in processes:
+        proc.join(timeout=20)  # a hang guard: on main the process slept on for its minute
+        assert not proc.is_alive()

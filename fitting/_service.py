@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from robotctl import InputError
 
@@ -39,6 +40,25 @@ class ServiceFit:
     scv: float
     third_moment: float
     note: str
+
+
+def usable_samples(x: NDArray[np.float64]) -> tuple[NDArray[np.float64], str]:
+    """The samples the moment fit can use, and why any were left out ("" when none was).
+
+    The fit matches the first three moments, so every sample's cube must stay finite in floating point with
+    ``n`` of them summed: x <= cbrt(max_float / n). A larger value is finite but absurd as a time (1e308 s
+    once reached the agent) and would make every moment infinite; it is left out and the report says so.
+    """
+    n = int(x.size)
+    if n == 0:
+        return x, ""
+    limit = float(np.cbrt(np.finfo(np.float64).max / n))
+    keep = x <= limit
+    dropped = n - int(keep.sum())
+    if not dropped:
+        return x, ""
+    return x[keep], (f"ignored {dropped} of {n} sample(s) above {limit:.3g} s: too large for the moments the fit "
+                     "matches (their cubes overflow)")
 
 
 def fit_service(service_times: Any = None, sizes_bytes: Any = None, processing_rate_bps: float | None = None, *,
@@ -83,7 +103,12 @@ def fit_service(service_times: Any = None, sizes_bytes: Any = None, processing_r
     else:
         raise InputError("service_times", "no service information: neither service_times nor sizes_bytes given",
                          "give service times (s), or content sizes with a processing rate in bytes per second")
+    x, dropped = usable_samples(x)
+    if dropped:
+        note = (note + "; " if note else "") + dropped
     n = int(x.size)
+    if n == 0:
+        raise InputError(source.split(" ")[0], "no value is small enough to fit", "give service times in seconds")
     m1 = float(x.mean())
     if not m1 > 0:
         raise InputError(source.split(" ")[0], f"all {n} values are 0", "a page takes some time to index")

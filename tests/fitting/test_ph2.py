@@ -120,3 +120,18 @@ def test_property_every_fit_is_a_valid_ph_with_its_claimed_moments(m1: float, sc
         assert law.moment(3) == pytest.approx(m3, rel=CLAIM)
     if scv > 1 and m3 is not None and m1 * m3 > 1.5 * m2 * m2 * (1 + 1e-9):
         assert fit.status is PhFitStatus.EXACT and fit.method == "h2-three-moments"
+
+
+def test_the_service_fit_leaves_out_samples_it_cannot_use_and_says_why() -> None:
+    """Issue 11, finding 4: two service times of 1e308 s made the mean infinite and every refit fail."""
+    import numpy as np
+
+    from robotctl.fitting import fit_service
+
+    clean = np.random.default_rng(1).exponential(0.5, 200)
+    poisoned = fit_service(np.concatenate([clean, [1e308, 1e308]]))
+    reference = fit_service(clean)
+    assert poisoned.fit.success and poisoned.n == 200
+    assert poisoned.mean == reference.mean and poisoned.scv == reference.scv  # the same fit as without them
+    assert "ignored 2 of 202" in poisoned.note and "overflow" in poisoned.note
+    assert reference.note == ""

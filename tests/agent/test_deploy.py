@@ -184,3 +184,25 @@ async def test_a_real_prometheus_scrapes_the_agent_and_evaluates_every_rule(tmp_
     assert len(rules) >= 10
     bad = [(rule["name"], rule.get("lastError")) for rule in rules if rule["health"] != "ok"]
     assert not bad, bad
+
+
+def test_deployments_never_run_the_agent_without_a_token_and_bound_its_files() -> None:
+    """Issue 11, findings 1 and 3: the container bound 0.0.0.0 with no token; the unit had no file limit."""
+    from robotctl import InputError
+
+    kube = _docs(DEPLOY / "kubernetes" / "robotctl-sidecar.yaml")
+    cfg = AgentConfig.from_dict(yaml.safe_load(kube[0]["data"]["sidecar.yaml"]))
+    with pytest.raises(InputError, match="ROBOTCTL_SERVER_TOKEN"):
+        cfg.server.check_exposure()  # without the mounted secret the pod stops with one line
+    pod = kube[3]["spec"]["template"]["spec"]
+    sidecar = next(c for c in pod["containers"] if c["name"] == "robotctl")
+    token_file = next(e["value"] for e in sidecar["env"] if e["name"] == "ROBOTCTL_SERVER_TOKEN_FILE")
+    mount = next(m for m in sidecar["volumeMounts"] if token_file.startswith(m["mountPath"] + "/"))
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    assert volume["secret"]["secretName"] == kube[1]["metadata"]["name"]
+    assert token_file.rsplit("/", 1)[1] in kube[1]["stringData"]
+    unit = (DEPLOY / "systemd" / "robotctl.service").read_text()
+    limit = int(next(line for line in unit.splitlines() if line.startswith("LimitNOFILE=")).split("=")[1])
+    assert limit >= AgentConfig.from_dict({"queue": {"capacity": 5}}).server.max_connections + 64
+    assert "0.0.0.0" in (DEPLOY / "Containerfile").read_text() and "ROBOTCTL_SERVER_TOKEN_FILE" in \
+        (DEPLOY / "Containerfile").read_text()

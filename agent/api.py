@@ -30,6 +30,8 @@ from typing import Any, NamedTuple
 
 from robotctl import InputError
 
+from .config import key_name
+
 #: Largest pages in one delivery/completion and largest byte count accepted.
 MAX_PAGES = 1_000_000
 MAX_BYTES = 1 << 50
@@ -87,8 +89,8 @@ def _object(where: str, obj: Any, allowed: Container[str], keys_doc: str) -> Map
                          f"send {{{keys_doc}}}")
     for key in obj:
         if key not in allowed:
-            raise InputError(f"{where}.{key}" if where else str(key), "is not a known field",
-                             f"fields: {keys_doc}")
+            name = key_name(key)
+            raise InputError(f"{where}.{name}" if where else name, "is not a known field", f"fields: {keys_doc}")
     return obj
 
 
@@ -141,7 +143,7 @@ def _items(obj: Any, key: str, max_batch: int) -> tuple[list[Any], str]:
     if isinstance(obj, dict) and key in obj:
         if len(obj) != 1:
             extra = sorted(k for k in obj if k != key)[0]
-            raise InputError(str(extra), f"is not a known field next to {key!r}",
+            raise InputError(key_name(extra), f"is not a known field next to {key!r}",
                              f'send {{"{key}": [...]}} alone')
         items = obj[key]
         if not isinstance(items, list):

@@ -7,7 +7,8 @@ Endpoints (JSON, versioned under ``/v1``; bodies in :mod:`agent.api`):
 ``POST /v1/completions``                    pages indexed (service seconds and/or bytes)
 ``POST /v1/obsolete``                       pages dropped as stale
 ``POST /v1/queue``                          the indexer's own count, to resynchronise
-``POST /v1/robots``                         register a robot (id, rank or automatic, default state)
+``POST /v1/robots``                         register a robot (id, rank or automatic, default state); the
+                                            answer carries its ``robot_key`` once
 ``GET /v1/robots``                          the robots and their commands
 ``DELETE /v1/robots/{id}``                  deregister
 ``GET /v1/robots/{id}/command``             long-poll: ``?version=n&wait_s=t``; answers at once when the
@@ -20,9 +21,12 @@ Endpoints (JSON, versioned under ``/v1``; bodies in :mod:`agent.api`):
 ==========================================  ===============================================================
 
 Errors are JSON ``{"error", "field", "hint"}``: 400 for invalid input (it changes nothing), 401 without
-the bearer token on a guarded endpoint (every POST and DELETE, and the command long-poll, which renews
-a lease), 404 for an unknown robot in a path, 409 for a conflict (a rank already taken), 413 for a body
-over ``server.max_body_bytes``, 503 when the delivery log cannot be written.
+the bearer token (every route but ``app[PUBLIC_PATHS]``: /healthz, /readyz, /metrics; see
+:mod:`agent._http`), 403 without the robot's key (``X-Robot-Key``) on its command, re-registration or
+deletion, 404 for an unknown robot or path, 405 for a method a route does not take, 408 for a body that
+did not arrive within ``server.body_timeout_s``, 409 for a conflict (a rank already taken, another
+client's robot), 413 for a body over ``server.max_body_bytes``, 503 when the delivery log cannot be
+written or ``server.max_long_polls`` long-polls wait already (with ``Retry-After``).
 
 Handlers parse and validate, call one public method of the :class:`~agent.core.Agent` (or the refit
 loop), and respond; they never touch the agent's state. Resources are set up by one cleanup context
@@ -131,9 +135,16 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return error_response(413, "body", f"is larger than server.max_body_bytes = {limit} ({exc.text})",
                               "send smaller batches")
     except web.HTTPException as exc:
-        if 400 <= exc.status < 500:
-            _count_bad(request)
-        raise
+        if not 400 <= exc.status < 500:
+            raise
+        _count_bad(request)
+        if isinstance(exc, web.HTTPMethodNotAllowed):
+            allowed = ", ".join(sorted(exc.allowed_methods))
+            return error_response(405, "method", f"{request.method} is not allowed here", f"use {allowed}",
+                                  headers={"Allow": allowed})
+        if isinstance(exc, web.HTTPNotFound):
+            return error_response(404, "path", "names no endpoint", "see the endpoints in agent/README.md")
+        return error_response(exc.status, "request", exc.reason, exc.text or "")
     except LogWriteError as exc:
         LOG.error("event=log_write_failed request=%s path=%s error=%s", next(_request_ids),
                   endpoint_label(request), exc)

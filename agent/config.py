@@ -22,6 +22,7 @@ config/sidecar.yaml documents every key line by line.
 from __future__ import annotations
 
 import ipaddress
+import json
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -39,11 +40,23 @@ Check = Callable[[Any], Any]
 
 
 # -- value checkers: each returns the coerced value or raises InputError("", problem, hint) -----------
+def key_name(key: Any) -> str:
+    """A key as a field name: as it is when it reads as one, else quoted (``""``, a control character)."""
+    text = str(key)
+    if text and text.isprintable() and len(text) <= 40 and text.strip() == text:
+        return text
+    return json.dumps(text[:40])
+
+
 def _is_number(v: Any) -> bool:
     return not isinstance(v, bool) and isinstance(v, int | float)
 
 
-def _int(minimum: int | None = None, maximum: int | None = None) -> Check:
+#: Largest whole number any key takes (a float holds every integer up to it exactly).
+MAX_WHOLE = 2**53
+
+
+def _int(minimum: int | None = None, maximum: int | None = MAX_WHOLE) -> Check:
     def check(v: Any) -> int:
         if isinstance(v, float) and v.is_integer():
             v = int(v)
@@ -202,7 +215,7 @@ class _Section:
         known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
         for key in d:
             if key not in known:
-                raise InputError(f"{cls.SECTION}.{key}", "is not a known key",
+                raise InputError(f"{cls.SECTION}.{key_name(key)}", "is not a known key",
                                  f"keys of {cls.SECTION}: {', '.join(sorted(known))}")
         for f in fields(cls):  # type: ignore[arg-type]
             if f.metadata.get("required") and d.get(f.name) is None:
@@ -332,6 +345,8 @@ def read_token_file(path: str) -> str:
     except OSError as exc:
         raise InputError("server.token_file", f"{path}: cannot be read ({exc.strerror})",
                          "check the path and its permissions") from exc
+    except ValueError as exc:  # a NUL in the path
+        raise InputError("server.token_file", f"{path!r} is not a path ({exc})", "give the file's path") from exc
     if not text:
         raise InputError("server.token_file", f"{path}: is empty", _TOKEN_HINT)
     problem = token_problem(text)
@@ -348,14 +363,20 @@ class QueueConfig(_Section):
                            "a delivery that does not fit: keep what fits (partial) or lose it all")
 
 
+#: Most virtual robots, and most real robots in one: a fleet beyond is a typo (ranks are handed out by
+#: scanning them).
+MAX_ROBOTS = 100_000
+MAX_GROUP_SIZE = 10_000
+
+
 @dataclass(frozen=True)
 class RobotsConfig(_Section):
     SECTION: ClassVar[str] = "robots"
-    count: int | None = _spec(None, _optional(_int(1)),
+    count: int | None = _spec(None, _optional(_int(1, MAX_ROBOTS)),
                               "N, virtual robots (the largest mode); default: len(ids)")
     ids: tuple[tuple[str, ...], ...] = _spec((), _robot_ids,
                                              "robot ids in rank order; a list groups real robots")
-    group_size: int = _spec(1, _int(1),
+    group_size: int = _spec(1, _int(1, MAX_GROUP_SIZE),
                             "real robots per virtual robot for robots that register without an id")
     min_active: int = _spec(1, _int(1), "fewest virtual robots a fitted policy may keep active")
     default_state: str = _spec("active", _choice("active", "parked"),
@@ -563,7 +584,7 @@ class AgentConfig:
             d = _mapping(raw)
             for key in d:
                 if key not in SECTIONS and key != "costs":
-                    raise InputError(str(key), "is not a known section",
+                    raise InputError(key_name(key), "is not a known section",
                                      f"sections: {', '.join(sorted([*SECTIONS, 'costs']))}")
             if d.get("queue") is None:
                 raise InputError("queue.capacity", "is missing",
@@ -596,7 +617,7 @@ def _costs(raw: Any) -> Costs:
     known = {f.name for f in fields(Costs)}
     for key in d:
         if key not in known:
-            raise InputError(f"costs.{key}", "is not a known key",
+            raise InputError(f"costs.{key_name(key)}", "is not a known key",
                              f"keys of costs: {', '.join(sorted(known))}")
     try:
         return Costs(**d)

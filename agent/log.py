@@ -66,6 +66,8 @@ def check_directory(directory: str | Path, *, create: bool = True, field: str = 
     """Refuse a log directory that cannot hold the log: a file, unwritable, or impossible to create
     (``create=False`` checks without creating anything, as ``robotctl serve --check`` does)."""
     path = Path(directory)
+    if "\x00" in str(directory):
+        raise InputError(field, f"{directory!r} holds a NUL character", "give a directory's path")
     if path.exists() and not path.is_dir():
         raise InputError(field, f"{directory} is a file, not a directory", "point log.dir at a directory (or a "
                          "path to create)")

@@ -69,6 +69,12 @@ def _number_text(x: float | int) -> str:
     return _encode(x)
 
 
+def _shown(value: Any) -> str:
+    """A value for an error message, cut short."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _number(where: str, name: str, value: Any, *, integer: bool = False, minimum: float = 0.0) -> Any:
     if isinstance(value, str):
         value = value.strip()
@@ -79,12 +85,17 @@ def _number(where: str, name: str, value: Any, *, integer: bool = False, minimum
         except ValueError as exc:
             raise InputError(f"{where}.{name}", f"is {value!r}, not a number", f"write {name} as a number") from exc
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InputError(f"{where}.{name}", f"is {value!r}, not a number", f"write {name} as a number")
+        raise InputError(f"{where}.{name}", f"is {_shown(value)}, not a number", f"write {name} as a number")
+    if isinstance(value, int) and abs(value) > 2**1023:  # a float cannot hold it (math.isfinite would raise)
+        raise InputError(f"{where}.{name}", f"is too large ({len(str(abs(value)))} digits)",
+                         f"{name} must be a finite number")
     if not math.isfinite(value):
         raise InputError(f"{where}.{name}", f"is {value}, not finite", f"{name} must be a finite number")
     if value < minimum:
         raise InputError(f"{where}.{name}", f"is {value}, below {minimum:g}", f"{name} must be >= {minimum:g}")
     if integer:
+        if abs(value) > 2**62:
+            raise InputError(f"{where}.{name}", f"is {value:g}, more than any count", f"{name} counts items")
         if value != int(value):
             raise InputError(f"{where}.{name}", f"is {value}, not a whole number", f"{name} counts items")
         return int(value)
@@ -267,9 +278,11 @@ class _Columns:
         if bool not in set(map(type, vals)):
             try:
                 a = np.array(vals, dtype=float)  # None -> nan; numeric strings are parsed
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):  # OverflowError: an integer of hundreds of digits
                 a = None
-        if a is None:  # a bool or a string that is not a number somewhere: find it
+            if a is not None and a.shape != (len(vals),):  # lists among the values ("pages": [1])
+                a = None
+        if a is None:  # a bool, a list, a string that is not a number, an integer past any float: find it
             bad = next(i for i, v in enumerate(vals) if not _is_number(v))
         else:
             nan = np.isnan(a)
@@ -280,8 +293,8 @@ class _Columns:
                 flags |= nan if required else nan & ~absent
             with np.errstate(invalid="ignore"):
                 flags |= np.isinf(a) | (a < minimum)
-                if integer:
-                    flags |= np.isfinite(a) & (a != np.round(a))
+                if integer:  # whole, and within what an int64 column holds
+                    flags |= np.isfinite(a) & ((a != np.round(a)) | (np.abs(a) > 2.0**62))
             hits = np.flatnonzero(flags)
             if hits.size:
                 bad = int(hits[0])
@@ -401,6 +414,6 @@ def _is_number(v: Any) -> bool:
         return True
     try:
         float(v)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return False
     return not isinstance(v, bool)

@@ -56,6 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def one_line(text: str) -> str:
+    """``text`` on one line: a character that is not printable (a newline a file put in a key) is escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``robotctl`` with ``argv`` (default: the process's arguments); returns the exit status."""
     parser = build_parser()
@@ -69,12 +74,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InputError as exc:
         if args.debug:
             raise
-        print(f"robotctl: error: {exc}", file=sys.stderr)
+        print(f"robotctl: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except RobotctlError as exc:
         if args.debug:
             raise
-        print(f"robotctl: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"robotctl: {type(exc).__name__}: {one_line(str(exc))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
@@ -85,4 +90,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 141
 
 
-__all__ = ["COMMAND_MODULES", "build_parser", "main"]
+__all__ = ["COMMAND_MODULES", "build_parser", "main", "one_line"]

@@ -14,6 +14,18 @@ from numpy.typing import NDArray
 
 from robotctl import InputError
 
+#: The range of mean times (s) whose laws' moments, up to the third, stay within floating point: outside it
+#: their squares and cubes underflow to 0 or overflow (a mean of 8e-283 s made a c^2 a division by zero).
+MIN_MEAN_S = 1e-90
+MAX_MEAN_S = 1e90
+
+
+def time_scale(field: str, mean_s: float) -> None:
+    """Refuse a mean time outside :data:`MIN_MEAN_S`..:data:`MAX_MEAN_S` (finite but absurd)."""
+    if not MIN_MEAN_S <= mean_s <= MAX_MEAN_S:
+        raise InputError(field, f"average {mean_s:.3g} s, outside the {MIN_MEAN_S:g}..{MAX_MEAN_S:g} s a law's "
+                         "moments can be computed in", "give times in seconds")
+
 
 def positive_number(field: str, value: Any, *, allow_zero: bool = False) -> float:
     """A finite number > 0 (or >= 0 with ``allow_zero``)."""

@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 
 from robotctl import InputError
 
-from ._checks import count_array, float_array, freeze
+from ._checks import count_array, float_array, freeze, time_scale
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,7 +107,11 @@ def validate_deliveries(delivery_times: Any, pages: Any = None, modes: Any = Non
         order = np.argsort(t, kind="stable")
         t, p, m = t[order], p[order], m[order]
         sorted_ = True
-    return Deliveries(t, p, m, np.diff(t), int(back.size), sorted_)
+    gaps = np.diff(t)
+    positive = int((gaps > 0).sum())
+    if positive:
+        time_scale("delivery_times", float(t[-1] - t[0]) / positive)  # the intervals between distinct times
+    return Deliveries(t, p, m, gaps, int(back.size), sorted_)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from numpy.typing import NDArray
 
 from robotctl import InputError
 
-from ._checks import float_array, positive_number
+from ._checks import float_array, positive_number, time_scale
 from ._ph2 import PhFit, h2_from_moments
 
 
@@ -112,6 +112,7 @@ def fit_service(service_times: Any = None, sizes_bytes: Any = None, processing_r
     m1 = float(x.mean())
     if not m1 > 0:
         raise InputError(source.split(" ")[0], f"all {n} values are 0", "a page takes some time to index")
+    time_scale(source.split(" ")[0], m1)
     y = x / m1
     m2 = float(np.dot(y, y) / n)
     m3 = float(np.dot(y * y, y) / n)

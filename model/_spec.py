@@ -60,7 +60,7 @@ def ph_from_dict(field: str, value: Any, *, vector: str = "beta", matrix: str = 
     except InputError as exc:
         raise InputError(exc.field.replace(f"{field}.beta", f"{field}.{vector}").replace(
             f"{field}.S", f"{field}.{matrix}"), exc.problem, exc.hint) from exc
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise InputError(field, f"is not numeric ({exc})", "use lists of numbers") from exc
 
 
@@ -70,7 +70,7 @@ def _bmap(field: str, value: Any) -> BMAP:
                          "write [[[...], ...], [[...], ...]]")
     try:
         mats = tuple(np.asarray(m, dtype=float) for m in value)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise InputError(field, f"is not a list of numeric matrices ({exc})", "check the brackets") from exc
     return BMAP(mats, field)
 

@@ -22,7 +22,7 @@ def as_matrix(field: str, value: ArrayLike) -> NDArray[np.float64]:
     """A finite, square, float matrix (a copy)."""
     try:
         A = np.array(value, dtype=float)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise InputError(field, f"is not a numeric matrix ({exc})", "write it as a list of rows") from exc
     if A.ndim != 2 or A.shape[0] != A.shape[1] or A.shape[0] == 0:
         raise InputError(field, f"must be a non-empty square matrix, got shape {A.shape}",
@@ -36,7 +36,7 @@ def as_vector(field: str, value: ArrayLike) -> NDArray[np.float64]:
     """A finite float row vector (a copy)."""
     try:
         v = np.array(value, dtype=float)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise InputError(field, f"is not a numeric vector ({exc})", "write it as a list of numbers") from exc
     if v.ndim != 1 or v.size == 0:
         raise InputError(field, f"must be a non-empty list of numbers, got shape {v.shape}",

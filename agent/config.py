@@ -729,6 +729,9 @@ def documented_keys() -> dict[str, dict[str, str]]:
 
 __all__ = [
     "ENV_PREFIX",
+    "MAX_GROUP_SIZE",
+    "MAX_ROBOTS",
+    "MAX_WHOLE",
     "SECTIONS",
     "TOKEN_MIN_LENGTH",
     "VERBATIM",
@@ -744,6 +747,7 @@ __all__ = [
     "documented_keys",
     "env_overrides",
     "is_loopback",
+    "key_name",
     "load_config",
     "read_token_file",
     "token_problem",

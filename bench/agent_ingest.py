@@ -59,7 +59,7 @@ class Conn:
 def start_agent(log_dir: Path, executor: str, fsync: str) -> tuple[subprocess.Popen[bytes], str, int]:
     cfg = log_dir / "agent.yaml"
     cfg.write_text(
-        "server: {host: 127.0.0.1, port: 0, max_batch: 10000, max_body_bytes: 4194304}\n"
+        "server: {host: 127.0.0.1, port: 0, max_batch: 10000, max_body_bytes: 4194304, insecure_loopback: true}\n"
         "queue: {capacity: 5}\n"
         "robots: {count: 4, allow_unregistered: true}\n"
         "costs: {loss: 5, obsolescence: 10, response: 2, robot: 20, starvation: 300}\n"

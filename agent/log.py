@@ -165,18 +165,22 @@ def _parse_line(raw: bytes) -> tuple[dict[str, Any] | None, str | None]:
     return (obj, None) if problem is None else (None, problem)
 
 
+def _lines(path: Path) -> Iterator[tuple[int, bytes, dict[str, Any] | None, str | None]]:
+    """(line number, raw line, record or None, problem or None) of every line that is not blank."""
+    with open(path, "rb") as fh:
+        for n, raw in enumerate(fh, start=1):
+            if raw.strip():
+                yield (n, raw, *_parse_line(raw))
+
+
 def read_records(path: Path) -> Iterator[dict[str, Any]]:
     """The valid records of one log file (:func:`record_problem`); an invalid line is skipped with a
     warning. (:meth:`DeliveryLog.records` moves such lines to the quarantine file instead.)"""
-    with open(path, "rb") as fh:
-        for n, raw in enumerate(fh, start=1):
-            if not raw.strip():
-                continue
-            obj, problem = _parse_line(raw)
-            if obj is None:
-                LOG.warning("event=log_line_skipped file=%s line=%d reason=%s", path.name, n, problem)
-                continue
-            yield obj
+    for n, _, obj, problem in _lines(path):
+        if obj is None:
+            LOG.warning("event=log_line_skipped file=%s line=%d reason=%s", path.name, n, problem)
+            continue
+        yield obj
 
 
 @dataclass(frozen=True)
@@ -269,16 +273,12 @@ class DeliveryLog:
         good: list[dict[str, Any]] = []
         bad: list[tuple[int, bytes, str]] = []
         kept: list[bytes] = []
-        with open(path, "rb") as fh:
-            for n, raw in enumerate(fh, start=1):
-                if not raw.strip():
-                    continue
-                obj, problem = _parse_line(raw)
-                if obj is None:
-                    bad.append((n, raw, problem or "invalid"))
-                else:
-                    good.append(obj)
-                    kept.append(raw if raw.endswith(b"\n") else raw + b"\n")
+        for n, raw, obj, problem in _lines(path):
+            if obj is None:
+                bad.append((n, raw, problem or "invalid"))
+            else:
+                good.append(obj)
+                kept.append(raw if raw.endswith(b"\n") else raw + b"\n")
         if bad:
             self._quarantine(path, bad, kept)
         return good

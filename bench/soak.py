@@ -38,7 +38,6 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 
@@ -205,7 +204,7 @@ async def scraper_loop(url: str, token: str, tally: Tally, stop: asyncio.Event) 
                         await r.read()
 
 
-async def slow_clients_loop(port: int, per_round: int, tally: Tally, stop: asyncio.Event) -> None:
+async def slow_clients_loop(port: int, token: str, per_round: int, tally: Tally, stop: asyncio.Event) -> None:
     """Half-sent heads (the agent should close them after its header timeout) and stalled bodies (408)."""
     while not stop.is_set():
         conns = []
@@ -217,7 +216,8 @@ async def slow_clients_loop(port: int, per_round: int, tally: Tally, stop: async
                 tally.slow_opened += 1
         with contextlib.suppress(OSError):
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.write(b"POST /v1/deliveries HTTP/1.1\r\nHost: soak\r\nContent-Length: 100\r\n\r\n{\"pa")
+            writer.write(b"POST /v1/deliveries HTTP/1.1\r\nHost: soak\r\nContent-Length: 100\r\n"
+                         b"Authorization: Bearer " + token.encode() + b"\r\n\r\n{\"pa")
             conns.append((reader, writer))
         for reader, writer in conns:
             with contextlib.suppress(OSError, asyncio.TimeoutError, asyncio.IncompleteReadError):
@@ -276,10 +276,11 @@ async def soak(args: argparse.Namespace) -> None:
             tasks += [asyncio.create_task(batch_loop(client, tally, stop)),
                       asyncio.create_task(indexer_loop(client, args.rate * 1.9, stop)),
                       asyncio.create_task(scraper_loop(agent.url, token, tally, stop)),
-                      asyncio.create_task(slow_clients_loop(agent.port, args.slow, tally, stop)),
+                      asyncio.create_task(slow_clients_loop(agent.port, token, args.slow, tally, stop)),
                       asyncio.create_task(sampler_loop(agent, tally, t0, stop)),
                       asyncio.create_task(killer_loop(agent, args.kill_every_s, tally, refits_runs, stop))]
             await asyncio.sleep(args.minutes * 60)
+            elapsed = time.monotonic() - t0
             stop.set()
             await asyncio.wait(tasks, timeout=30)
             refits_runs.append(dict(tally.refits))
@@ -291,11 +292,11 @@ async def soak(args: argparse.Namespace) -> None:
         quarantine = agent.log_dir / "quarantine.jsonl"
         quarantined = len(quarantine.read_text().splitlines()) if quarantine.exists() else 0
     lost = tally.acked - logged
-    elapsed = time.monotonic() - t0
     adopted = sum(r.get("adopted", 0.0) for r in refits_runs)
     failed = sum(r.get("failed", 0.0) for r in refits_runs)
     ms = [x * 1000 for x in tally.latencies]
-    print(f"soak: {elapsed:.0f} s, {args.robots} robots offering ~{args.rate:g} deliveries/s, kill -9 every "
+    print(f"soak: {elapsed:.0f} s of load, {args.robots} robots offering ~{args.rate:g} deliveries/s while active "
+          f"(the agent parks some: {len(tally.acked) / elapsed:.0f}/s acknowledged), kill -9 every "
           f"{args.kill_every_s:g} s ({len(tally.restarts)} restarts, back in "
           f"{', '.join(f'{r:.1f}' for r in tally.restarts)} s), {args.slow} slow clients every round")
     print(f"  acknowledged deliveries      {len(tally.acked):,}")
@@ -309,9 +310,11 @@ async def soak(args: argparse.Namespace) -> None:
           f"p99.9 {percentile(ms, 0.999):.2f} ms, max {max(ms, default=float('nan')):.1f} ms "
           f"({len(ms):,} single deliveries)")
     print(f"  SIGTERM to exit              {stop_s:.2f} s")
-    print("  resident memory (MB):   t (s)  run  agent  refit worker")
-    for t, run, mine, worker in tally.rss:
-        print(f"                         {t:5.0f}  {run:3d}  {mine:5.1f}  {worker:6.1f}")
+    print("  resident memory (MB):   t (s)  run  agent  refit worker   (every 30 s, and each run's first and last)")
+    for k, (t, run, mine, worker) in enumerate(tally.rss):
+        edge = k in (0, len(tally.rss) - 1) or tally.rss[k - 1][1] != run or tally.rss[k + 1][1] != run
+        if edge or k % 6 == 0:
+            print(f"                         {t:5.0f}  {run:3d}  {mine:5.1f}  {worker:6.1f}")
     runs = sorted({run for _, run, _, _ in tally.rss})
     for run in runs:
         samples = [(t, m) for t, r, m, _ in tally.rss if r == run]

@@ -35,15 +35,15 @@ def _removed(renovation: Renovation | None, waiting: int) -> Iterator[tuple[int,
     if renovation is None or waiting == 0:
         yield 0, 1.0
         return
-    for J, qJ in enumerate(renovation.q):
-        if qJ == 0.0:
+    for drawn, prob in enumerate(renovation.q):
+        if prob == 0.0:
             continue
-        if J < waiting:
-            yield J, qJ
+        if drawn < waiting:
+            yield drawn, prob
         elif renovation.conflict is Conflict.KEEP_ONE:
-            yield waiting - 1, qJ  # Option 1: all but the last waiting page
+            yield waiting - 1, prob  # Option 1: all but the last waiting page
         else:
-            yield 0, qJ  # Option 2: nothing
+            yield 0, prob  # Option 2: nothing
 
 
 def _thinned(k: int, d: float) -> Iterator[tuple[int, float]]:

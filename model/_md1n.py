@@ -20,7 +20,9 @@ Sections 2.1 and 3.1 with Option 2's rows corrected, see below); a test keeps th
 P_n = sum_i P_i^+ f_{in} / f*, with f* = d + P_0^+ / lambda the mean time between completions,
 f_00 = 1 / lambda, f_{0n} = f_{1n}, and for i >= 1 (service starting with i customers)
 f_{in} = int_0^d P(Poisson(lambda t) = n - i) dt = B_{n-i} / lambda for i <= n <= N and
-f_{i,N+1} = d - sum_{n<=N} f_{in}, where B_k = P(A > k). (B_k / lambda is the mean time with k
+f_{i,N+1} = (1/lambda) sum_{k >= N+1-i} B_k, where B_k = P(A > k). (The paper's two ways to f_{i,N+1},
+its closed form and d - sum_{n<=N} f_{in}, are differences that cancel when P_{N+1} is tiny; the sum
+of positive terms equals them, a test checks it, and keeps every P_n >= 0.) (B_k / lambda is the mean time with k
 arrivals during a service for *any* service law, so the same code solves M/PH/1/N with A mixed
 Poisson: the route that a test sets against the CTMC of :func:`model.solve_buffer`.)
 
@@ -92,10 +94,13 @@ def gth_stationary(P: NDArray[np.float64]) -> NDArray[np.float64]:
 
 @dataclass(frozen=True)
 class ArrivalCounts:
-    """The law of A, arrivals during one service: a_k = P(A = k) and tails B_k = P(A > k), k = 0..n."""
+    """The law of A, arrivals during one service: a_k = P(A = k) and tails B_k = P(A > k), k = 0..n, and
+    ``excess[k]`` = sum_{m >= k} P(A > m) = E (A - k)^+, a sum of positive terms (lambda times the mean
+    time a service spends with at least k arrivals)."""
 
     pmf: NDArray[np.float64]
     tail: NDArray[np.float64]
+    excess: NDArray[np.float64]
     mean_service: float
 
     @classmethod
@@ -104,10 +109,13 @@ class ArrivalCounts:
         incomplete gamma function (no cancellation in the tail)."""
         from scipy.special import gammainc, gammaln
 
-        k = np.arange(n + 1)
         x = rate * d
-        pmf = np.exp(k * math.log(x) - x - gammaln(k + 1)) if x > 0 else (k == 0).astype(float)
-        return cls(pmf, np.asarray(gammainc(k + 1, x)), d)
+        top = n + int(x + 40.0 * math.sqrt(x)) + 60  # P(A > top) is below 1e-300 of the tail at n
+        k = np.arange(top + 1)
+        pmf = np.exp(k * math.log(x) - x - gammaln(k + 1))
+        tail = np.asarray(gammainc(k + 1, x))
+        excess = np.cumsum(tail[::-1])[::-1]
+        return cls(pmf[:n + 1], tail[:n + 1], excess[:n + 1], d)
 
     @classmethod
     def phase_type(cls, rate: float, service: PH, n: int) -> ArrivalCounts:
@@ -116,12 +124,14 @@ class ArrivalCounts:
         U = np.linalg.inv(rate * np.eye(S.shape[0]) - S)
         step = rate * U
         v = np.asarray(service.beta, dtype=float)
-        at_least = [1.0]
+        rest = np.linalg.solve(np.eye(S.shape[0]) - step, np.ones(S.shape[0]))  # sum_k step^k e
+        at_least, excess = [1.0], []
         for _ in range(n + 1):
             v = v @ step
             at_least.append(float(v.sum()))
+            excess.append(float(v @ rest))  # sum_{m >= k} beta step^{m+1} e
         ge = np.array(at_least)
-        return cls(ge[:-1] - ge[1:], ge[1:], service.mean)
+        return cls(ge[:-1] - ge[1:], ge[1:], np.array(excess), service.mean)
 
 
 @dataclass(frozen=True, eq=False)
@@ -330,7 +340,7 @@ def solve_md1n(arrival_rate: float, service: float | PH, places: int, renovation
         start = max(i, 1)
         for n in range(start, N + 1):
             f[i, n] = counts.tail[n - start] / lam
-        f[i, N + 1] = counts.mean_service - f[i, start:N + 1].sum()
+        f[i, N + 1] = counts.excess[N + 1 - start] / lam  # mean time with N + 1: A >= N + 1 - start arrived
     dist = pp @ f / f_star
     levels = np.arange(N + 2, dtype=float)
     drops = np.array([renovation.mean_drop(m) for m in range(N + 1)])
@@ -410,7 +420,29 @@ def _tagged_loss(lam: float, counts: ArrivalCounts, N: int, renovation: Renovati
             L1 = L0 if i == N else float(sum(q[j] * rs[i - 2 - j] for j in range(i - 1))) + Q[i]
             loss += alone * L0 + (dist[i] - alone) * L1
         return loss
-    # Option 2: r[b][j], b behind, j ahead, a service just started; eqs. (14)-(15) corrected
+    r2 = _option2_r(counts, N, q, Q)
+    loss = float(dist[N + 1])
+    for i in range(1, N + 1):
+        cap = N - i
+        weights = [_gamma(lam, counts, boundary, i, j) for j in range(cap)]
+        weights.append(float(dist[i]) - sum(weights))  # j >= N - i arrivals: all but N - i are blocked
+        for bh, g in enumerate(weights):
+            L = float(sum(q[k] * r2[bh, i - 2 - k] for k in range(i - 1)) + q[i:i + bh].sum())
+            if i >= 2:
+                L += Q[i + bh] * r2[bh, i - 2]
+            loss += g * L
+    return loss
+
+
+def _option2_r(counts: ArrivalCounts, N: int, q: NDArray[np.float64], Q: NDArray[np.float64]) -> NDArray[np.float64]:
+    """r[b, j]: P(a waiting customer with j ahead and b behind, at a service start, is removed) under
+    Option 2, b + j <= N - 1: eq. (14) and eq. (15) with its last term corrected to Q_{j+m+1} r_{m,j-1}.
+
+    During the service min(A, N - 1 - b - j) arrive behind it (m = b + A behind); then J < j leaves it
+    j - 1 - J ahead (r[m, j-1-J]), J = j serves it, j < J <= j + m removes it, and J > j + m removes
+    nobody, leaving it j - 1 ahead (r[m, j-1]); for j = 0 it is removed iff 1 <= J <= m.
+    """
+    b = counts.pmf
     r2 = np.zeros((N, N))
 
     def capped(cap: int) -> list[tuple[int, float]]:
@@ -423,22 +455,12 @@ def _tagged_loss(lam: float, counts: ArrivalCounts, N: int, renovation: Renovati
         for bh in range(N - j):
             total = 0.0
             for a, pa in capped(N - 1 - bh - j):
-                nb = bh + a
+                m = bh + a
                 if j == 0:
-                    v = float(q[1:nb + 1].sum())
+                    v = float(q[1:m + 1].sum())
                 else:
-                    v = float(sum(q[k] * r2[nb, j - 1 - k] for k in range(j)) + q[j + 1:j + nb + 1].sum()
-                              + Q[j + nb + 1] * r2[nb, j - 1])
+                    v = float(sum(q[k] * r2[m, j - 1 - k] for k in range(j)) + q[j + 1:j + m + 1].sum()
+                              + Q[j + m + 1] * r2[m, j - 1])
                 total += pa * v
             r2[bh, j] = total
-    loss = float(dist[N + 1])
-    for i in range(1, N + 1):
-        cap = N - i
-        weights = [_gamma(lam, counts, boundary, i, j) for j in range(cap)]
-        weights.append(float(dist[i]) - sum(weights))  # j >= N - i arrivals: all but N - i are blocked
-        for bh, g in enumerate(weights):
-            L = float(sum(q[k] * r2[bh, i - 2 - k] for k in range(i - 1)) + q[i:i + bh].sum())
-            if i >= 2:
-                L += Q[i + bh] * r2[bh, i - 2]
-            loss += g * L
-    return loss
+    return r2

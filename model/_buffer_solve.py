@@ -16,7 +16,9 @@ head), with two changes:
 
   Renovation jumps down several levels, so the generator is no longer skip-free to the left and
   paper 000's G-matrix recursion does not apply; the generator is assembled sparse from its
-  Kronecker blocks and solved by sparse LU (SuperLU), the method every solution names.
+  Kronecker blocks and solved by LU: dense up to ``DENSE_STATES`` states (these chains fill in almost
+  completely under sparse LU), sparse (SuperLU) above; the solution names which (``dense-lu`` or
+  ``sparse-lu``).
 
 RED thins each arriving batch page by page (kept ~ Binomial(k, 1 - d_i) at level i) before the
 admission rule, so the arrivals at level i are again a BMAP.
@@ -30,7 +32,11 @@ pi(state) P(the page at that position is eventually served | state), divided by 
 renovation a page's fate depends on the pages behind it too (Option 1 spares the last page; Option 2
 needs the count), so the probability is found on the *tagged chain*: the whole state plus the tagged
 page's position p (0 in service, 1..i-1 waiting), absorbed when the tagged page is served, expires or
-is removed. It is assembled from the same Kronecker blocks, each with a 0/1 map of positions.
+is removed. It is built from the same Kronecker blocks. The tagged page's position never grows (pages
+arrive behind it; expiries ahead of it and completions move it forward), so in position-major order
+its generator is block lower triangular: the diagonal block T_pp (the page stays at position p:
+arrivals, phase moves, expiries behind it) does not depend on renovation and is factorised once per
+:class:`PreparedBuffer`; each renovation law then costs one forward substitution over the positions.
 """
 
 from __future__ import annotations
@@ -190,7 +196,8 @@ class BufferSolution:
     status : BufferStatus
     message : str
     method : str
-        ``sparse-lu`` (or ``bruteforce`` from the independent route).
+        ``dense-lu`` or ``sparse-lu``: how the stationary vector was solved (or ``bruteforce`` from the
+        independent route).
     policy : ThresholdPolicy
     buffer : BufferPolicy
     measures : BufferMeasures
@@ -312,9 +319,6 @@ class PreparedBuffer:
         self.dims = [self.W] + [self.W * self.M * rho ** (i - 1) for i in range(1, K + 1)]
         self.offsets = np.concatenate([[0], np.cumsum(self.dims)]).astype(int)
         self.n_states = int(self.offsets[-1])
-        # tagged chain: levels 1..K, level i holds i copies (positions) of level i
-        tdims = [0] + [i * self.dims[i] for i in range(1, K + 1)]
-        self.tagged_offsets = np.concatenate([[0], np.cumsum(tdims)]).astype(int)
         self._arrival_rates: list[tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]] = []
         self._build()
 
@@ -352,61 +356,93 @@ class PreparedBuffer:
         A: list[Sparse] = [sp.csr_matrix((1, 1)), sp.csr_matrix(self.S)]
         for i in range(2, K + 1):
             A.append(_kron(A[i - 1], _eye(rho)) + _kron(_eye(inner[i - 1]), laws.G))
-        base: dict[tuple[int, int], Sparse] = {}
-        tagged: dict[tuple[int, int], Sparse] = {}
-
-        def add(cells: dict[tuple[int, int], Sparse], key: tuple[int, int], block: Sparse) -> None:
-            cells[key] = cells[key] + block if key in cells else block
-
-        def pos_map(n_from: int, n_to: int, target: dict[int, int]) -> Sparse:
-            m = sp.lil_matrix((n_from, n_to))
-            for p, p2 in target.items():
-                m[p, p2] = 1.0
-            return sp.csr_matrix(m)
-
         self.arrivals = [self._arrivals(i) for i in range(K + 1)]
+        #: level i -> i: phases and arrivals that admit nothing
+        self.stay: list[Sparse] = [sp.csr_matrix(self.arrivals[0][0])]
+        #: level i -> i + a: a pages admitted
+        self.up: dict[tuple[int, int], Sparse] = {}
         for i in range(K + 1):
             arr = self.arrivals[i]
-            if i == 0:
-                add(base, (0, 0), sp.csr_matrix(arr[0]))
-            else:
-                stay = _kron(arr[0], _eye(inner[i])) + _kron(_eye(W), A[i])
-                add(base, (i, i), stay)
-                add(tagged, (i, i), _kron(_eye(i), stay))
+            if i:
+                self.stay.append(_kron(arr[0], _eye(inner[i])) + _kron(_eye(W), A[i]))
             for a in range(1, K - i + 1):
                 if not arr[a].any():
                     continue
                 if i == 0:
-                    block = _kron(arr[a], _row(_kron_vec(self.beta, *([laws.gamma] * (a - 1)))))
+                    self.up[0, a] = _kron(arr[a], _row(_kron_vec(self.beta, *([laws.gamma] * (a - 1)))))
                 else:
-                    block = _kron(arr[a], _eye(inner[i]), _row(_kron_vec(*([laws.gamma] * a))))
-                    add(tagged, (i, i + a), _kron(pos_map(i, i + a, {p: p for p in range(i)}), block))
-                add(base, (i, i + a), block)
-        # timers: the waiting page at position q (1..w) expires, level i -> i - 1
-        self.expiry_exit: list[NDArray[np.float64]] = [np.zeros(0)] * (K + 1)
+                    self.up[i, a] = _kron(arr[a], _eye(inner[i]), _row(_kron_vec(*([laws.gamma] * a))))
+        #: level i -> i - 1: the waiting page at position q = 1..i-1 expires (timers)
+        self.expire: dict[tuple[int, int], Sparse] = {}
         if laws.exit.any():
             for i in range(2, K + 1):
                 w = i - 1
-                total = None
                 for q in range(1, w + 1):
-                    E = _kron(_eye(W * M), _eye(rho ** (q - 1)), _col(laws.exit), _eye(rho ** (w - q)))
-                    total = E if total is None else total + E
-                    keep = {p: (p if p < q else p - 1) for p in range(i) if p != q}
-                    add(tagged, (i, i - 1), _kron(pos_map(i, i - 1, keep), E))
-                assert total is not None
-                add(base, (i, i - 1), total)
-        # completions: level i, w = i - 1 waiting, j removed by renovation -> level i - 1 - j
-        self.completions: dict[tuple[int, int], tuple[Sparse, Sparse | None]] = {}
-        self.completions[1, 0] = (_kron(_eye(W), _col(self.S0)), None)
+                    self.expire[i, q] = _kron(_eye(W * M), _eye(rho ** (q - 1)), _col(laws.exit), _eye(rho ** (w - q)))
+        #: level i -> i - 1 - j: a completion, then renovation removes j of the w = i - 1 waiting pages
+        self.complete: dict[tuple[int, int], Sparse] = {(1, 0): _kron(_eye(W), _col(self.S0))}
         S0beta = np.outer(self.S0, self.beta)
         for i in range(2, K + 1):
-            w = i - 1
-            for j in range(w):
-                block = _kron(_eye(W), S0beta, _col(np.ones(rho ** (j + 1))), _eye(rho ** (w - 1 - j)))
-                target = {p: (0 if p == j + 1 else p - j - 1) for p in range(j + 1, i)}
-                self.completions[i, j] = (block, _kron(pos_map(i, i - 1 - j, target), block))
-        self._base = base
-        self._tagged = tagged
+            for j in range(i - 1):
+                self.complete[i, j] = _kron(_eye(W), S0beta, _col(np.ones(rho ** (j + 1))), _eye(rho ** (i - 2 - j)))
+        # the stationary chain: everything but the completions once, each completion block placed once
+        cells: dict[tuple[int, int], Sparse] = {(i, i): self.stay[i] for i in range(K + 1)}
+        for (i, a), block in self.up.items():
+            cells[i, i + a] = block
+        for (i, _), block in self.expire.items():
+            cells[i, i - 1] = cells[i, i - 1] + block if (i, i - 1) in cells else block
+        self._Q_base = self._place(cells)
+        self._Q_base_dense: NDArray[np.float64] | None = None
+        self._Q_completion_coo: dict[tuple[int, int], sp.coo_matrix] = {}
+        self._Q_completion = {(i, j): self._place({(i, i - 1 - j): block}) for (i, j), block in self.complete.items()}
+        # the tagged chain, position-major: segment p holds levels p+1..K (the page at position p)
+        self._tagged_diagonal = [spla.splu(sp.csc_matrix(-self._tagged_block(p))) for p in range(K)]
+        self._exit_vectors = {(kind, p, i): v for p in range(K) for i in range(p + 1, K + 1)
+                              for kind, v in self._exits(p, i, None).items() if kind != "removed"}
+
+    def _place(self, cells: dict[tuple[int, int], Sparse]) -> Sparse:
+        """A whole-chain matrix (levels 0..K) with the given level blocks."""
+        grid: list[list[Sparse | None]] = [[cells.get((a, b)) for b in range(self.K + 1)] for a in range(self.K + 1)]
+        for a in range(self.K + 1):  # bmat needs a shape in every block row and column
+            if grid[a][a] is None:
+                grid[a][a] = sp.csr_matrix((self.dims[a], self.dims[a]))
+        return sp.csr_matrix(sp.bmat(grid, format="csr"))
+
+    def _tagged_block(self, p: int) -> Sparse:
+        """T_pp: the tagged page stays at position p while pages arrive behind it, phases move, and pages
+        behind it expire (level i -> i - 1 >= p + 1). Independent of renovation."""
+        levels = range(p + 1, self.K + 1)
+        cells: dict[tuple[int, int], Sparse] = {(i, i): self.stay[i] for i in levels}
+        for i in levels:
+            for a in range(1, self.K - i + 1):
+                if (i, a) in self.up:
+                    cells[i, i + a] = self.up[i, a]
+            behind = [self.expire[i, q] for q in range(p + 1, i) if (i, q) in self.expire]
+            if behind:
+                cells[i, i - 1] = reduce(lambda x, y: x + y, behind)
+        grid = [[cells.get((a, b)) for b in levels] for a in levels]
+        return sp.csr_matrix(sp.bmat(grid, format="csr"))
+
+    def _tagged_cross(self, renovation: Renovation | None
+                      ) -> dict[tuple[int, int, int], tuple[int, int, float, Sparse]]:
+        """The moves of the tagged page forward, keyed (p, i, n): from position p at level i to
+        (position, level, weight, block). An earlier page expires ((p - 1, i - 1), q < p) or a completion
+        removes j pages ahead of it ((p - j - 1, i - 1 - j), j < p, weight p_{i-1}(j))."""
+        out: dict[tuple[int, int, int], tuple[int, int, float, Sparse]] = {}
+        weights = self._weights(renovation)
+        for p in range(1, self.K):
+            for i in range(p + 1, self.K + 1):
+                n = 0
+                ahead = [self.expire[i, q] for q in range(1, p) if (i, q) in self.expire]
+                if ahead:
+                    out[p, i, n] = (p - 1, i - 1, 1.0, reduce(lambda x, y: x + y, ahead))
+                    n += 1
+                for j in range(p):
+                    wgt = weights.get((i, j), 0.0)
+                    if wgt:
+                        out[p, i, n] = (p - j - 1, i - 1 - j, wgt, self.complete[i, j])
+                        n += 1
+        return out
 
     # -- assembly ----------------------------------------------------------------------------------
     def _weights(self, renovation: Renovation | None) -> dict[tuple[int, int], float]:
@@ -420,92 +456,134 @@ class PreparedBuffer:
 
     def generator(self, renovation: Renovation | None) -> Sparse:
         """The whole generator, sparse, levels 0..K."""
-        cells = dict(self._base)
-        for (i, j), wgt in self._weights(renovation).items():
-            key = (i, i - 1 - j)
-            block = wgt * self.completions[i, j][0]
-            cells[key] = cells[key] + block if key in cells else block
-        grid = [[cells.get((a, b)) for b in range(self.K + 1)] for a in range(self.K + 1)]
-        for a in range(self.K + 1):  # bmat needs every block row and column to have a shape
-            if grid[a][a] is None:
-                grid[a][a] = sp.csr_matrix((self.dims[a], self.dims[a]))
-        return sp.csr_matrix(sp.bmat(grid, format="csr"))
+        Q = self._Q_base.copy()
+        for key, wgt in self._weights(renovation).items():
+            Q = Q + wgt * self._Q_completion[key]
+        return sp.csr_matrix(Q)
+
+    def _dense_generator(self, renovation: Renovation | None) -> NDArray[np.float64]:
+        """The generator as a dense array (small chains: the stationary solve is dense there)."""
+        if self._Q_base_dense is None:
+            self._Q_base_dense = self._Q_base.toarray()
+            self._Q_completion_coo = {k: sp.coo_matrix(v) for k, v in self._Q_completion.items()}
+        Q = self._Q_base_dense.copy()
+        for key, wgt in self._weights(renovation).items():
+            c = self._Q_completion_coo[key]
+            Q[c.row, c.col] += wgt * c.data  # no repeated (row, col) within one block
+        return Q
+
+    def _tagged_index(self) -> dict[tuple[int, int], int]:
+        """Offset of (position p, level i) in the position-major order of the tagged chain."""
+        out, at = {}, 0
+        for p in range(self.K):
+            for i in range(p + 1, self.K + 1):
+                out[p, i] = at
+                at += self.dims[i]
+        return out
 
     def tagged(self, renovation: Renovation | None) -> Sparse:
-        """The tagged chain's transient generator (levels 1..K, positions 0..i-1 within level i)."""
-        cells = dict(self._tagged)
-        for (i, j), wgt in self._weights(renovation).items():
-            tag = self.completions[i, j][1]
-            if tag is None:
-                continue
-            key = (i, i - 1 - j)
-            cells[key] = cells[key] + wgt * tag if key in cells else wgt * tag
-        grid = [[cells.get((a, b)) for b in range(1, self.K + 1)] for a in range(1, self.K + 1)]
-        for a in range(self.K):
-            if grid[a][a] is None:
-                n = (a + 1) * self.dims[a + 1]
-                grid[a][a] = sp.csr_matrix((n, n))
+        """The tagged chain's transient generator, whole, in position-major order (for checks; the solve
+        works position by position)."""
+        index = self._tagged_index()
+        keys = list(index)
+        pos = {k: n for n, k in enumerate(keys)}
+        grid: list[list[Sparse | None]] = [[None] * len(keys) for _ in keys]
+        for p in range(self.K):
+            T = self._tagged_block(p)
+            levels = range(p + 1, self.K + 1)
+            at = 0
+            for i in levels:
+                col = 0
+                for i2 in levels:
+                    block = T[at:at + self.dims[i], col:col + self.dims[i2]]
+                    if block.nnz or i == i2:
+                        grid[pos[p, i]][pos[p, i2]] = block
+                    col += self.dims[i2]
+                at += self.dims[i]
+        for (p, i, _), (p2, i2, wgt, block) in self._tagged_cross(renovation).items():
+            cell = grid[pos[p, i]][pos[p2, i2]]
+            grid[pos[p, i]][pos[p2, i2]] = wgt * block if cell is None else cell + wgt * block
         return sp.csr_matrix(sp.bmat(grid, format="csr"))
 
     def tagged_exits(self, renovation: Renovation | None) -> dict[str, NDArray[np.float64]]:
-        """Absorption rates of the tagged chain: ``served``, ``expired``, ``removed`` (by renovation)."""
+        """Absorption rates of the tagged chain in position-major order: ``served``, ``expired``,
+        ``removed`` (by renovation)."""
+        parts: dict[str, list[NDArray[np.float64]]] = {"served": [], "expired": [], "removed": []}
+        for p in range(self.K):
+            for i in range(p + 1, self.K + 1):
+                for name, v in self._exits(p, i, renovation).items():
+                    parts[name].append(v)
+        return {name: np.concatenate(v) for name, v in parts.items()}
+
+    def _exits(self, p: int, i: int, renovation: Renovation | None) -> dict[str, NDArray[np.float64]]:
         W, M, rho = self.W, self.M, self.laws.rho
-        served, expired, removed = [], [], []
-        for i in range(1, self.K + 1):
-            w = i - 1
-            law = renovation.drop_law(w) if renovation is not None and w >= 1 else np.ones(1)
-            at_least = np.cumsum(law[::-1])[::-1]  # P(J' >= j), j = 0..
-            for p in range(i):
-                svc = _kron_vec(np.ones(W), self.S0, np.ones(rho ** w))
-                served.append(svc if p == 0 else np.zeros(self.dims[i]))
-                if p == 0:
-                    expired.append(np.zeros(self.dims[i]))
-                    removed.append(np.zeros(self.dims[i]))
-                    continue
-                expired.append(_kron_vec(np.ones(W * M), np.ones(rho ** (p - 1)), self.laws.exit,
-                                         np.ones(rho ** (w - p))))
-                removed.append(svc * (at_least[p] if p < at_least.size else 0.0))
-        return {"served": np.concatenate(served), "expired": np.concatenate(expired),
-                "removed": np.concatenate(removed)}
+        w = i - 1
+        zero = np.zeros(self.dims[i])
+        svc = _kron_vec(np.ones(W), self.S0, np.ones(rho**w))
+        if p == 0:
+            return {"served": svc, "expired": zero, "removed": zero}
+        law = renovation.drop_law(w) if renovation is not None else np.ones(1)
+        at_least = float(law[p:].sum())  # P(J' >= p): the page at position p is removed
+        expired = _kron_vec(np.ones(W * M), np.ones(rho ** (p - 1)), self.laws.exit, np.ones(rho ** (w - p)))
+        return {"served": zero, "expired": expired, "removed": svc * at_least}
 
     def split(self, x: NDArray[np.float64]) -> tuple[NDArray[np.float64], ...]:
         return tuple(np.asarray(x[self.offsets[i]:self.offsets[i + 1]]) for i in range(self.K + 1))
 
     # -- solve -------------------------------------------------------------------------------------
+    def _fates(self, renovation: Renovation | None) -> tuple[dict[tuple[int, int], NDArray[np.float64]], ...]:
+        """h[p, i] = P(served), P(expired) for the page at position p of each state of level i: forward
+        substitution over positions, one solve with the factorised T_pp each."""
+        cross = self._tagged_cross(renovation)
+        out: list[dict[tuple[int, int], NDArray[np.float64]]] = []
+        for kind in ("served", "expired"):
+            h: dict[tuple[int, int], NDArray[np.float64]] = {}
+            for p in range(self.K):
+                levels = range(p + 1, self.K + 1)
+                rhs = []
+                for i in levels:
+                    r = self._exit_vectors[kind, p, i].copy()
+                    n = 0
+                    while (p, i, n) in cross:
+                        p2, i2, wgt, block = cross[p, i, n]
+                        r += wgt * (block @ h[p2, i2])
+                        n += 1
+                    rhs.append(r)
+                x = self._tagged_diagonal[p].solve(np.concatenate(rhs))
+                at = 0
+                for i in levels:
+                    h[p, i] = x[at:at + self.dims[i]]
+                    at += self.dims[i]
+            out.append(h)
+        return tuple(out)
+
     def solve(self, renovation: Renovation | None = None, *, tol: float = 1e-9) -> BufferSolution:
         """The stationary solution and measures with this renovation law (None: no renovation)."""
         start = time.perf_counter()
         if renovation is not None:
             renovation.check_places(self.K - 1)
         buffer = BufferPolicy(self.timers, renovation, self.red)
-        Q = self.generator(renovation)
-        n = Q.shape[0]
-        A = sp.lil_matrix(Q.T)
-        A[n - 1, :] = np.ones(n)
-        rhs = np.zeros(n)
-        rhs[n - 1] = 1.0
+        Q = self._dense_generator(renovation) if self.n_states <= DENSE_STATES else self.generator(renovation)
         try:
             with np.errstate(all="ignore"):
-                x = spla.splu(sp.csc_matrix(A)).solve(rhs)
-                T = self.tagged(renovation)
-                exits = self.tagged_exits(renovation)
-                lu_t = spla.splu(sp.csc_matrix(-T))
-                h_served = lu_t.solve(exits["served"])
-                h_expired = lu_t.solve(exits["expired"]) if exits["expired"].any() else np.zeros(T.shape[0])
-        except RuntimeError as exc:
+                x = _stationary(Q)
+                h_served, h_expired = self._fates(renovation)
+        except (RuntimeError, np.linalg.LinAlgError) as exc:
             return _failed(self, buffer, f"{STATUS_MESSAGES[BufferStatus.SINGULAR]}: {exc}",
                            time.perf_counter() - start)
-        residual = max(float(np.abs(Q.T @ x).max()), abs(float(x.sum()) - 1.0))
+        residual = max(float(np.abs(x @ Q).max()), abs(float(x.sum()) - 1.0))
         p = self.split(x)
         measures = self._measures(p, renovation, h_served, h_expired)
         status = BufferStatus.SUCCESS if residual <= tol and np.all(np.isfinite(x)) else BufferStatus.INACCURATE
         message = STATUS_MESSAGES[status] if status is BufferStatus.SUCCESS else (
             f"{STATUS_MESSAGES[status]}: {residual:.3g} > {tol:g}")
-        return BufferSolution(status is BufferStatus.SUCCESS, status, message, "sparse-lu", self.policy, buffer,
+        method = "dense-lu" if isinstance(Q, np.ndarray) else "sparse-lu"
+        return BufferSolution(status is BufferStatus.SUCCESS, status, message, method, self.policy, buffer,
                               measures, p, self.n_states, residual, time.perf_counter() - start)
 
     def _measures(self, p: tuple[NDArray[np.float64], ...], renovation: Renovation | None,
-                  h_served: NDArray[np.float64], h_expired: NDArray[np.float64]) -> BufferMeasures:
+                  h_served: dict[tuple[int, int], NDArray[np.float64]],
+                  h_expired: dict[tuple[int, int], NDArray[np.float64]]) -> BufferMeasures:
         K, W, M = self.K, self.W, self.M
         laws = self.laws
         rho = laws.rho
@@ -538,11 +616,9 @@ class PreparedBuffer:
                     served_stale += law[q - 1] * s_q
                     renovated_stale += (at_least[q] if q < w else 0.0) * s_q
         will_serve = will_expire = 0.0
-        for i in range(1, K + 1):
-            seg = slice(self.tagged_offsets[i], self.tagged_offsets[i + 1])
-            occupancy = np.tile(p[i], i)  # pi_i once per position
-            will_serve += float(occupancy @ h_served[seg])
-            will_expire += float(occupancy @ h_expired[seg])
+        for (pos, i), h in h_served.items():  # pi_i once per position: the page there will be served
+            will_serve += float(p[i] @ h)
+            will_expire += float(p[i] @ h_expired[pos, i])
         robots = self.policy.robots_at_level
         dist: dict[int, float] = {}
         for r, q in zip(robots, level):
@@ -568,6 +644,25 @@ class PreparedBuffer:
         )
 
 
+#: The stationary system is solved densely up to this many states (sparse LU fills in almost completely
+#: on these Kronecker-structured chains and was no faster; measured in bench/renovation.py).
+DENSE_STATES = 2000
+
+
+def _stationary(Q: Sparse | NDArray[np.float64]) -> NDArray[np.float64]:
+    """pi Q = 0, pi e = 1 with the last equation replaced by the normalisation (dense or sparse LU)."""
+    n = Q.shape[0]
+    rhs = np.zeros(n)
+    rhs[n - 1] = 1.0
+    if isinstance(Q, np.ndarray):
+        A = Q.T.copy()
+        A[n - 1, :] = 1.0
+        return np.asarray(np.linalg.solve(A, rhs))
+    As = sp.lil_matrix(Q.T)
+    As[n - 1, :] = np.ones(n)
+    return np.asarray(spla.splu(sp.csc_matrix(As)).solve(rhs))
+
+
 def _exit_total(exit_rates: NDArray[np.float64], w: int) -> NDArray[np.float64]:
     """Total expiry rate of w waiting pages, by their phases (r_1..r_w)."""
     rho = exit_rates.size
@@ -583,7 +678,8 @@ def _failed(prep: PreparedBuffer, buffer: BufferPolicy, message: str, seconds: f
     m = BufferMeasures(nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, (), tuple(nan for _ in range(K + 1)),
                        nan, nan, nan, nan)
     empty = tuple(np.full(prep.dims[i], nan) for i in range(K + 1))
-    return BufferSolution(False, BufferStatus.SINGULAR, message, "sparse-lu", prep.policy, buffer, m, empty,
+    method = "dense-lu" if prep.n_states <= DENSE_STATES else "sparse-lu"
+    return BufferSolution(False, BufferStatus.SINGULAR, message, method, prep.policy, buffer, m, empty,
                           prep.n_states, nan, seconds)
 
 

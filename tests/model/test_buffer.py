@@ -59,7 +59,7 @@ def test_timers_only_is_paper_000(example: tuple[QueueModel, Costs]) -> None:
     model, costs = example
     exact = solve(model, OPTIMUM).measures
     ours = solve_buffer(model, OPTIMUM, BufferPolicy())
-    assert ours.success and ours.method == "sparse-lu" and ours.residual < 1e-12
+    assert ours.success and ours.method == "dense-lu" and ours.residual < 1e-12
     m = ours.measures
     pairs = [(m.p_blocked, exact.p_loss), (m.p_expired, exact.p_obsolete), (m.p_served, exact.p_success),
              (m.p_starvation, exact.p_starvation), (m.mean_active_robots, exact.mean_active_robots),
@@ -216,3 +216,16 @@ def test_drop_law_follows_the_options() -> None:
     assert two.drop_law(2).tolist() == pytest.approx([0.8, 0.2])  # J >= 2: remove nothing
     assert one.drop_law(5).tolist() == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.0])
     assert one.mean_drop(3) == pytest.approx(0.2 + 2 * 0.7)
+
+
+def test_sparse_and_dense_stationary_solves_agree(example: tuple[QueueModel, Costs],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from robotctl.model import _buffer_solve
+
+    model, _ = example
+    buffer = BufferPolicy(timers=False, renovation=Renovation((0.5, 0.3, 0.2), Conflict.SKIP))
+    dense = solve_buffer(model, OPTIMUM, buffer)
+    monkeypatch.setattr(_buffer_solve, "DENSE_STATES", 0)
+    sparse = solve_buffer(model, OPTIMUM, buffer)
+    assert (dense.method, sparse.method) == ("dense-lu", "sparse-lu")
+    assert_same(dense.measures, sparse.measures, rtol=1e-11)

@@ -189,19 +189,19 @@ def test_simulation_tells_the_options_apart(example: tuple[QueueModel, Costs]) -
 
 def test_input_errors(example: tuple[QueueModel, Costs]) -> None:
     model, _ = example
-    with pytest.raises(InputError, match="^q: sums to"):
+    with pytest.raises(InputError, match=r"^q: sums to"):
         Renovation((0.5, 0.4))
     with pytest.raises(InputError, match=r"^q\[1\]"):
         Renovation((0.5, -0.5, 1.0))
-    with pytest.raises(InputError, match="^option"):
+    with pytest.raises(InputError, match=r"^option"):
         Renovation((1.0,), 3)  # type: ignore[arg-type]
-    with pytest.raises(InputError, match="^q: has 6 entries but 4 waiting places"):
+    with pytest.raises(InputError, match=r"^q: has 6 entries but 4 waiting places"):
         solve_buffer(model, OPTIMUM, BufferPolicy(renovation=Renovation((0.5, 0.1, 0.1, 0.1, 0.1, 0.1))))
-    with pytest.raises(InputError, match="^red: has 3 drop probabilities but K = 5"):
+    with pytest.raises(InputError, match=r"^red: has 3 drop probabilities but K = 5"):
         solve_buffer(model, OPTIMUM, BufferPolicy(red=RedDrop((0.0, 0.1, 0.2))))
-    with pytest.raises(InputError, match="^red.max_th"):
+    with pytest.raises(InputError, match=r"^red\.max_th"):
         RedDrop.linear(3, 3, 0.5, 5)
-    with pytest.raises(InputError, match="^red.min_th"):
+    with pytest.raises(InputError, match=r"^red\.min_th"):
         RedDrop.linear(5, 6, 0.5, 5)
 
 

@@ -24,12 +24,12 @@ from robotctl.model import (
     QueueModel,
     Renovation,
     ThresholdPolicy,
+    _md1n,
     random_ph,
     simulate_buffer,
     solve_buffer,
     solve_md1n,
 )
-from robotctl.model import _md1n
 from robotctl.model._md1n import ArrivalCounts, arrival_kernel, renovation_kernel, transition_matrix_closed_form
 
 cases = st.fixed_dictionaries({
@@ -241,7 +241,8 @@ def test_simulation_with_constant_service(lam: float, d: float, q: tuple[float, 
     """Loss, its split, the moments and P_0..P_{N+1} inside the simulated 99% family-wise intervals."""
     N = 5
     s = solve_md1n(lam, d, N, Renovation(q, option))
-    sim = simulate_buffer(poisson_model(lam, N), ThresholdPolicy.static(1, N + 1), BufferPolicy(renovation=s.renovation),
+    policy = ThresholdPolicy.static(1, N + 1)
+    sim = simulate_buffer(poisson_model(lam, N), policy, BufferPolicy(renovation=s.renovation),
                           np.random.default_rng(seed), events=300_000, service=Deterministic(d))
     exact = {"p_loss": s.loss_probability, "p_blocked": s.blocking_probability,
              "p_renovated": s.renovation_probability, "mean_queue_length": s.mean_in_system,
@@ -263,13 +264,13 @@ def test_simulation_tells_constant_from_exponential_service() -> None:
 
 def test_input_errors() -> None:
     ren = Renovation((0.5, 0.5))
-    with pytest.raises(InputError, match="^arrival_rate"):
+    with pytest.raises(InputError, match=r"^arrival_rate"):
         solve_md1n(0.0, 1.0, 3, ren)
-    with pytest.raises(InputError, match="^service_time"):
+    with pytest.raises(InputError, match=r"^service_time"):
         solve_md1n(1.0, -1.0, 3, ren)
-    with pytest.raises(InputError, match="^places"):
+    with pytest.raises(InputError, match=r"^places"):
         solve_md1n(1.0, 1.0, 0, ren)
-    with pytest.raises(InputError, match="^q: has 4 entries but 2 waiting places"):
+    with pytest.raises(InputError, match=r"^q: has 4 entries but 2 waiting places"):
         solve_md1n(1.0, 1.0, 2, Renovation((0.25, 0.25, 0.25, 0.25)))
 
 

@@ -98,7 +98,7 @@ def test_consecutive_losses_inside_simulated_intervals(lam: float, mu: float, dr
 def test_undefined_without_acceptances_and_input_errors() -> None:
     s = solve_red_mm1(1.0, 1.0, RedDrop((1.0, 1.0)))
     assert not s.success and "undefined" in s.message and s.loss_probability == pytest.approx(1.0)
-    with pytest.raises(InputError, match="^service_rate"):
+    with pytest.raises(InputError, match=r"^service_rate"):
         solve_red_mm1(1.0, 0.0, RedDrop((0.0,)))
     with pytest.raises(InputError, match=r"^red\[1\]"):
         RedDrop((0.0, 1.5))

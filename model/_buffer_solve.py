@@ -301,11 +301,24 @@ class PreparedBuffer:
 
     ``generator(renovation)`` and ``tagged(renovation)`` add the completion blocks with the weights of
     ``renovation.drop_law``; everything else is built once here.
+
+    Parameters
+    ----------
+    model, policy, buffer
+        The buffer's renovation law is ignored (it is the argument of :meth:`solve`).
+    share : PreparedBuffer, optional
+        Another one for the same model and timers choice: its blocks that depend on neither the
+        arrivals (policy, RED) nor q -- phases, expiries, completions -- are reused (a RED search
+        builds one PreparedBuffer per drop law).
     """
 
-    def __init__(self, model: QueueModel, policy: ThresholdPolicy, buffer: BufferPolicy) -> None:
+    def __init__(self, model: QueueModel, policy: ThresholdPolicy, buffer: BufferPolicy, *,
+                 share: PreparedBuffer | None = None) -> None:
         model.check_policy(policy)
         buffer.check_capacity(model.capacity)
+        if share is not None and (share.model is not model or share.timers != buffer.timers):
+            raise InputError("share", "was built for another model or timers choice",
+                             "share only between PreparedBuffers of one model and one timers choice")
         self.model, self.policy = model, policy
         self.timers, self.red = buffer.timers, buffer.red
         self.K = K = model.capacity
@@ -320,6 +333,11 @@ class PreparedBuffer:
         self.offsets = np.concatenate([[0], np.cumsum(self.dims)]).astype(int)
         self.n_states = int(self.offsets[-1])
         self._arrival_rates: list[tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]] = []
+        if share is None:
+            self._build_shared()
+        else:
+            self._A, self.expire, self.complete = share._A, share.expire, share.complete
+            self._Q_completion = share._Q_completion
         self._build()
 
     # -- arrivals --------------------------------------------------------------------------------
@@ -347,31 +365,16 @@ class PreparedBuffer:
         return out
 
     # -- blocks ----------------------------------------------------------------------------------
-    def _build(self) -> None:
+    def _build_shared(self) -> None:
+        """The blocks that depend on neither the arrivals nor q."""
         K, W, M = self.K, self.W, self.M
         laws = self.laws
         rho = laws.rho
         inner = [1] + [M * rho ** (i - 1) for i in range(1, K + 1)]
         # A_i = S (+) G^{(+)(i-1)}: phases of the service and of the i - 1 waiting pages
-        A: list[Sparse] = [sp.csr_matrix((1, 1)), sp.csr_matrix(self.S)]
+        self._A: list[Sparse] = [sp.csr_matrix((1, 1)), sp.csr_matrix(self.S)]
         for i in range(2, K + 1):
-            A.append(_kron(A[i - 1], _eye(rho)) + _kron(_eye(inner[i - 1]), laws.G))
-        self.arrivals = [self._arrivals(i) for i in range(K + 1)]
-        #: level i -> i: phases and arrivals that admit nothing
-        self.stay: list[Sparse] = [sp.csr_matrix(self.arrivals[0][0])]
-        #: level i -> i + a: a pages admitted
-        self.up: dict[tuple[int, int], Sparse] = {}
-        for i in range(K + 1):
-            arr = self.arrivals[i]
-            if i:
-                self.stay.append(_kron(arr[0], _eye(inner[i])) + _kron(_eye(W), A[i]))
-            for a in range(1, K - i + 1):
-                if not arr[a].any():
-                    continue
-                if i == 0:
-                    self.up[0, a] = _kron(arr[a], _row(_kron_vec(self.beta, *([laws.gamma] * (a - 1)))))
-                else:
-                    self.up[i, a] = _kron(arr[a], _eye(inner[i]), _row(_kron_vec(*([laws.gamma] * a))))
+            self._A.append(_kron(self._A[i - 1], _eye(rho)) + _kron(_eye(inner[i - 1]), laws.G))
         #: level i -> i - 1: the waiting page at position q = 1..i-1 expires (timers)
         self.expire: dict[tuple[int, int], Sparse] = {}
         if laws.exit.any():
@@ -385,6 +388,29 @@ class PreparedBuffer:
         for i in range(2, K + 1):
             for j in range(i - 1):
                 self.complete[i, j] = _kron(_eye(W), S0beta, _col(np.ones(rho ** (j + 1))), _eye(rho ** (i - 2 - j)))
+        self._Q_completion = {(i, j): self._place({(i, i - 1 - j): block}) for (i, j), block in self.complete.items()}
+
+    def _build(self) -> None:
+        """The blocks that depend on the arrivals (policy and RED)."""
+        K, W, M = self.K, self.W, self.M
+        laws = self.laws
+        inner = [1] + [M * laws.rho ** (i - 1) for i in range(1, K + 1)]
+        self.arrivals = [self._arrivals(i) for i in range(K + 1)]
+        #: level i -> i: phases and arrivals that admit nothing
+        self.stay: list[Sparse] = [sp.csr_matrix(self.arrivals[0][0])]
+        #: level i -> i + a: a pages admitted
+        self.up: dict[tuple[int, int], Sparse] = {}
+        for i in range(K + 1):
+            arr = self.arrivals[i]
+            if i:
+                self.stay.append(_kron(arr[0], _eye(inner[i])) + _kron(_eye(W), self._A[i]))
+            for a in range(1, K - i + 1):
+                if not arr[a].any():
+                    continue
+                if i == 0:
+                    self.up[0, a] = _kron(arr[a], _row(_kron_vec(self.beta, *([laws.gamma] * (a - 1)))))
+                else:
+                    self.up[i, a] = _kron(arr[a], _eye(inner[i]), _row(_kron_vec(*([laws.gamma] * a))))
         # the stationary chain: everything but the completions once, each completion block placed once
         cells: dict[tuple[int, int], Sparse] = {(i, i): self.stay[i] for i in range(K + 1)}
         for (i, a), block in self.up.items():
@@ -394,7 +420,6 @@ class PreparedBuffer:
         self._Q_base = self._place(cells)
         self._Q_base_dense: NDArray[np.float64] | None = None
         self._Q_completion_coo: dict[tuple[int, int], sp.coo_matrix] = {}
-        self._Q_completion = {(i, j): self._place({(i, i - 1 - j): block}) for (i, j), block in self.complete.items()}
         # the tagged chain, position-major: segment p holds levels p+1..K (the page at position p)
         self._tagged_diagonal = [spla.splu(sp.csc_matrix(-self._tagged_block(p))) for p in range(K)]
         self._exit_vectors = {(kind, p, i): v for p in range(K) for i in range(p + 1, K + 1)

@@ -37,6 +37,8 @@ arrive behind it; expiries ahead of it and completions move it forward), so in p
 its generator is block lower triangular: the diagonal block T_pp (the page stays at position p:
 arrivals, phase moves, expiries behind it) does not depend on renovation and is factorised once per
 :class:`PreparedBuffer`; each renovation law then costs one forward substitution over the positions.
+When nothing removes an admitted page (no timers, no renovation) every admitted page is served and the
+mean number present over the throughput is V^(1) directly (Little's law); the tagged chain is skipped.
 """
 
 from __future__ import annotations
@@ -420,8 +422,9 @@ class PreparedBuffer:
         self._Q_base = self._place(cells)
         self._Q_base_dense: NDArray[np.float64] | None = None
         self._Q_completion_coo: dict[tuple[int, int], sp.coo_matrix] = {}
-        # the tagged chain, position-major: segment p holds levels p+1..K (the page at position p)
-        self._tagged_diagonal = [spla.splu(sp.csc_matrix(-self._tagged_block(p))) for p in range(K)]
+        # the tagged chain, position-major: segment p holds levels p+1..K (the page at position p); its
+        # diagonal blocks are factorised on first use (a chain that never removes a page needs none)
+        self._tagged_lu: list[Any] | None = None
         self._exit_vectors = {(kind, p, i): v for p in range(K) for i in range(p + 1, K + 1)
                               for kind, v in self._exits(p, i, None).items() if kind != "removed"}
 
@@ -556,6 +559,15 @@ class PreparedBuffer:
         return tuple(np.asarray(x[self.offsets[i]:self.offsets[i + 1]]) for i in range(self.K + 1))
 
     # -- solve -------------------------------------------------------------------------------------
+    def _tagged_diagonal(self) -> list[Any]:
+        if self._tagged_lu is None:
+            self._tagged_lu = [spla.splu(sp.csc_matrix(-self._tagged_block(p))) for p in range(self.K)]
+        return self._tagged_lu
+
+    def removes_pages(self, renovation: Renovation | None) -> bool:
+        """Whether an admitted page can leave other than served (a timer, or renovation)."""
+        return bool(self.laws.exit.any()) or (renovation is not None and not renovation.is_trivial)
+
     def _fates(self, renovation: Renovation | None) -> tuple[dict[tuple[int, int], NDArray[np.float64]], ...]:
         """h[p, i] = P(served), P(expired) for the page at position p of each state of level i: forward
         substitution over positions, one solve with the factorised T_pp each."""
@@ -574,7 +586,7 @@ class PreparedBuffer:
                         r += wgt * (block @ h[p2, i2])
                         n += 1
                     rhs.append(r)
-                x = self._tagged_diagonal[p].solve(np.concatenate(rhs))
+                x = self._tagged_diagonal()[p].solve(np.concatenate(rhs))
                 at = 0
                 for i in levels:
                     h[p, i] = x[at:at + self.dims[i]]
@@ -592,7 +604,7 @@ class PreparedBuffer:
         try:
             with np.errstate(all="ignore"):
                 x = _stationary(Q)
-                h_served, h_expired = self._fates(renovation)
+                h_served, h_expired = self._fates(renovation) if self.removes_pages(renovation) else ({}, {})
         except (RuntimeError, np.linalg.LinAlgError) as exc:
             return _failed(self, buffer, f"{STATUS_MESSAGES[BufferStatus.SINGULAR]}: {exc}",
                            time.perf_counter() - start)
@@ -644,6 +656,8 @@ class PreparedBuffer:
         for (pos, i), h in h_served.items():  # pi_i once per position: the page there will be served
             will_serve += float(p[i] @ h)
             will_expire += float(p[i] @ h_expired[pos, i])
+        if not h_served:  # nothing removes an admitted page: all are served (Little's law on all of them)
+            will_serve = float(np.arange(K + 1) @ level)
         robots = self.policy.robots_at_level
         dist: dict[int, float] = {}
         for r, q in zip(robots, level):

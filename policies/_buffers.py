@@ -44,6 +44,8 @@ from robotctl.model import (
 from ._simplex import SimplexOptimum, simplex_pattern_search
 
 Progress = Callable[[int], None]
+#: Among rules of equal cost (to 1e-9 relative) the comparison names the simplest its best.
+SIMPLICITY = {"none": 0, "timers": 1, "red": 2, "renovation": 3}
 
 
 @dataclass(frozen=True)
@@ -101,7 +103,8 @@ class BufferComparison:
     choices : tuple of BufferChoice
         In the order timers, renovation, RED, none.
     best : BufferChoice
-        The cheapest.
+        The cheapest; among equal costs the simplest (none, timers, RED, renovation): the best renovation
+        law or RED law may remove nothing, and then ties with ``none``.
     success : bool
     message : str
     """
@@ -214,7 +217,7 @@ def red_candidates(capacity: int, levels: int) -> list[RedDrop]:
 
 
 def optimise_red(model: QueueModel, costs: Costs, policy: ThresholdPolicy, *, timers: bool = False,
-                 levels: int = 10, progress: Progress | None = None) -> BufferChoice:
+                 levels: int = 5, progress: Progress | None = None) -> BufferChoice:
     """The RED parameters (min_th, max_th, max_p) that minimise :func:`buffer_cost` under ``policy``,
     exhaustively over :func:`red_candidates`."""
     best: tuple[float, BufferChoice] | None = None
@@ -247,7 +250,7 @@ def _plain(name: str, model: QueueModel, costs: Costs, policy: ThresholdPolicy, 
 
 
 def compare_buffers(model: QueueModel, costs: Costs, policy: ThresholdPolicy, *, grid: int = 4,
-                    tol: float = 1.0 / 64, red_levels: int = 10, progress: Progress | None = None
+                    tol: float = 1.0 / 64, red_levels: int = 5, progress: Progress | None = None
                     ) -> BufferComparison:
     """Obsolescence timers (paper 000), the best renovation law (paper 004; no timers), the best RED
     parameters (no timers) and no rule at all (no timers, nothing dropped but for lack of room), under
@@ -263,5 +266,7 @@ def compare_buffers(model: QueueModel, costs: Costs, policy: ThresholdPolicy, *,
     message = "compared" if ok else "; ".join(
         m for m in ((f"{failed} rules could not be solved" if failed else ""),
                     ("" if renovation.success else renovation.message)) if m)
-    best = min(choices, key=lambda c: c.cost.total)
+    lowest = min(c.cost.total for c in choices)
+    tied = [c for c in choices if c.cost.total <= lowest + 1e-9 * max(1.0, abs(lowest))]
+    best = min(tied, key=lambda c: SIMPLICITY[c.name])
     return BufferComparison(policy, choices, best, ok, message)

@@ -38,7 +38,7 @@ from numpy.typing import NDArray
 from robotctl.model import InputError
 
 #: The grid stage evaluates at most this many points (``grid`` is lowered until it fits).
-GRID_LIMIT = 400
+GRID_LIMIT = 120
 
 Objective = Callable[[NDArray[np.float64]], float]
 

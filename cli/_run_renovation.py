@@ -52,8 +52,9 @@ def _text(s: MD1NSolution, sim: dict[str, Any] | None) -> list[str]:
              f"embedded chain at completions: {s.message}; f* = {s.f_star:.6g} s between completions"]
     est = sim["estimates"] if sim is not None else {}
     if sim is not None:
+        verdict = "all inside" if sim["all_inside"] else "SOME OUTSIDE"
         lines.append(f"simulated {sim['events']:,} events (seed {sim['seed']}), family-wise "
-                     f"{sim['familywise_level']:.4g} intervals: {'all inside' if sim['all_inside'] else 'SOME OUTSIDE'}")
+                     f"{sim['familywise_level']:.4g} intervals: {verdict}")
 
     def sim_text(name: str) -> str:
         if name not in est:

@@ -90,7 +90,7 @@ class _Chain:
         d = red.probabilities[i] if red is not None and i < K else 0.0
         for nu2 in range(bmap.order):
             if nu2 != nu and bmap.D[0][nu, nu2] > 0:
-                yield "phase", (i, nu2, m, rs), bmap.D[0][nu, nu2], {}
+                yield "phase", (i, nu2, m, rs), float(bmap.D[0][nu, nu2]), {}
         for k in range(1, bmap.max_batch + 1):
             for nu2 in range(bmap.order):
                 rate = bmap.D[k][nu, nu2]
@@ -98,7 +98,7 @@ class _Chain:
                     continue
                 for kept, pk in _thinned(k, d):
                     a = model.admission.admitted(kept, K - i)
-                    info = {"offered": k, "red": k - kept, "blocked": kept - a}
+                    info: dict[str, object] = {"offered": k, "red": k - kept, "blocked": kept - a}
                     if a == 0:
                         yield "arrival", (i, nu2, m, rs), rate * pk, info
                     elif i == 0:
@@ -118,14 +118,15 @@ class _Chain:
         # completion, then renovation on the w = i - 1 waiting pages
         w = i - 1
         for removed, pj in _removed(self.buffer.renovation, w):
-            info = {"removed": removed, "stale_removed": sum(1 for r in rs[:removed] if r == self.STALE)}
+            done: dict[str, object] = {"removed": removed,
+                                       "stale_removed": sum(1 for r in rs[:removed] if r == self.STALE)}
             if w == 0:
-                yield "completion", (0, nu, -1, ()), self.S0[m] * pj, info
+                yield "completion", (0, nu, -1, ()), self.S0[m] * pj, done
                 continue
-            info["stale_head"] = rs[removed] == self.STALE
+            done["stale_head"] = rs[removed] == self.STALE
             rest = rs[removed + 1:]
             for m2 in range(self.beta.size):
-                yield "completion", (i - 1 - removed, nu, m2, rest), self.S0[m] * pj * self.beta[m2], info
+                yield "completion", (i - 1 - removed, nu, m2, rest), self.S0[m] * pj * self.beta[m2], done
         # each waiting page's useful life
         for q, r in enumerate(rs):
             if r == self.STALE:

@@ -48,7 +48,7 @@ import math
 import time
 from dataclasses import asdict, dataclass
 from functools import reduce
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import scipy.sparse as sp
@@ -62,7 +62,7 @@ from ._measures import CostBreakdown
 from ._model import Costs, QueueModel
 from ._policy import ThresholdPolicy
 
-Sparse = sp.csr_matrix
+Sparse: TypeAlias = sp.csr_matrix
 
 
 class BufferStatus(enum.Enum):
@@ -243,7 +243,10 @@ def _row(v: NDArray[np.float64]) -> Sparse:
 
 
 def _kron_vec(*vs: NDArray[np.float64]) -> NDArray[np.float64]:
-    return reduce(np.kron, vs, np.ones(1))
+    out: NDArray[Any] = np.ones(1)
+    for v in vs:
+        out = np.kron(out, v)
+    return out
 
 
 def _binomial(k: int, keep: float) -> NDArray[np.float64]:
@@ -314,6 +317,13 @@ class PreparedBuffer:
         builds one PreparedBuffer per drop law).
     """
 
+    model: QueueModel
+    timers: bool
+    _A: list[Sparse]
+    expire: dict[tuple[int, int], Sparse]
+    complete: dict[tuple[int, int], Sparse]
+    _Q_completion: dict[tuple[int, int], Sparse]
+
     def __init__(self, model: QueueModel, policy: ThresholdPolicy, buffer: BufferPolicy, *,
                  share: PreparedBuffer | None = None) -> None:
         model.check_policy(policy)
@@ -374,18 +384,18 @@ class PreparedBuffer:
         rho = laws.rho
         inner = [1] + [M * rho ** (i - 1) for i in range(1, K + 1)]
         # A_i = S (+) G^{(+)(i-1)}: phases of the service and of the i - 1 waiting pages
-        self._A: list[Sparse] = [sp.csr_matrix((1, 1)), sp.csr_matrix(self.S)]
+        self._A = [sp.csr_matrix((1, 1)), sp.csr_matrix(self.S)]
         for i in range(2, K + 1):
             self._A.append(_kron(self._A[i - 1], _eye(rho)) + _kron(_eye(inner[i - 1]), laws.G))
         #: level i -> i - 1: the waiting page at position q = 1..i-1 expires (timers)
-        self.expire: dict[tuple[int, int], Sparse] = {}
+        self.expire = {}
         if laws.exit.any():
             for i in range(2, K + 1):
                 w = i - 1
                 for q in range(1, w + 1):
                     self.expire[i, q] = _kron(_eye(W * M), _eye(rho ** (q - 1)), _col(laws.exit), _eye(rho ** (w - q)))
         #: level i -> i - 1 - j: a completion, then renovation removes j of the w = i - 1 waiting pages
-        self.complete: dict[tuple[int, int], Sparse] = {(1, 0): _kron(_eye(W), _col(self.S0))}
+        self.complete = {(1, 0): _kron(_eye(W), _col(self.S0))}
         S0beta = np.outer(self.S0, self.beta)
         for i in range(2, K + 1):
             for j in range(i - 1):
@@ -628,10 +638,10 @@ class PreparedBuffer:
         offered = blocked = red = 0.0
         for i in range(K + 1):
             nu = p[i].reshape(W, -1).sum(axis=1)
-            o, b, r = self._arrival_rates[i]
-            offered += float(nu @ o)
-            blocked += float(nu @ b)
-            red += float(nu @ r)
+            rates_offered, rates_blocked, rates_red = self._arrival_rates[i]
+            offered += float(nu @ rates_offered)
+            blocked += float(nu @ rates_blocked)
+            red += float(nu @ rates_red)
         served = expired = renovated = served_stale = renovated_stale = 0.0
         for i in range(1, K + 1):
             w = i - 1
@@ -660,8 +670,8 @@ class PreparedBuffer:
             will_serve = float(np.arange(K + 1) @ level)
         robots = self.policy.robots_at_level
         dist: dict[int, float] = {}
-        for r, q in zip(robots, level):
-            dist[r] = dist.get(r, 0.0) + float(q)
+        for r, share in zip(robots, level):
+            dist[r] = dist.get(r, 0.0) + float(share)
         n = np.arange(K + 1, dtype=float)
         return BufferMeasures(
             arrival_rate=offered,
@@ -673,7 +683,7 @@ class PreparedBuffer:
             p_served_stale=served_stale / offered,
             p_renovated_stale=renovated_stale / offered,
             p_starvation=float(level[0]),
-            mean_active_robots=float(sum(r * q for r, q in dist.items())),
+            mean_active_robots=float(sum(r * share for r, share in dist.items())),
             active_robots_distribution=tuple(sorted(dist.items(), reverse=True)),
             queue_length_distribution=tuple(float(v) for v in level),
             mean_queue_length=float(n @ level),

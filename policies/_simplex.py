@@ -103,10 +103,10 @@ def simplex_pattern_search(f: Objective, dim: int, *, grid: int = 4, tol: float 
     max_evaluations : int
         Budget of distinct evaluations.
     """
-    for name, value, low in (("dim", dim, 1), ("grid", grid, 1), ("starts", starts, 1),
+    for name, given, low in (("dim", dim, 1), ("grid", grid, 1), ("starts", starts, 1),
                              ("max_evaluations", max_evaluations, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise InputError(name, f"must be a whole number >= {low}, got {value!r}", "")
+        if isinstance(given, bool) or not isinstance(given, int) or given < low:
+            raise InputError(name, f"must be a whole number >= {low}, got {given!r}", "")
     if not (isinstance(tol, int | float) and 0.0 < tol < 1.0):
         raise InputError("tol", f"must lie strictly between 0 and 1, got {tol!r}", "e.g. 1/64")
     while grid > 1 and grid_size(dim, grid) > GRID_LIMIT:

@@ -113,3 +113,21 @@ def test_buffers_text(capsys: pytest.CaptureFixture[str]) -> None:
     text = capsys.readouterr().out
     for word in ("timers", "renovation", "red", "none", "cheapest:", "loss", "stale", "starved", "response"):
         assert word in text
+
+
+def test_buffers_on_the_fitted_demo_crawl(capsys: pytest.CaptureFixture[str]) -> None:
+    """The comparison on traffic fitted to a real demo crawl (config/demo-fitted.yaml, K = 8): the timers row
+    is paper 000's model, so its cost equals the block solver's."""
+    from robotctl.agent import load_model_file
+    from robotctl.model import ThresholdPolicy, cost_of, solve
+
+    fitted = EXAMPLE.parent / "demo-fitted.yaml"
+    policy = "3,3,3,1,1,1,1,1,1"
+    assert main(["buffers", str(fitted), "--policy", policy, "--grid", "2", "--tol", "0.25", "--red-levels", "1",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    model, costs = load_model_file(str(fitted))
+    timers = cost_of(solve(model, ThresholdPolicy.parse(policy)).measures, costs).total
+    rules = {r["name"]: r for r in out["rules"]}
+    assert rules["timers"]["cost"] == pytest.approx(timers, rel=1e-10)
+    assert out["success"] and set(rules) == {"timers", "renovation", "red", "none"}

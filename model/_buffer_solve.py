@@ -39,6 +39,12 @@ arrivals, phase moves, expiries behind it) does not depend on renovation and is 
 :class:`PreparedBuffer`; each renovation law then costs one forward substitution over the positions.
 When nothing removes an admitted page (no timers, no renovation) every admitted page is served and the
 mean number present over the throughput is V^(1) directly (Little's law); the tagged chain is skipped.
+
+Reach (bench/renovation.py, one core): the paper example (K = 5, 486 states without timers) takes
+about 9 ms per renovation law once prepared, K = 6 (1458 states) 0.2 s; K = 8 with exponential
+obsolescence (1022 states, the fitted demo crawl) 35 ms. Beyond about 2000 states sparse LU fills in
+almost completely: K = 7 with two-phase lives and stale marks (4374 states) took 8.6 s per law. With
+timers only, paper 000's block solver is 15-30 times faster on the same chain (same numbers).
 """
 
 from __future__ import annotations

@@ -49,6 +49,16 @@ ROOT = Path(__file__).resolve().parents[1]
 Q = Renovation((0.5, 0.2, 0.2, 0.1), Conflict.KEEP_ONE)
 
 
+class Counter:
+    """Counts the exact solves reported by a search's progress callback."""
+
+    def __init__(self) -> None:
+        self.total = 0
+
+    def __call__(self, n: int) -> None:
+        self.total += n
+
+
 def policy_for(K: int) -> ThresholdPolicy:
     return ThresholdPolicy.from_thresholds((3, 1), (2,), K)
 
@@ -120,11 +130,11 @@ def main() -> int:
     fitted, fitted_costs = load_model_file(str(ROOT / "config" / "demo-fitted.yaml"))
     for name, model, c in (("paper example", example, costs), ("fitted demo crawl", fitted, fitted_costs)):
         pol = optimise(model, c).best.policy
-        solves = [0]
+        counter = Counter()
         start = time.perf_counter()
-        out = compare_buffers(model, c, pol, progress=lambda n: solves.__setitem__(0, solves[0] + n))
+        out = compare_buffers(model, c, pol, progress=counter)
         print(f"   {name} (K = {model.capacity}, policy {pol}): {time.perf_counter() - start:.1f} s, "
-              f"{solves[0]} exact solves; cheapest {out.best.name} J = {out.best.cost.total:.4f}")
+              f"{counter.total} exact solves; cheapest {out.best.name} J = {out.best.cost.total:.4f}")
     return 0
 
 

@@ -157,6 +157,11 @@ class BufferMeasures:
         return self.p_expired + self.p_served_stale + self.p_renovated_stale
 
     @property
+    def p_success(self) -> float:
+        """Pages indexed fresh; P_loss + P_stale + P_success = 1. With timers only, paper 000's P_success."""
+        return self.p_served - self.p_served_stale
+
+    @property
     def p_dropped(self) -> float:
         """Pages removed by the buffer's own rules before service (RED and renovation)."""
         return self.p_red + self.p_renovated
@@ -167,11 +172,14 @@ class BufferMeasures:
         return self.arrival_rate * self.p_served
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields and properties; ``p_obsolete`` repeats ``p_stale`` (the fraction charged c_obs,
+        paper 000's P_obs with timers only), so that the keys of ``robotctl solve --json`` stay."""
         d = asdict(self)
         d["active_robots_distribution"] = {str(m): p for m, p in self.active_robots_distribution}
         d["queue_length_distribution"] = list(self.queue_length_distribution)
-        for name in ("p_loss", "p_stale", "p_dropped", "throughput"):
+        for name in ("p_loss", "p_stale", "p_success", "p_dropped", "throughput"):
             d[name] = getattr(self, name)
+        d["p_obsolete"] = self.p_stale
         return d
 
 

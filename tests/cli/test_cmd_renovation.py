@@ -67,6 +67,9 @@ def test_solve_with_renovation_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert out["buffer"]["timers"] is False
     m = out["measures"]
     assert m["p_blocked"] + m["p_renovated"] + m["p_served"] == pytest.approx(1.0)
+    # the keys of solve's JSON contract (DESIGN.md), with the same meaning under timers only
+    assert m["p_loss"] + m["p_obsolete"] + m["p_success"] == pytest.approx(1.0)
+    assert {"arrival_rate", "p_starvation", "mean_active_robots", "mean_response_served"} <= set(m)
     assert out["cost"] == pytest.approx(sum(out["cost_terms"].values()))
 
 

@@ -69,6 +69,8 @@ def test_timers_only_is_paper_000(example: tuple[QueueModel, Costs]) -> None:
     for x, y in pairs:
         assert x == pytest.approx(y, rel=1e-10)
     assert m.p_renovated == m.p_red == m.p_served_stale == m.p_renovated_stale == 0.0
+    assert (m.p_loss, m.to_dict()["p_obsolete"], m.p_success) == pytest.approx(
+        (exact.p_loss, exact.p_obsolete, exact.p_success), rel=1e-10)
     assert round(buffer_cost(m, costs).total, 2) == 63.54
 
 

@@ -37,6 +37,7 @@ from robotctl.model import (
     QueueModel,
     RedDrop,
     Renovation,
+    RobotctlError,
     ThresholdPolicy,
     buffer_cost,
 )
@@ -192,7 +193,7 @@ def optimise_renovation(model: QueueModel, costs: Costs, policy: ThresholdPolicy
     outcome = evaluate(best[1])
     total = sum(r.evaluations for _, r in results)
     if outcome is None:
-        raise InputError("model", "the best renovation law could not be solved", "check the model")
+        raise RobotctlError(f"no renovation law could be solved ({evaluate.failures} failed solves)")
     measures, cost_ = outcome
     mesh = max(r.mesh for _, r in results)
     stationary = all(r.stationary for _, r in results)
@@ -237,7 +238,7 @@ def optimise_red(model: QueueModel, costs: Costs, policy: ThresholdPolicy, *, ti
             best = (cost.total, BufferChoice("red", buffer, sol.measures, cost, len(candidates),
                                              f"exhaustive over {len(candidates)} drop laws (max_p step 1/{levels})"))
     if best is None:
-        raise InputError("model", "no RED drop law could be solved", "check the model")
+        raise RobotctlError(f"none of the {len(candidates)} RED drop laws could be solved")
     return best[1]
 
 

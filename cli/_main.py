@@ -36,6 +36,8 @@ COMMAND_MODULES = (
     "robotctl.cli._cmd_demo",
     "robotctl.cli._cmd_schedule",
     "robotctl.cli._cmd_route",
+    "robotctl.cli._cmd_renovation",
+    "robotctl.cli._cmd_buffers",
 )
 
 

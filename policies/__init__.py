@@ -1,7 +1,17 @@
 """Decisions, pure: cost-optimal threshold policies for the model core (paper 000); revisit scheduling
 (paper 002) with correlated fetch times (paper 003, Section 6); open-loop routing to bufferless servers
-(paper 003); change rates of pages estimated from revisits."""
+(paper 003); change rates of pages estimated from revisits; the cost-minimising renovation law and RED
+parameters, and the comparison of buffer policies (paper 004)."""
 
+from ._buffers import (
+    BufferChoice,
+    BufferComparison,
+    RenovationOptimum,
+    compare_buffers,
+    optimise_red,
+    optimise_renovation,
+    red_candidates,
+)
 from ._change_rates import (
     MIN_OBSERVATIONS,
     ChangeRateEstimate,
@@ -35,10 +45,7 @@ from ._golden import (
     rounding_error,
     weighted_template,
 )
-from ._mincycle import (
-    MeanCycle,
-    min_mean_cycle,
-)
+from ._mincycle import MeanCycle, min_mean_cycle
 from ._multimodular import (
     COUNTEREXAMPLE,
     LocalSearchResult,
@@ -85,10 +92,8 @@ from ._routing import (
     sequence_costs,
     switch_rate,
 )
-from ._simulate import (
-    simulate_routing_losses,
-    simulate_staleness,
-)
+from ._simplex import GRID_LIMIT, SimplexOptimum, simplex_pattern_search
+from ._simulate import simulate_routing_losses, simulate_staleness
 from ._thresholds import (
     EXHAUSTIVE_LIMIT,
     SEARCH_METHODS,
@@ -108,6 +113,7 @@ __all__ = [
     "ENUMERATE_LIMIT",
     "EXHAUSTIVE_LIMIT",
     "GOLDEN_RATIO_BOUND",
+    "GRID_LIMIT",
     "LOCAL_PERIOD_LIMIT",
     "MDP_STATE_LIMIT",
     "MIN_OBSERVATIONS",
@@ -115,6 +121,8 @@ __all__ = [
     "REVISIT_POLICIES",
     "ROUTING_METHODS",
     "SEARCH_METHODS",
+    "BufferChoice",
+    "BufferComparison",
     "ChangeRateEstimate",
     "ChangeRateStatus",
     "CyclicCost",
@@ -127,14 +135,17 @@ __all__ = [
     "PlanStatus",
     "PolicySearch",
     "RandomisedPolicy",
+    "RenovationOptimum",
     "RevisitPlan",
     "RoutingResult",
     "RoutingStatus",
     "ServerCosts",
+    "SimplexOptimum",
     "ThresholdOptimum",
     "certified_distance_bound",
     "check_pages",
     "check_service_rates",
+    "compare_buffers",
     "count_policies",
     "count_threshold_vectors",
     "cyclic_cost",
@@ -167,14 +178,18 @@ __all__ = [
     "optimal_frequencies",
     "optimal_routing",
     "optimise",
+    "optimise_red",
+    "optimise_renovation",
     "optimise_thresholds",
     "plan_revisits",
     "primitive",
     "randomised_policy",
     "randomised_stale_fraction",
+    "red_candidates",
     "rounding_error",
     "route",
     "sequence_costs",
+    "simplex_pattern_search",
     "simulate_routing_losses",
     "simulate_staleness",
     "stale_fraction_bound",

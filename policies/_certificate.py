@@ -558,18 +558,25 @@ class _Interval:
     start: NDArray[np.int64]  # warm start for the children
 
 
+#: (L, N, T) of a policy: its linear cost, mean number of pages that will be served, service rate.
+_Stats = tuple[float, float, float]
+
+
 class _Response:
-    """Bounds on min over policies of L + a N / T with T restricted to an interval (module docstring).
+    """Bounds on min over policies of F = L + a N / T with T restricted to an interval.
 
-    On [t_lo, t_hi], a N / T >= w N with w = a / t_hi, and for any multiplier k (Lagrange, for the
-    constraint on T) the cost of every policy there is at least
+    For a policy with service rate T = t, and any multiplier k (Lagrange, for the constraint T = t),
 
-        delta(c + w N + k T) - k t_hi  (k >= 0),    delta(c + w N + k T) - k t_lo  (k <= 0),
+        F = L + (a / t) N + k (T - t) >= psi(a / t, k) - k t,   psi(w, k) = min over policies of L + w N + k T,
 
-    delta certified by policy iteration. The best k is where the optimal policy's T crosses the
-    interval's end: found by intersecting tangents of this concave, piecewise-linear function of k.
-    Every policy met along the way is a full-information policy whose exact cost L + a N / T is an
-    upper bound on the optimum.
+    and psi is concave and non-decreasing in w (a minimum of affine functions, N >= 0). On an interval
+    [t_lo, t_hi] of T, w = a / t runs over [a / t_hi, a / t_lo], where psi lies above its chord; so with
+    the certified values delta of psi at the two ends (policy iteration), every policy there costs at
+    least min over t in [t_lo, t_hi] of chord(a / t) - k t, a one-dimensional convex minimum. The chord
+    makes the bound exact at the ends and its error second order in the interval's width; k is taken
+    near the best multiplier for the middle of the interval (where the optimal policy's T meets it).
+    Every policy met is a full-information policy whose exact cost is an upper bound on the optimum; so
+    is every mixture of two (a randomised policy: occupation measures mix linearly, so L, N and T do).
     """
 
     def __init__(self, mdp: FullStateMdp, response: float, solver: _Solver) -> None:
@@ -581,65 +588,97 @@ class _Response:
         self.solves = 0
         self.converged = True
 
-    def _point(self, w: float, k: float, target: float, start: NDArray[np.int64]
-               ) -> tuple[float, float, NDArray[np.int64]]:
-        """(bound, T, policy) at multiplier k: bound = delta(c + w N + k T) - k target, T the service
-        rate of the optimal policy found."""
+    def _cost(self, stats: _Stats) -> float:
+        L, N, T = stats
+        return L + self.a * N / T if T > 0 else math.inf
+
+    def _mix(self, one: _Stats, other: _Stats) -> float:
+        """The cheapest mixture theta one + (1 - theta) other: F(theta) = L + a N / T with L, N, T
+        linear in theta; F' = 0 where (T_b + theta dT)^2 = a (N_b dT - T_b dN) / dL."""
+        (La, Na, Ta), (Lb, Nb, Tb) = one, other
+        dL, dN, dT = La - Lb, Na - Nb, Ta - Tb
+        thetas = [0.0, 1.0]
+        if dL != 0 and dT != 0:
+            square = self.a * (Nb * dT - Tb * dN) / dL
+            if square > 0:
+                thetas += [(r - Tb) / dT for r in (math.sqrt(square), -math.sqrt(square))]
+        return min(self._cost((Lb + t * dL, Nb + t * dN, Tb + t * dT)) for t in thetas if 0.0 <= t <= 1.0)
+
+    def psi(self, w: float, k: float, start: NDArray[np.int64]) -> tuple[float, _Stats, NDArray[np.int64]]:
+        """(delta, stats, policy): the certified lower bound on psi(w, k) and the (L, N, T) of the
+        optimal policy found, whose exact cost updates the upper bound."""
         r = self.solver.solve(self.mdp.cost + w * self.present + k * self.s0[:, None], start)
         self.solves += 1
         self.converged &= r.converged
-        T = float(r.p @ self.s0)
-        if T > 0 and math.isfinite(r.g):
-            cost = float(r.p @ self.mdp.cost[np.arange(self.mdp.n_states), r.policy]) + \
-                self.a * float(r.p @ self.present[:, 0]) / T
-            self.upper = min(self.upper, cost)
-        return r.delta - k * target, T, r.policy
+        stats = (float(r.p @ self.mdp.cost[np.arange(self.mdp.n_states), r.policy]),
+                 float(r.p @ self.present[:, 0]), float(r.p @ self.s0))
+        if math.isfinite(r.g):
+            self.upper = min(self.upper, self._cost(stats))
+        return r.delta, stats, r.policy
 
-    def interval(self, t_lo: float, t_hi: float, start: NDArray[np.int64], *, steps: int = 12) -> _Interval:
-        w = self.a / t_hi
-        bound, T, policy = self._point(w, 0.0, t_hi, start)
-        if t_lo <= T <= t_hi:  # k = 0 is the best multiplier
-            return _Interval(bound, t_lo, t_hi, policy)
-        # T too high: k > 0 and the end t_hi; too low: k < 0 and t_lo. In u = |k|, the bound is concave
-        # with slope sign (T(u) - target); keep a bracket [ua, ub] with slope > 0 at ua, <= 0 at ub.
-        sign = 1.0 if t_hi < T else -1.0
-        target = t_hi if sign > 0 else t_lo
-        ua, fa, sa = 0.0, bound, sign * (T - target)
-        ub = fb = sb = math.nan
-        u = 1e-3 * max(abs(bound), 1.0) / max(float(self.s0.max()), 1e-300)
+    def multiplier(self, t: float, start: NDArray[np.int64], *, steps: int = 6) -> tuple[float, NDArray[np.int64]]:
+        """k near the maximiser of the concave psi(a / t, k) - k t, whose slope is T(policy_k) - t: a
+        bracket by doubling, then intersections of tangents."""
+        w = self.a / t
+        delta, stats, policy = self.psi(w, 0.0, start)
+        if stats[2] == t:
+            return 0.0, policy
+        up = stats[2] > t  # T too high: raise k (charge service)
+        ka, fa, sa, xa = 0.0, delta, stats[2] - t, stats
+        kb = fb = sb = math.nan
+        xb = stats
+        k = (1e-3 if up else -1e-3) * max(abs(delta), 1.0) / max(float(self.s0.max()), 1e-300)
         for _ in range(40):
-            f, T, policy = self._point(w, sign * u, target, policy)
-            bound = max(bound, f)
-            if sign * (T - target) <= 0:
-                ub, fb, sb = u, f, sign * (T - target)
+            f, stats, policy = self.psi(w, k, policy)
+            if (stats[2] - t > 0) != up or stats[2] == t:
+                kb, fb, sb, xb = k, f - k * t, stats[2] - t, stats
                 break
-            ua, fa, sa = u, f, sign * (T - target)
-            u *= 4.0
-        if math.isnan(ub):  # no policy reaches the interval's end: the bound keeps growing with u
-            return _Interval(bound, t_lo, t_hi, policy)
+            ka, fa, sa, xa = k, f - k * t, stats[2] - t, stats
+            k *= 4.0
+        if math.isnan(kb):
+            return ka, policy
+        self.upper = min(self.upper, self._mix(xa, xb))
         for _ in range(steps):
-            uc = (fb - fa + sa * ua - sb * ub) / (sa - sb) if sa > sb else 0.5 * (ua + ub)
-            top = fa + sa * (uc - ua)  # where the two tangents meet: the concave function is below
-            if not ua < uc < ub:
-                uc = 0.5 * (ua + ub)
-            f, T, policy = self._point(w, sign * uc, target, policy)
-            bound = max(bound, f)
-            if top - f <= 1e-9 * max(abs(f), 1.0):
-                break
-            if sign * (T - target) > 0:
-                ua, fa, sa = uc, f, sign * (T - target)
+            kc = (fb - fa + sa * ka - sb * kb) / (sa - sb) if sa != sb else 0.5 * (ka + kb)
+            if not min(ka, kb) < kc < max(ka, kb):
+                kc = 0.5 * (ka + kb)
+            f, stats, policy = self.psi(w, kc, policy)
+            if (stats[2] - t > 0) == up:
+                ka, fa, sa, xa = kc, f - kc * t, stats[2] - t, stats
             else:
-                ub, fb, sb = uc, f, sign * (T - target)
+                kb, fb, sb, xb = kc, f - kc * t, stats[2] - t, stats
+            self.upper = min(self.upper, self._mix(xa, xb))
+            if stats[2] == t:
+                break
+        return (ka if abs(sa) < abs(sb) else kb), policy
+
+    def interval(self, t_lo: float, t_hi: float, start: NDArray[np.int64]) -> _Interval:
+        k, policy = self.multiplier(0.5 * (t_lo + t_hi), start)
+        w1, w2 = self.a / t_hi, self.a / t_lo
+        d1, _, _ = self.psi(w1, k, policy)
+        d2, _, _ = self.psi(w2, k, policy)
+        slope = (d2 - d1) / (w2 - w1)  # chord: psi(w) >= d1 + slope (w - w1) on [w1, w2]
+        ts = [t_lo, t_hi]  # chord(a / t) - k t is convex when slope >= 0, concave (ends only) otherwise
+        if slope > 0 and k < 0:
+            ts.append(math.sqrt(self.a * slope / -k))  # where its derivative -a slope / t^2 - k vanishes
+        bound = min(d1 + slope * (self.a / t - w1) - k * t for t in ts if t_lo <= t <= t_hi)
         return _Interval(bound, t_lo, t_hi, policy)
 
 
 def _branch_and_bound(mdp: FullStateMdp, response: float, solver: _Solver, start: NDArray[np.int64], *,
                       tol: float, max_solves: int) -> tuple[float, float, int, bool]:
-    """(lower, upper, solves, closed): bisection over the service rate T, best bound first."""
+    """(lower, upper, solves, closed): bisection over the service rate T, smallest bound first, from
+    certified bounds on T itself (policy iteration for min T and for max T)."""
     bb = _Response(mdp, response, solver)
-    root = bb.interval(0.0, float(mdp.served_rate.max()), start)
-    heap: list[tuple[float, int, _Interval]] = [(root.lower, 0, root)]
-    tick = itertools.count(1)
+    low = solver.solve(np.repeat(mdp.served_rate[:, None], len(mdp.generators), axis=1), start)
+    high = solver.solve(-np.repeat(mdp.served_rate[:, None], len(mdp.generators), axis=1), start)
+    bb.solves += 2
+    t_lo = max(low.delta, 1e-12 * float(mdp.served_rate.max()))
+    t_hi = max(-high.delta, t_lo * (1 + 1e-12))
+    heap: list[tuple[float, int, _Interval]] = []
+    tick = itertools.count()
+    root = bb.interval(t_lo, t_hi, start)
+    heapq.heappush(heap, (root.lower, next(tick), root))
     while True:
         lower, _, iv = heapq.heappop(heap)
         if bb.upper - lower <= tol * abs(bb.upper):

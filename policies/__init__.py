@@ -51,8 +51,8 @@ __all__ = [
     "optimise_thresholds",
     "solve_dynamic",
     "static_cost",
-    "static_fleet",
     "static_costs",
+    "static_fleet",
     "threshold_vectors",
     "unrestricted_dynamic",
 ]

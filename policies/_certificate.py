@@ -79,7 +79,7 @@ import scipy.sparse.linalg as spla
 from numpy.typing import NDArray
 
 from robotctl.model import PH, Costs, InputError, QueueModel, ThresholdPolicy
-from robotctl.model._bruteforce import _fates, enumerate_states, generator
+from robotctl.model._bruteforce import _fates, _laws, enumerate_states, generator
 
 FORMULATIONS = ("auto", "ordered", "counts")
 #: ``auto`` uses the ordered (exact) state space up to this many states.
@@ -195,6 +195,11 @@ class FullStateMdp:
     served_present: NDArray[np.float64] | None
     mean_service: float
 
+    def __post_init__(self) -> None:
+        for a in (self.levels, self.cost, self.served_rate, self.served_present):
+            if a is not None:
+                a.flags.writeable = False
+
     @property
     def n_states(self) -> int:
         return int(self.levels.size)
@@ -257,15 +262,6 @@ def count_states(model: QueueModel) -> int:
 
 
 # -- the two formulations ------------------------------------------------------------------------
-def _laws(model: QueueModel) -> tuple[NDArray[np.float64], ...]:
-    beta, S = np.asarray(model.service.beta), np.asarray(model.service.S)
-    if model.obsolescence is None:
-        gamma, Gamma = np.ones(1), np.zeros((1, 1))
-    else:
-        gamma, Gamma = np.asarray(model.obsolescence.beta), np.asarray(model.obsolescence.S)
-    return beta, S, -S.sum(axis=1), gamma, Gamma, -Gamma.sum(axis=1)
-
-
 def _lost_rates(model: QueueModel, levels: NDArray[np.int64], phases: NDArray[np.int64]) -> NDArray[np.float64]:
     """Pages lost per second in each state under each mode, shape (n, modes)."""
     K = model.capacity

@@ -165,7 +165,7 @@ def test_table_1_dynamic(row: tuple) -> None:
        test checks exactly that: exact <= printed <= that estimate, to the printed digit.
     N_min and N-bar reproduce on every row.
     """
-    lam, K, gamma, c_s, n_s, c_d, n_min, n_bar = row
+    lam, K, gamma, _, n_s, c_d, n_min, n_bar = row
     problem = RobotsProblem.paper(n_s, K, lam, 1.0, dynamic_gamma(K, gamma))
     opt = solve_dynamic(problem)
     assert opt.success
@@ -329,7 +329,7 @@ def test_from_model_round_trip_and_errors() -> None:
     back = RobotsProblem.from_model(problem.to_model(), problem.costs)
     assert back == problem
     model = problem.to_model()
-    with pytest.raises(InputError, match="costs.response"):
+    with pytest.raises(InputError, match=r"costs\.response"):
         RobotsProblem.from_model(model, type(problem.costs)(loss=1, response=1))
     with pytest.raises(InputError, match="rates"):
         RobotsProblem(2, 3, (0.0, 0.1), 1.0, 1.0)

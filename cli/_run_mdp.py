@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from typing import Any
 
 from robotctl.model import Costs, QueueModel
@@ -72,6 +73,9 @@ def run_mdp(args: argparse.Namespace) -> int:
 def run_optimise_mdp(args: argparse.Namespace, model: QueueModel, costs: Costs) -> int:
     """``robotctl optimise MODEL.yaml --control mdp``: paper 001's MDP on a Poisson/exponential model file."""
     problem = RobotsProblem.from_model(model, costs)
+    if args.modes or args.all_subsets or args.search != "auto":
+        print("robotctl: warning: --modes, --all-subsets and --search steer the threshold search; "
+              "--control mdp ignores them", file=sys.stderr)
     opt = solve_dynamic(problem)
     bound = mdp_lower_bound(model, costs) if args.certify else None
     if args.json:

@@ -721,7 +721,16 @@ def mdp_lower_bound(model: QueueModel, costs: Costs, *, formulation: str = "auto
     a handful of steps, the response term some tens to hundreds of warm-started solves (bench/mdp.py).
     For large K use ``auto``: it picks ``counts``, exact with exponential obsolescence (or a law that
     reduces to it) and a valid but weaker relaxation with R >= 2 phases (``exact_state`` False,
-    ``response`` ``service-time``).
+    ``response`` ``service-time``). Measured on one core (bench/mdp.py): the paper example 0.4 s
+    (22 states); at K = 50, 0.6 s (202 states, response term exact); with two phases that do not reduce,
+    ordered K = 7 (510 states) 9 s, counts K = 50 (5,102 states) 2.6 s, and 16 robots at K = 50
+    (5,102 states x 32 actions) 4.6 s.
+
+    References
+    ----------
+    Puterman, *Markov Decision Processes*, Wiley 1994, Chapters 8-9 (policy iteration, occupation
+    measures and their linear programme, the Lagrangian of constrained problems); Odoni, "On finding
+    the maximal gain for Markov decision processes", Operations Research 17 (1969) (the bound from any h).
     """
     if isinstance(tol, bool) or not isinstance(tol, float | int) or not 0 < tol < 1:
         raise InputError("tol", f"must lie in (0, 1), got {tol!r}", "e.g. 1e-4")

@@ -10,8 +10,10 @@ gamma P(starvation) + loss rate.
 Uniformisation (Section 2). Decision epochs are the jumps of a Poisson process of rate
 nu = lambda N + mu. The state x = (q, r, s) holds the queue length q and the number of active robots r
 just before the epoch, and its type s: 0 departure, 1 arrival, 2 fictitious. The printed transition law
-(2)-(4) carries typos (the queue moves at a fictitious epoch, ``1(q > 1)`` for ``1(q > 0)``, a sign in
-(2), ``min{q + 1, N}`` in (3)); the consistent reading, which this module implements, is:
+(2)-(4) carries typos: in (2) the next epoch is an arrival with probability lambda r / nu where the
+post-decision count min(r + a, N) is meant, and the fictitious probability is printed
+1 - (mu 1(q > 1) - lambda r) / nu with a minus for a plus; in (3) the third state reads min{q + 1, N}
+for min{q + 1, K}. The consistent reading, which this module implements, is:
 
 - departure (s = 0, q >= 1): the post-decision state is (q - 1, min(r + a, N));
 - arrival (s = 1, r >= 1): it is (min(q + 1, K), r - 1 + a); the page is lost iff q = K;

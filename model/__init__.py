@@ -20,7 +20,7 @@ from ._random import random_bmap, random_model, random_ph, random_policy
 from ._red import RedMM1Solution, solve_red_mm1
 from ._sim_buffer import BufferSimulationResult, Deterministic, simulate_buffer
 from ._sim_engine import Simulation
-from ._sim_events import Controller, EventKind, TraceKind, TraceRow
+from ._sim_events import Controller, EventKind, StateFeedback, TraceKind, TraceRow
 from ._sim_stats import Comparison, ComparisonRow, Estimate, SimulationResult, SimulationStatus, StopRule
 from ._simulate import iter_simulate, simulate, simulate_events, simulate_horizon
 from ._solve import METHODS, Solution, SolveStatus, prepare, solve
@@ -61,6 +61,7 @@ __all__ = [
     "SimulationStatus",
     "Solution",
     "SolveStatus",
+    "StateFeedback",
     "StopRule",
     "ThresholdPolicy",
     "TraceKind",

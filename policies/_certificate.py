@@ -653,7 +653,10 @@ class _Response:
         w1, w2 = self.a / t_hi, self.a / t_lo
         d1, _, _ = self.psi(w1, k, policy)
         d2, _, _ = self.psi(w2, k, policy)
-        slope = (d2 - d1) / (w2 - w1)  # chord: psi(w) >= d1 + slope (w - w1) on [w1, w2]
+        # chord: psi(w) >= d1 + slope (w - w1) on [w1, w2]; an interval bisected down to one float is a
+        # point, where psi(w1) itself is the bound (min(d1, d2): both are certified values of it)
+        slope = (d2 - d1) / (w2 - w1) if w2 > w1 else 0.0
+        d1 = d1 if w2 > w1 else min(d1, d2)
         ts = [t_lo, t_hi]  # chord(a / t) - k t is convex when slope >= 0, concave (ends only) otherwise
         if slope > 0 and k < 0:
             ts.append(math.sqrt(self.a * slope / -k))  # where its derivative -a slope / t^2 - k vanishes
@@ -682,6 +685,8 @@ def _branch_and_bound(mdp: FullStateMdp, response: float, solver: _Solver, start
         if bb.solves >= max_solves:
             return lower, bb.upper, bb.solves, False
         mid = 0.5 * (iv.t_lo + iv.t_hi)
+        if not iv.t_lo < mid < iv.t_hi:  # bisected to float resolution: the smallest bound stands, not closed
+            return lower, bb.upper, bb.solves, False
         for lo, hi in ((iv.t_lo, mid), (mid, iv.t_hi)):
             child = bb.interval(lo, hi, iv.start)
             heapq.heappush(heap, (max(child.lower, lower), next(tick), child))

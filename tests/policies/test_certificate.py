@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from robotctl.agent._files import load_model_file
@@ -90,6 +90,8 @@ def test_the_bound_is_exact_when_the_queue_length_is_the_whole_state() -> None:
 
 
 @settings(max_examples=12, deadline=None)
+# found by hypothesis: only a response cost, so the bisection over the service rate reached float resolution
+@example(seed=0, K=2, obsolescence=None, weights=(0.0, 0.0, 0.0625, 0.0, 0.0))
 @given(st.integers(0, 100_000), st.integers(2, 4), st.sampled_from([None, 1, 2]),
        st.tuples(*[st.floats(0.0, 10.0)] * 5))
 def test_the_bound_is_never_above_the_exhaustive_threshold_optimum(seed: int, K: int, obsolescence: int | None,

@@ -327,12 +327,23 @@ class RobotHandle:
         self._client._handles.discard(self)
 
 
+def _consume(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled():
+        fut.exception()
+
+
 async def _race(work: Awaitable[Any], timer: Awaitable[None]) -> Any:
     """The result of ``work``, or None if ``timer`` ends first (``work`` is then cancelled)."""
     w = asyncio.ensure_future(work)
     t = asyncio.ensure_future(timer)
     try:
         await asyncio.wait({w, t}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        # the caller is cancelled (a handle closing): the request goes too, and whatever it ends with is
+        # consumed, so no "exception was never retrieved" is logged when its connector closes under it
+        w.cancel()
+        w.add_done_callback(_consume)
+        raise
     finally:
         t.cancel()
     if w.done():
@@ -453,6 +464,21 @@ class AgentClient:
             body["bytes"] = bytes
         result: dict[str, Any] = await self._request("POST", "/v1/completions", json=body)
         return result
+
+    async def complete_many(self, completions: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """Report many completions (dicts with ``pages``, ``service_s``, ``bytes``) in batches of at most
+        ``batch_limit``; returns the summed acknowledgement."""
+        total: dict[str, Any] = {"accepted": 0, "pages": 0, "removed": 0, "unmatched": 0}
+        last: dict[str, Any] = {}
+        for start in range(0, len(completions), self.batch_limit):
+            chunk = [dict(c) for c in completions[start:start + self.batch_limit]]
+            last = await self._request("POST", "/v1/completions", json={"completions": chunk})
+            for k in total:
+                total[k] += int(last.get(k, 0))
+        for k in ("t", "queue", "active"):
+            if k in last:
+                total[k] = last[k]
+        return total
 
     async def obsolete(self, pages: int = 1) -> dict[str, Any]:
         """Report ``pages`` waiting pages dropped as stale."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import concurrent.futures.process  # BrokenProcessPool, named in except clauses: a thread executor never imports it
 import contextlib
 import enum
 import logging

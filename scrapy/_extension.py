@@ -83,6 +83,8 @@ class RobotctlExtension:
         self.crawler = crawler
         self.settings = settings
         self.slots = RobotSlots(settings.robots, settings.concurrency)
+        self.handles: dict[int, RobotHandle] = {}
+        self._registered: set[str] = set()
         self.client = client if client is not None else AgentClient(settings.url, token=settings.token,
                                                                      timeout_s=settings.timeout_s)
         consequence = (f"the crawl goes on at its default: every robot {settings.default_state} "
@@ -93,9 +95,8 @@ class RobotctlExtension:
         self.reporter = Reporter(self.client, self.health, flush_interval_s=settings.flush_interval_s,
                                  max_batch=settings.max_batch, max_pending=settings.max_pending,
                                  retry_interval_s=settings.retry_interval_s)
+        self.reporter.robots = self._registered
         self.prefix = settings.robot_prefix or "robot"
-        self.handles: dict[int, RobotHandle] = {}
-        self._registered: set[str] = set()
         self.running = False
         self._tasks: list[asyncio.Task[None]] = []
         self._paused_by_us = False
@@ -110,7 +111,7 @@ class RobotctlExtension:
     def from_crawler(cls, crawler: Crawler) -> RobotctlExtension:
         settings = RobotctlSettings.from_settings(crawler.settings)
         if not settings.enabled:
-            raise NotConfigured("ROBOTCTL_ENABLED is False")
+            raise NotConfigured  # quietly, like AutoThrottle when it is off
         ext = cls(crawler, settings)
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
@@ -270,22 +271,17 @@ class RobotctlExtension:
         if slot is not None:
             self.slots.release(slot)
 
-    def _robot_of(self, meta: Any) -> str | None:
-        """The robot to name in a delivery: only a registered one (the agent refuses others)."""
-        rid = meta.get(META_ROBOT) if meta is not None else None
-        return rid if rid in self._registered else None
-
     def response_received(self, response: Response, request: Request, spider: Any = None) -> None:
         if not self.running or urlsplit(response.url).path == "/robots.txt":
             return
-        self.reporter.deliver(1, bytes=len(response.body), robot=self._robot_of(request.meta))
+        self.reporter.deliver(1, bytes=len(response.body), robot=request.meta.get(META_ROBOT))
 
     def item_scraped(self, item: Any, response: Any = None, spider: Any = None) -> None:
         if not self.running:
             return
         body = getattr(response, "body", None)
-        meta = getattr(response, "meta", None) if isinstance(response, Response) and response.request else None
-        self.reporter.deliver(1, bytes=len(body) if body is not None else None, robot=self._robot_of(meta))
+        meta = response.meta if isinstance(response, Response) and response.request is not None else {}
+        self.reporter.deliver(1, bytes=len(body) if body is not None else None, robot=meta.get(META_ROBOT))
 
 
 def _nudge(engine: Any) -> None:

@@ -23,7 +23,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
@@ -196,6 +196,9 @@ class Reporter:
         self._resync_to: int | None = None
         self._rejected_fields: set[str] = set()
         self.last_ack: dict[str, Any] = {}
+        #: robot ids the agent knows; a delivery naming another goes without its robot (the agent would
+        #: refuse the whole batch). None: name every robot as given.
+        self.robots: Container[str] | None = None
 
     # -- what callbacks call -------------------------------------------------------------------------
     def deliver(self, pages: int = 1, bytes: int | None = None, robot: str | None = None,
@@ -204,7 +207,7 @@ class Reporter:
         body: dict[str, Any] = {"pages": int(pages), "client_time": self.clock() + self._offset}
         if bytes is not None:
             body["bytes"] = int(bytes)
-        if robot is not None:
+        if robot is not None and (self.robots is None or robot in self.robots):
             body["robot"] = robot
         self._push(_Report("delivery", body, queue_length))
 

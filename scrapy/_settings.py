@@ -157,6 +157,8 @@ class RobotctlSettings:
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> RobotctlSettings:
         """Read ``ROBOTCTL_*`` and ``CONCURRENT_REQUESTS`` from Scrapy's settings (any mapping)."""
+        if not _bool("ROBOTCTL_ENABLED", settings.get("ROBOTCTL_ENABLED", True)):
+            return cls(enabled=False)  # off: the rest is not read, so it cannot stop the crawl
         values: dict[str, Any] = {}
         for key, (name, default, parse, _) in _SPEC.items():
             raw = settings.get(key, default)

@@ -16,7 +16,7 @@ number of downloads in progress (one robot = one download), the mean response of
 and robotctl's cost J (paper 000 eq. (2), the demo's costs). The last column is each run's cost over
 robotctl's, measured in the same invocation.
 
-Usage: python bench/scrapy_compare.py [--duration 60] [--warmup 10] [--seed 1] [--fixed 1,2,3] [--json out.json]
+Usage: python bench/scrapy_compare.py [--duration 120] [--warmup 10] [--seed 1] [--fixed 1,2,3] [--json out.json]
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def table(results: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--duration", type=float, default=60.0, help="seconds of each crawl (default 60)")
+    p.add_argument("--duration", type=float, default=120.0, help="seconds of each crawl (default 120)")
     p.add_argument("--warmup", type=float, default=10.0, help="seconds left out of the measures (default 10)")
     p.add_argument("--seed", type=int, default=1, help="seed of the site (default 1)")
     p.add_argument("--fixed", default="1,2,3", help="fixed concurrencies to run (default 1,2,3)")

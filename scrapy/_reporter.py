@@ -194,6 +194,7 @@ class Reporter:
         self._closing = False
         #: the indexer's queue length after the last report dropped: the agent's view must be reset to it
         self._resync_to: int | None = None
+        self._in_flight: list[_Report] = []
         self._rejected_fields: set[str] = set()
         self.last_ack: dict[str, Any] = {}
         #: robot ids the agent knows; a delivery naming another goes without its robot (the agent would
@@ -297,9 +298,11 @@ class Reporter:
                 self.stats.resyncs += 1
             else:
                 batch = self._next_batch()
+            self._in_flight = batch
             try:
                 ack = await self._send(batch)
             except AgentUnavailableError as exc:
+                self._in_flight = []
                 self.health.failed(exc)
                 for r in batch:
                     self._drop(r)
@@ -308,6 +311,7 @@ class Reporter:
                     self._resync_to = batch[0].queue_length  # still owed once the agent answers
                 return
             except AgentRejectedError as exc:
+                self._in_flight = []
                 self.stats.rejected += 1
                 for r in batch:
                     self._drop(r)
@@ -316,6 +320,7 @@ class Reporter:
                     LOG.warning("robotctl: the agent at %s refused %s reports (%s); they are dropped",
                                 self.health.url, batch[0].kind, exc)
                 continue
+            self._in_flight = []  # (left as it is when cancelled: aclose counts it dropped)
             self.health.answered()
             self.stats.requests += 1
             if batch[0].kind != "resync":
@@ -345,11 +350,15 @@ class Reporter:
         if self._task is None:
             return
         deadline = self.clock() + timeout_s
-        while (self._pending or self._resync_to is not None) and not self.health.down and self.clock() < deadline:
+        while (self._pending or self._in_flight or self._resync_to is not None) and not self.health.down \
+                and self.clock() < deadline:
             self._wake.set()
             await asyncio.sleep(0.01)
         self._drop_pending()
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
+        for r in self._in_flight:  # cut short by the deadline
+            self._drop(r)
+        self._in_flight = []
         self._task = None

@@ -27,11 +27,20 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from robotctl_demo.pipelines import IndexerPipeline
+from robotctl_demo.spiders.site import SiteSpider
+from scrapy.crawler import AsyncCrawlerRunner
+from scrapy.settings import Settings
+
+from robotctl.crawler import DemoConfig, Site, observed_measures, run_site
+from robotctl.model import cost_of
+
 MODES = ("robotctl", "autothrottle", "fixed")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="example: python run.py --mode autothrottle --duration 60 --seed 1")
     p.add_argument("--mode", choices=MODES, default="robotctl", help="who sets the concurrency (default: robotctl)")
     p.add_argument("--concurrency", type=int, default=None,
@@ -80,14 +89,7 @@ async def agent_for(args: argparse.Namespace, demo: Any, workdir: Path) -> Async
 
 
 async def crawl(args: argparse.Namespace) -> dict[str, Any]:
-    from scrapy.crawler import AsyncCrawlerRunner
-    from scrapy.settings import Settings
-
-    from robotctl.crawler import DemoConfig, observed_measures, run_site
-    from robotctl.model import cost_of
-    from robotctl_demo.pipelines import IndexerPipeline
-    from robotctl_demo.spiders.site import SiteSpider
-
+    """Serve the site, start the agent, crawl for ``--duration`` seconds; the result as a dict."""
     settings = Settings()
     settings.setmodule("robotctl_demo.settings", priority="project")
     robots = settings.getint("ROBOTCTL_ROBOTS")
@@ -95,6 +97,9 @@ async def crawl(args: argparse.Namespace) -> dict[str, Any]:
     demo = DemoConfig.from_dict({
         "demo": {"seed": args.seed, "duration_s": args.duration, "warmup_s": args.warmup, "baselines": False},
         "robots": {"count": robots},
+        # the refit's solve in a worker process, as in a sidecar of its own: in a thread it would share
+        # the interpreter's lock with Scrapy and take ten times as long
+        "agent": {"refit": {"executor": "process"}},
         "indexer": {"capacity": settings.getint("INDEXER_CAPACITY"),
                     "processing_rate_bps": settings.getfloat("INDEXER_PROCESSING_RATE_BPS")}})
     with contextlib.ExitStack() as stack:
@@ -113,15 +118,14 @@ async def crawl(args: argparse.Namespace) -> dict[str, Any]:
                 over["ROBOTCTL_URL"] = url
             over.update(item.split("=", 1) for item in args.set)
             settings.setdict(over, priority="cmdline")
-            return await _run(args, demo, settings, site, app, SiteSpider, IndexerPipeline, observed_measures,
-                              cost_of, AsyncCrawlerRunner)
+            return await _run(args, demo, settings, site, app)
     raise AssertionError("unreachable")
 
 
-async def _run(args: argparse.Namespace, demo: Any, settings: Any, site: Any, app: Any, spider: Any,
-               pipeline_cls: Any, observed_measures: Any, cost_of: Any, runner_cls: Any) -> dict[str, Any]:
-    runner = runner_cls(settings)
-    crawler = runner.create_crawler(spider)
+async def _run(args: argparse.Namespace, demo: DemoConfig, settings: Settings, site: Site, app: Any
+               ) -> dict[str, Any]:
+    runner = AsyncCrawlerRunner(settings)
+    crawler = runner.create_crawler(SiteSpider)
     task = runner.crawl(crawler, seeds=site.seed_urls())
     loop = asyncio.get_running_loop()
     t0 = loop.time()
@@ -133,14 +137,15 @@ async def _run(args: argparse.Namespace, demo: Any, settings: Any, site: Any, ap
     next_line = t0 + 10.0
     agent = None
     if app is not None:
-        from robotctl.agent.app import AGENT
+        from robotctl.agent.app import AGENT, REFIT
 
         agent = app[AGENT]
+    refit_record = app[REFIT].record if app is not None else None
     measures = None
     last = t0
     while not task.done():
         now = loop.time()
-        pipe = pipeline_cls.last
+        pipe = IndexerPipeline.last
         engine = _engine(crawler)
         if engine is not None and pipe is not None and pipe.indexer is not None:
             in_flight.sample(now, _transferring(engine))
@@ -195,7 +200,8 @@ async def _run(args: argparse.Namespace, demo: Any, settings: Any, site: Any, ap
         result["agent"] = {"deliveries": agent.totals.deliveries, "lost": agent.totals.lost,
                            "completed": agent.totals.completed_pages, "obsolete": agent.totals.obsolete,
                            "queue": agent.queue.length,
-                           "commands": {k.value: v for k, v in agent.actuator.commands_issued.items()}}
+                           "commands": {k.value: v for k, v in agent.actuator.commands_issued.items()},
+                           "refit": refit_record.to_dict() if refit_record is not None else None}
     return result
 
 
@@ -231,9 +237,6 @@ def report(r: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    here = Path(__file__).resolve().parent
-    if str(here) not in sys.path:
-        sys.path.insert(0, str(here))
     from scrapy.utils.reactor import install_reactor
 
     install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")

@@ -4,6 +4,7 @@ Run in a fresh interpreter (Twisted's reactor runs once per process)::
 
     python tests/scrapy/crawl_harness.py park OUT.json     # the agent parks every robot at 2 s, resumes at 4 s
     python tests/scrapy/crawl_harness.py down OUT.json     # no agent at all: a finite crawl of 150 pages
+    python tests/scrapy/crawl_harness.py items OUT.json    # deliveries on item_scraped, RobotctlPipeline
 
 Writes what happened to OUT.json: the crawl's timeline (requests reaching the downloader, responses,
 the engine's pause flag and concurrency), Scrapy's stats, the agent's totals and the log records.
@@ -49,16 +50,19 @@ class Records(logging.Handler):
 class SiteSpider(scrapy.Spider):
     name = "harness"
 
-    def __init__(self, seeds: list[str] | None = None, follow: bool = True, **kw: Any) -> None:
+    def __init__(self, seeds: list[str] | None = None, follow: bool = True, items: bool = False, **kw: Any) -> None:
         super().__init__(**kw)
         self.seeds = seeds or []
         self.follow = follow
+        self.items = items
 
     async def start(self) -> Any:
         for url in self.seeds:
             yield scrapy.Request(url, meta={"download_slot": url.split("/")[2]})
 
     def parse(self, response: Any) -> Any:
+        if self.items:  # an item per page, with the size and "indexing time" RobotctlPipeline reports
+            yield {"url": response.url, "robotctl_bytes": len(response.body), "robotctl_service_s": 0.01}
         if not self.follow:
             return
         for href in response.css("a::attr(href)").getall()[:6]:
@@ -92,7 +96,7 @@ async def main(scenario: str, out: Path) -> None:
                 "ROBOTSTXT_OBEY": True, "LOG_LEVEL": "INFO", "TELNETCONSOLE_ENABLED": False,
                 "DOWNLOAD_DELAY": 0.0,
             }
-            if scenario == "park":
+            if scenario in ("park", "items"):
                 cfg = AgentConfig.from_dict({
                     "server": {"host": "127.0.0.1", "port": 0}, "queue": {"capacity": 8},
                     "robots": {"count": 2}, "log": {"dir": str(Path(tmp) / "agent"), "fsync": "never"},
@@ -101,6 +105,9 @@ async def main(scenario: str, out: Path) -> None:
                 agent_cm = run_in_process(cfg)
                 url, app = await agent_cm.__aenter__()
                 settings.update({"ROBOTCTL_URL": url, "CLOSESPIDER_TIMEOUT": STOP_AT_S})
+                if scenario == "items":
+                    settings.update({"CLOSESPIDER_TIMEOUT": 3.0, "ROBOTCTL_DELIVERY_SIGNAL": "item_scraped",
+                                     "ITEM_PIPELINES": {"robotctl.scrapy.RobotctlPipeline": 900}})
                 seeds = site.seed_urls()
             else:
                 app = None
@@ -114,7 +121,7 @@ async def main(scenario: str, out: Path) -> None:
             crawler.signals.connect(lambda response, request, spider: responses.append(
                 (time.monotonic() - t0, request.meta.get("robotctl_robot"))) if "/robots.txt" not in response.url
                 else None, signal=signals.response_received, weak=False)
-            task = runner.crawl(crawler, seeds=seeds, follow=scenario == "park")
+            task = runner.crawl(crawler, seeds=seeds, follow=scenario != "down", items=scenario == "items")
             parked = resumed = False
             while not task.done():
                 now = time.monotonic() - t0
@@ -125,11 +132,11 @@ async def main(scenario: str, out: Path) -> None:
                 if engine is not None:
                     timeline.append({"t": now, "paused": engine.paused, "in_flight": len(engine.downloader.active),
                                      "concurrency": engine.downloader.total_concurrency})
-                if app is not None and not parked and now >= PARK_AT_S:
+                if scenario == "park" and not parked and now >= PARK_AT_S:
                     app[AGENT].set_probe(0)  # a policy with no robot at any queue length: park them all
                     parked = True
                     result["park_t"] = time.monotonic() - t0
-                if app is not None and not resumed and now >= RESUME_AT_S:
+                if scenario == "park" and not resumed and now >= RESUME_AT_S:
                     app[AGENT].set_probe(None)  # back to the startup policy: every robot
                     resumed = True
                     result["resume_t"] = time.monotonic() - t0
@@ -139,7 +146,8 @@ async def main(scenario: str, out: Path) -> None:
             if app is not None:
                 agent = app[AGENT]
                 result["agent"] = {"deliveries": agent.totals.deliveries, "pages": agent.totals.pages,
-                                   "bytes": agent.totals.bytes,
+                                   "bytes": agent.totals.bytes, "completions": agent.totals.completions,
+                                   "service_seconds": agent.totals.service_seconds,
                                    "robots": sorted(agent.actuator.robots),
                                    "commands": {k.value: v for k, v in agent.actuator.commands_issued.items()}}
                 await agent_cm.__aexit__(None, None, None)

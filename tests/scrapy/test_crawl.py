@@ -83,3 +83,17 @@ def test_without_an_agent_the_crawl_finishes_at_its_default_and_warns_once(tmp_p
     assert "cannot be reached" in text and "goes on at its default" in text and "once per outage" in text
     assert stats["robotctl/agent_outages"] == 1 and stats["robotctl/robots_registered"] == 0
     assert stats["robotctl/reports_dropped"] == 150 and stats["robotctl/reports_sent"] == 0
+
+
+def test_items_as_deliveries_and_the_pipeline_reports_completions(tmp_path: Path) -> None:
+    """ROBOTCTL_DELIVERY_SIGNAL = item_scraped, and RobotctlPipeline after the (here: no) indexing pipeline:
+    every item is one delivery and one completion, with its size and indexing time."""
+    run = crawl("items", tmp_path)
+    stats, agent = run["stats"], run["agent"]
+    items = stats["item_scraped_count"]
+    assert items > 30
+    assert agent["deliveries"] == agent["pages"] == items == agent["completions"]
+    assert abs(agent["service_seconds"] - 0.01 * items) < 1e-6 * items
+    # the items' sizes are the responses' sizes, so the deliveries carry the same bytes as the pages
+    assert agent["bytes"] > 300 * items
+    assert stats["robotctl/reports_sent"] == 2 * items and stats["robotctl/reports_dropped"] == 0

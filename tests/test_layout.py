@@ -138,6 +138,8 @@ def test_layer_contracts_hold() -> None:
 @pytest.mark.parametrize(("layer", "bad_import", "contract"), [
     ("robotctl.model", "import robotctl.agent.client", "Layers point down"),
     ("robotctl.agent", "import robotctl.crawler", "Layers point down"),
+    ("robotctl.scrapy", "import robotctl.crawler", "Layers point down"),
+    ("robotctl.agent", "import robotctl.scrapy", "Layers point down"),
     ("robotctl.fitting", "import robotctl.policies", "Layers point down"),
     ("robotctl.policies", "import asyncio", "Pure packages do no I/O"),
 ])

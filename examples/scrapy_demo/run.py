@@ -193,6 +193,10 @@ async def _run(args: argparse.Namespace, demo: DemoConfig, settings: Settings, s
     await task
     if measures is None:
         raise RuntimeError("the crawl ended before --duration; see Scrapy's log above")
+    tot = IndexerPipeline.last.indexer.totals if IndexerPipeline.last and IndexerPipeline.last.indexer else None
+    if tot is not None:  # the whole run, the warm-up and what came after the measures included
+        result["totals"] = {"offered": tot.offered, "admitted": tot.admitted, "lost": tot.lost,
+                            "obsolete": tot.obsolete, "indexed": tot.served}
     stats = crawler.stats.get_stats() if crawler.stats is not None else {}
     result["scrapy"] = {k: v for k, v in stats.items() if isinstance(v, int | float | str) and (
         k.startswith("robotctl/") or k in ("finish_reason", "response_received_count", "item_scraped_count"))}

@@ -2,7 +2,7 @@
 
 Run in a fresh interpreter (Twisted's reactor runs once per process)::
 
-    python tests/scrapy/crawl_harness.py park OUT.json     # the agent parks every robot at 2 s, resumes at 4 s
+    python tests/scrapy/crawl_harness.py park OUT.json     # the agent parks every robot for 2 s, mid-crawl
     python tests/scrapy/crawl_harness.py down OUT.json     # no agent at all: a finite crawl of 150 pages
     python tests/scrapy/crawl_harness.py items OUT.json    # deliveries on item_scraped, RobotctlPipeline
 
@@ -34,7 +34,9 @@ from robotctl.agent.app import AGENT, run_in_process  # noqa: E402
 from robotctl.agent.config import AgentConfig  # noqa: E402
 from robotctl.crawler import SiteConfig, run_site  # noqa: E402
 
-PARK_AT_S, RESUME_AT_S, STOP_AT_S = 2.0, 4.0, 6.0
+#: park every robot once this many requests reached the downloader, resume PARKED_S later, stop once as
+#: many more came after the resume (counts, not times: a loaded machine starts Scrapy slowly)
+PARK_AFTER, PARKED_S, LIMIT_S = 40, 2.0, 60.0
 DOWN_PAGES = 150
 
 
@@ -104,9 +106,9 @@ async def main(scenario: str, out: Path) -> None:
                     "refit": {"interval_s": 1e9, "min_deliveries": 10**9, "drift_bound": None}})
                 agent_cm = run_in_process(cfg)
                 url, app = await agent_cm.__aenter__()
-                settings.update({"ROBOTCTL_URL": url, "CLOSESPIDER_TIMEOUT": STOP_AT_S})
+                settings.update({"ROBOTCTL_URL": url, "CLOSESPIDER_TIMEOUT": LIMIT_S})
                 if scenario == "items":
-                    settings.update({"CLOSESPIDER_TIMEOUT": 3.0, "ROBOTCTL_DELIVERY_SIGNAL": "item_scraped",
+                    settings.update({"CLOSESPIDER_TIMEOUT": 5.0, "ROBOTCTL_DELIVERY_SIGNAL": "item_scraped",
                                      "ITEM_PIPELINES": {"robotctl.scrapy.RobotctlPipeline": 900}})
                 seeds = site.seed_urls()
             else:
@@ -123,6 +125,7 @@ async def main(scenario: str, out: Path) -> None:
                 else None, signal=signals.response_received, weak=False)
             task = runner.crawl(crawler, seeds=seeds, follow=scenario != "down", items=scenario == "items")
             parked = resumed = False
+            stopping: asyncio.Future[None] | None = None
             while not task.done():
                 now = time.monotonic() - t0
                 try:
@@ -132,14 +135,17 @@ async def main(scenario: str, out: Path) -> None:
                 if engine is not None:
                     timeline.append({"t": now, "paused": engine.paused, "in_flight": len(engine.downloader.active),
                                      "concurrency": engine.downloader.total_concurrency})
-                if scenario == "park" and not parked and now >= PARK_AT_S:
+                if scenario == "park" and not parked and len(reached) >= PARK_AFTER:
                     app[AGENT].set_probe(0)  # a policy with no robot at any queue length: park them all
                     parked = True
                     result["park_t"] = time.monotonic() - t0
-                if scenario == "park" and not resumed and now >= RESUME_AT_S:
+                if scenario == "park" and parked and not resumed and now >= result["park_t"] + PARKED_S:
                     app[AGENT].set_probe(None)  # back to the startup policy: every robot
                     resumed = True
                     result["resume_t"] = time.monotonic() - t0
+                if scenario == "park" and resumed and sum(t >= result["resume_t"] for t in reached) >= PARK_AFTER \
+                        and stopping is None:
+                    stopping = asyncio.ensure_future(crawler.stop_async())
                 await asyncio.sleep(0.02)
             await task
             result["elapsed_s"] = time.monotonic() - t0

@@ -53,7 +53,7 @@ def test_the_crawl_pauses_while_every_robot_is_parked_and_resumes(parked: dict[s
     before = [t for t in reached if t < park]
     during = [t for t in reached if park + 0.2 <= t < resume]
     after = [t for t in reached if resume <= t]
-    assert len(before) > 30 and len(after) > 30
+    assert len(before) >= 40 and len(after) >= 40
     assert during == [], f"{len(during)} requests reached the downloader while every robot was parked"
     # only downloads already in flight when the robots were parked finish (at most CONCURRENT_REQUESTS = 4)
     answered = [t for t, _ in parked["responses"] if park + 0.2 <= t < resume]
@@ -63,9 +63,9 @@ def test_the_crawl_pauses_while_every_robot_is_parked_and_resumes(parked: dict[s
     assert paused and all(x["paused"] and x["in_flight"] == 0 for x in paused)
     assert min(after) - resume < 0.5
     stats = parked["stats"]
-    assert stats["robotctl/engine_pauses"] == 1 and 1.5 < stats["robotctl/paused_seconds"] < 2.5
+    assert stats["robotctl/engine_pauses"] == 1 and 1.5 < stats["robotctl/paused_seconds"] < 3.0
     assert parked["agent"]["commands"] == {"active": 2, "parked": 2}
-    assert stats["finish_reason"] == "closespider_timeout"
+    assert stats["finish_reason"] == "shutdown"
 
 
 def test_without_an_agent_the_crawl_finishes_at_its_default_and_warns_once(tmp_path: Path) -> None:

@@ -27,7 +27,8 @@ from robotctl.agent.app import AGENT, create_app, run_in_process
 from robotctl.agent.clock import ManualClock
 from robotctl.agent.config import AgentConfig
 from robotctl.agent.openapi import openapi_spec
-from robotctl.agent.refit import RefitInput, RefitOutcome, RefitStage
+from robotctl.agent.compute import RefitInput, RefitOutcome, RefitStage
+from robotctl.agent.policy import PolicyFit
 from robotctl.model import ThresholdPolicy, cost_of, solve
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,11 +48,15 @@ def check(schema: dict[str, Any], value: Any, where: str) -> None:
     assert not errors, f"{where}: " + "; ".join(f"{list(e.path)}: {e.message}" for e in errors[:5])
 
 
-def config(tmp_path: Path, **refit: Any) -> AgentConfig:
+def config(tmp_path: Path) -> AgentConfig:
+    """A token (so the 401s are documented too) and a revisit page list (so its routes exist)."""
+    pages = tmp_path / "pages.csv"
+    pages.write_text("page,change_rate\n/a,0.5\n/b,1.0\n/c,2.0\n/d,0.1\n")
     return AgentConfig.from_dict({
         "server": {"host": "127.0.0.1", "port": 0, "token": TOKEN}, "queue": {"capacity": 5},
         "robots": {"count": 4}, "log": {"dir": str(tmp_path / "log"), "fsync": "never"},
-        "refit": {"min_deliveries": 2, "min_interval_s": 1e9, "interval_s": 1e9, **refit}})
+        "refit": {"min_deliveries": 2, "min_interval_s": 1e9, "interval_s": 1e9},
+        "revisit": {"pages": str(pages), "fetch_time": {"mean": 0.5}}})
 
 
 def test_the_document_is_valid_openapi() -> None:
@@ -68,10 +73,8 @@ def test_every_route_has_an_operation_and_every_operation_a_route(tmp_path: Path
     assert not documented - routes, f"entries in agent/openapi.json with no route: {sorted(documented - routes)}"
     for (method, path), op in operations(SPEC).items():
         assert op.get("operationId") and op.get("summary"), (method, path)
-        guarded = method in ("POST", "PUT", "PATCH", "DELETE") or path.endswith("/command")
-        assert (op.get("security") == [{"bearerAuth": []}]) == guarded, f"{method} {path}: security"
-        if guarded:
-            assert "401" in op["responses"], f"{method} {path} can answer 401"
+        if "security" in op:
+            assert op["security"] == [{"bearerAuth": []}] and "401" in op["responses"], f"{method} {path}"
 
 
 def examples() -> list[tuple[str, str, str, Any, dict[str, Any]]]:
@@ -107,9 +110,9 @@ def fitted(inp: RefitInput) -> RefitOutcome:
     model, costs = load_model_file(ROOT / "config" / "paper-example.yaml")
     policy = ThresholdPolicy.parse("3,3,3,1,1,1")
     sol = solve(model, policy)
-    return RefitOutcome(True, RefitStage.DONE, "adopted (test)", policy, policy.modes, policy.thresholds,
-                        sol.measures, cost_of(sol.measures, costs), {"modes": {}}, model,
-                        deliveries=int(inp.delivery_times.size), window=inp.window)
+    fit = PolicyFit(policy, policy.modes, policy.thresholds, sol.measures, cost_of(sol.measures, costs), {}, model,
+                    deliveries=int(inp.delivery_times.size), window=inp.window)
+    return RefitOutcome(True, RefitStage.DONE, "adopted (test)", fit, deliveries=int(inp.delivery_times.size))
 
 
 class Caller:
@@ -177,6 +180,17 @@ async def test_every_operation_answers_as_documented(caller: tuple[Caller, Any])
     assert policy["predicted"] is not None and policy["cost"] is not None and policy["robots_at_level"] == [3, 3, 3,
                                                                                                              1, 1, 1]
     await call("GET", "/v1/status")
+    nxt = "/v1/robots/{robot_id}/next"
+    status, page = await call("GET", nxt, "/v1/robots/robot-1/next")
+    assert status == 200 and page["page"] in ("/a", "/b", "/c", "/d")
+    assert (await call("GET", nxt, "/v1/robots/nobody/next"))[0] == 404
+    fetched = "/v1/robots/{robot_id}/fetched"
+    report = {"page": page["page"], "fetch_s": 0.4, "changed": True}
+    assert (await call("POST", fetched, "/v1/robots/robot-1/fetched", report))[0] == 200
+    assert (await call("POST", fetched, "/v1/robots/robot-1/fetched", {"page": "/zz"}))[0] == 400
+    assert (await call("POST", fetched, "/v1/robots/nobody/fetched", report))[0] == 404
+    assert (await call("GET", "/v1/revisit"))[1]["pages"] == ["/a", "/b", "/c", "/d"]
+    assert (await call("POST", "/v1/revisit/replan"))[1]["replanned"] in (True, False)
     one = "/v1/robots/{robot_id}"
     assert (await call("DELETE", one, "/v1/robots/robot-2"))[1]["reason"] == "deregistered"
     assert (await call("DELETE", one, "/v1/robots/robot-2"))[0] == 404
@@ -184,13 +198,30 @@ async def test_every_operation_answers_as_documented(caller: tuple[Caller, Any])
     assert call.called == set(operations(SPEC)), f"not called: {set(operations(SPEC)) - call.called}"
 
 
-@pytest.mark.parametrize("path", ["/v1/deliveries", "/v1/completions", "/v1/obsolete", "/v1/queue", "/v1/robots"])
-async def test_the_agent_accepts_exactly_the_documented_fields(caller: tuple[Caller, Any], path: str) -> None:
+async def test_the_operations_that_need_the_token_are_the_documented_ones(caller: tuple[Caller, Any]) -> None:
+    """Each operation is called without the token: it answers 401 exactly when the document says it needs it."""
+    call, _ = caller
+    await call("POST", "/v1/robots", body={"robot": "robot-1"})
+    for (method, template), op in operations(SPEC).items():
+        path = template.replace("{robot_id}", "robot-1")
+        params = {"wait_s": "0"} if template.endswith("/command") else None
+        status, _ = await call(method, template, path, {} if method == "POST" else None, token=False, params=params)
+        assert (status == 401) == ("security" in op), f"{method} {template} answered {status} without the token"
+
+
+BODIES = [(p, m) for (m, p), op in operations(SPEC).items() if "requestBody" in op]
+
+
+@pytest.mark.parametrize(("path", "method"), BODIES, ids=[p for p, _ in BODIES])
+async def test_the_agent_accepts_exactly_the_documented_fields(caller: tuple[Caller, Any], path: str,
+                                                               method: str) -> None:
     """An unknown field is refused (400), and the agent's hint names the fields it accepts: the document's."""
     call, _ = caller
-    op = SPEC["paths"][path]["post"]
+    await call("POST", "/v1/robots", body={"robot": "robot-1"})
+    op = SPEC["paths"][path][method.lower()]
     schema = _item_schema(op["requestBody"]["content"]["application/json"]["schema"])
-    status, err = await call("POST", path, body={"zz_unknown": 1})
+    status, err = await call(method, path, path.replace("{robot_id}", "robot-1"), body={"zz_unknown": 1})
     assert status == 400 and err["field"] == "zz_unknown"
-    accepted = set(re.findall(r'"(\w+)":', err["hint"]))
+    hint = err["hint"].split("fields:", 1)[1]
+    accepted = set(re.findall(r'"(\w+)":', hint)) or {f.strip() for f in hint.split(",")}
     assert accepted == set(schema["properties"]), f"{path}: the agent accepts {accepted}"

@@ -25,9 +25,9 @@ from openapi_spec_validator import validate as validate_openapi
 from robotctl.agent import load_model_file
 from robotctl.agent.app import AGENT, create_app, run_in_process
 from robotctl.agent.clock import ManualClock
+from robotctl.agent.compute import RefitInput, RefitOutcome, RefitStage
 from robotctl.agent.config import AgentConfig
 from robotctl.agent.openapi import openapi_spec
-from robotctl.agent.compute import RefitInput, RefitOutcome, RefitStage
 from robotctl.agent.policy import PolicyFit
 from robotctl.model import ThresholdPolicy, cost_of, solve
 

@@ -6,15 +6,15 @@ interpreter (Twisted's reactor runs once per process), one after the other:
 - ``autothrottle``: Scrapy's AutoThrottle alone (its defaults: start delay 5 s, target concurrency 1 per
   site), at most ``CONCURRENT_REQUESTS`` = 3 downloads;
 - ``fixed C``: a fixed ``CONCURRENT_REQUESTS`` = C, for C in ``--fixed`` (default 1, 2, 3);
-- ``robotctl``: RobotctlExtension, 3 robots of one download each, the agent fitting the traffic and
-  adopting the cost-optimal thresholds during the run.
+- ``robotctl``: RobotctlExtension, 3 robots of one download each, the agent (``robotctl serve``, a sidecar
+  process) fitting the traffic and adopting the cost-optimal thresholds during the run.
 
 Every run feeds the same indexer (robotctl.crawler's: a buffer of K = 8 documents, FIFO service paced
 to the project's ``INDEXER_PROCESSING_RATE_BPS``, waiting documents dropped when they change at the
-source) and is measured the same way after the warm-up: offered rate, P_loss, P_obs, P_star, the mean
-number of downloads in progress (one robot = one download), the mean response of indexed documents,
-and robotctl's cost J (paper 000 eq. (2), the demo's costs). The last column is each run's cost over
-robotctl's, measured in the same invocation.
+source) and is measured the same way after the warm-up: offered and indexed rates, P_loss, P_obs, P_star,
+the mean number of downloads in progress (one robot = one download), the mean service and response
+times of indexed documents, and robotctl's cost J (paper 000 eq. (2), the demo's costs). The last
+column is each run's cost over robotctl's, measured in the same invocation.
 
 Usage: python bench/scrapy_compare.py [--duration 120] [--warmup 10] [--seed 1] [--fixed 1,2,3] [--json out.json]
 """
@@ -51,14 +51,15 @@ def run(mode: str, args: argparse.Namespace, out: Path, concurrency: int | None 
 
 def table(results: list[dict[str, Any]]) -> str:
     mine = next(r for r in results if r["mode"] == "robotctl")
-    head = ("| Scrapy with | docs/s offered | P_loss | P_obs | P_star | downloads | response s | cost J | "
-            "J / J robotctl |")
+    head = ("| Scrapy with | docs/s offered | indexed | P_loss | P_obs | P_star | downloads | service s | "
+            "response s | cost J | J / J robotctl |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in results:
         m, j = r["measures"], r["cost"]["total"]
-        lines.append(f"| {r['label']} | {m['arrival_rate']:.1f} | {m['p_loss']:.3f} | {m['p_obsolete']:.3f} | "
-                     f"{m['p_starvation']:.3f} | {m['mean_active_robots']:.2f} | {m['mean_response_served']:.3f} | "
-                     f"{j:.2f} | {j / mine['cost']['total']:.2f} |")
+        lines.append(f"| {r['label']} | {m['arrival_rate']:.1f} | {r['indexed_per_s']:.1f} | {m['p_loss']:.3f} | "
+                     f"{m['p_obsolete']:.3f} | {m['p_starvation']:.3f} | {m['mean_active_robots']:.2f} | "
+                     f"{r['service_mean_s']:.4f} | {m['mean_response_served']:.3f} | {j:.2f} | "
+                     f"{j / mine['cost']['total']:.2f} |")
     return "\n".join(lines)
 
 
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     mine = results[-1]
     for s in mine.get("policies", []):
         if s["window_s"] > 0:
-            print(f"robotctl's policy {','.join(map(str, s['robots_at_level']))} ({s['source']}): "
+            print(f"- {','.join(map(str, s['robots_at_level']))} ({s['source']}, from {s['adopted_at_s']:g} s): "
                   f"{s['window_s']:.1f} s of the window")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))

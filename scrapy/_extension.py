@@ -87,10 +87,12 @@ class RobotctlExtension:
         self._registered: set[str] = set()
         self.client = client if client is not None else AgentClient(settings.url, token=settings.token,
                                                                      timeout_s=settings.timeout_s)
-        consequence = (f"the crawl goes on at its default: every robot {settings.default_state} "
-                       f"({self._default_concurrency()} concurrent downloads, CONCURRENT_REQUESTS = "
-                       f"{settings.concurrency}), reports are dropped meanwhile and the agent is tried again "
-                       f"every {settings.retry_interval_s:g} s")
+        default = (f"the crawl goes on at its default: every robot active ({settings.concurrency} concurrent "
+                   f"downloads, CONCURRENT_REQUESTS = {settings.concurrency})"
+                   if settings.default_state == "active" else
+                   "the crawl stays paused: every robot parked (ROBOTCTL_DEFAULT_STATE = parked)")
+        consequence = (f"{default}, reports are dropped meanwhile and the agent is tried again every "
+                       f"{settings.retry_interval_s:g} s")
         self.health = AgentHealth(settings.url, consequence)
         self.reporter = Reporter(self.client, self.health, flush_interval_s=settings.flush_interval_s,
                                  max_batch=settings.max_batch, max_pending=settings.max_pending,
@@ -125,9 +127,6 @@ class RobotctlExtension:
         return ext
 
     # -- the robots ----------------------------------------------------------------------------------
-    def _default_concurrency(self) -> int:
-        return self.settings.concurrency if self.settings.default_state == "active" else 0
-
     def robot_id(self, k: int) -> str:
         return f"{self.prefix}-{k}"
 
@@ -223,6 +222,7 @@ class RobotctlExtension:
         LOG.info("robotctl: %d robots over CONCURRENT_REQUESTS = %d download slots, agent %s, deliveries on %s",
                  s.robots, s.concurrency, s.url, s.delivery_signal)
         self.reporter.start()
+        self.apply()  # until the robots are registered they follow ROBOTCTL_DEFAULT_STATE
         self._tasks.append(asyncio.ensure_future(self._connect()))
 
     async def spider_closed(self, spider: Any, reason: str = "") -> None:

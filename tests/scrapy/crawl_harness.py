@@ -5,6 +5,7 @@ Run in a fresh interpreter (Twisted's reactor runs once per process)::
     python tests/scrapy/crawl_harness.py park OUT.json     # the agent parks every robot for 2 s, mid-crawl
     python tests/scrapy/crawl_harness.py down OUT.json     # no agent at all: a finite crawl of 150 pages
     python tests/scrapy/crawl_harness.py items OUT.json    # deliveries on item_scraped, RobotctlPipeline
+    python tests/scrapy/crawl_harness.py parked OUT.json   # no agent, ROBOTCTL_DEFAULT_STATE = parked, 2 s
 
 Writes what happened to OUT.json: the crawl's timeline (requests reaching the downloader, responses,
 the engine's pause flag and concurrency), Scrapy's stats, the agent's totals and the log records.
@@ -114,6 +115,8 @@ async def main(scenario: str, out: Path) -> None:
             else:
                 app = None
                 settings.update({"ROBOTCTL_URL": f"http://127.0.0.1:{free_port()}"})
+                if scenario == "parked":
+                    settings.update({"ROBOTCTL_DEFAULT_STATE": "parked", "CLOSESPIDER_TIMEOUT": 2.0})
                 seeds = [site.url(h, p) for p in range(DOWN_PAGES // 3 + 1) for h in range(3)][:DOWN_PAGES]
             runner = AsyncCrawlerRunner(settings)
             crawler = runner.create_crawler(SiteSpider)

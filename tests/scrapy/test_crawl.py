@@ -97,3 +97,14 @@ def test_items_as_deliveries_and_the_pipeline_reports_completions(tmp_path: Path
     # the items' sizes are the responses' sizes, so the deliveries carry the same bytes as the pages
     assert agent["bytes"] > 300 * items
     assert stats["robotctl/reports_sent"] == 2 * items and stats["robotctl/reports_dropped"] == 0
+
+
+def test_without_an_agent_robots_parked_by_default_keep_the_crawl_paused(tmp_path: Path) -> None:
+    """ROBOTCTL_DEFAULT_STATE = parked: with no agent to resume them, no request leaves the scheduler."""
+    run = crawl("parked", tmp_path)
+    assert run["reached"] == [] and run["responses"] == []
+    flags = [x["paused"] for x in run["timeline"]]
+    assert True in flags and all(flags[flags.index(True):])  # paused from the spider's opening to its close
+    warnings = [r for r in run["logs"] if r["level"] in ("WARNING", "ERROR", "CRITICAL")]
+    assert len(warnings) == 1 and "stays paused" in warnings[0]["message"]
+    assert run["stats"]["finish_reason"] == "closespider_timeout" and run["stats"]["robotctl/engine_pauses"] == 1

@@ -1,7 +1,20 @@
-"""Decisions, pure: cost-optimal threshold policies for the model core (paper 000); revisit scheduling
-(paper 002) with correlated fetch times (paper 003, Section 6); open-loop routing to bufferless servers
-(paper 003); change rates of pages estimated from revisits."""
+"""Decisions, pure: cost-optimal threshold policies for the model core (paper 000); optimal dynamic
+control by MDP and the static-fleet baseline (paper 001), and a lower bound on every policy's cost from
+a full-information MDP; revisit scheduling (paper 002) with correlated fetch times (paper 003,
+Section 6); open-loop routing to bufferless servers (paper 003); change rates of pages estimated from
+revisits; the cost-minimising renovation law and RED parameters, and the comparison of buffer policies
+(paper 004)."""
 
+from ._buffers import (
+    BufferChoice,
+    BufferComparison,
+    RenovationOptimum,
+    compare_buffers,
+    optimise_red,
+    optimise_renovation,
+    red_candidates,
+)
+from ._certificate import FORMULATIONS, BoundStatus, FullStateMdp, LowerBound, build_mdp, mdp_lower_bound
 from ._change_rates import (
     MIN_OBSERVATIONS,
     ChangeRateEstimate,
@@ -35,10 +48,19 @@ from ._golden import (
     rounding_error,
     weighted_template,
 )
-from ._mincycle import (
-    MeanCycle,
-    min_mean_cycle,
+from ._mdp import (
+    DynamicController,
+    DynamicOptimum,
+    DynamicPolicy,
+    MdpStatus,
+    RobotsProblem,
+    StaticFleet,
+    solve_dynamic,
+    static_cost,
+    static_fleet,
+    unrestricted_dynamic,
 )
+from ._mincycle import MeanCycle, min_mean_cycle
 from ._multimodular import (
     COUNTEREXAMPLE,
     LocalSearchResult,
@@ -85,10 +107,8 @@ from ._routing import (
     sequence_costs,
     switch_rate,
 )
-from ._simulate import (
-    simulate_routing_losses,
-    simulate_staleness,
-)
+from ._simplex import GRID_LIMIT, SimplexOptimum, simplex_pattern_search
+from ._simulate import simulate_routing_losses, simulate_staleness
 from ._thresholds import (
     EXHAUSTIVE_LIMIT,
     SEARCH_METHODS,
@@ -107,7 +127,9 @@ __all__ = [
     "DEFAULT_MAX_LENGTH",
     "ENUMERATE_LIMIT",
     "EXHAUSTIVE_LIMIT",
+    "FORMULATIONS",
     "GOLDEN_RATIO_BOUND",
+    "GRID_LIMIT",
     "LOCAL_PERIOD_LIMIT",
     "MDP_STATE_LIMIT",
     "MIN_OBSERVATIONS",
@@ -115,26 +137,41 @@ __all__ = [
     "REVISIT_POLICIES",
     "ROUTING_METHODS",
     "SEARCH_METHODS",
+    "BoundStatus",
+    "BufferChoice",
+    "BufferComparison",
     "ChangeRateEstimate",
     "ChangeRateStatus",
     "CyclicCost",
+    "DynamicController",
+    "DynamicOptimum",
+    "DynamicPolicy",
     "FetchKind",
     "FetchLaw",
     "Frequencies",
     "FrequencyMethod",
+    "FullStateMdp",
     "LocalSearchResult",
+    "LowerBound",
+    "MdpStatus",
     "MeanCycle",
     "PlanStatus",
     "PolicySearch",
     "RandomisedPolicy",
+    "RenovationOptimum",
     "RevisitPlan",
+    "RobotsProblem",
     "RoutingResult",
     "RoutingStatus",
     "ServerCosts",
+    "SimplexOptimum",
+    "StaticFleet",
     "ThresholdOptimum",
+    "build_mdp",
     "certified_distance_bound",
     "check_pages",
     "check_service_rates",
+    "compare_buffers",
     "count_policies",
     "count_threshold_vectors",
     "cyclic_cost",
@@ -157,6 +194,7 @@ __all__ = [
     "map_from_dict",
     "map_power_sums",
     "map_transform",
+    "mdp_lower_bound",
     "mdp_state_count",
     "midpoint_convexity_violations",
     "min_mean_cycle",
@@ -167,21 +205,29 @@ __all__ = [
     "optimal_frequencies",
     "optimal_routing",
     "optimise",
+    "optimise_red",
+    "optimise_renovation",
     "optimise_thresholds",
     "plan_revisits",
     "primitive",
     "randomised_policy",
     "randomised_stale_fraction",
+    "red_candidates",
     "rounding_error",
     "route",
     "sequence_costs",
+    "simplex_pattern_search",
     "simulate_routing_losses",
     "simulate_staleness",
+    "solve_dynamic",
     "stale_fraction_bound",
+    "static_cost",
     "static_costs",
+    "static_fleet",
     "switch_rate",
     "table_function",
     "template_gaps",
     "threshold_vectors",
+    "unrestricted_dynamic",
     "weighted_template",
 ]

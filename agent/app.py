@@ -69,6 +69,7 @@ from .compute import RefitInput, RefitOutcome, compute_refit
 from .config import AgentConfig
 from .core import Agent
 from .metrics import AgentMetrics
+from .openapi import openapi_handler
 from .refit import RefitLoop
 from .revisit import install as install_revisit
 from .worker import RefitWorker
@@ -373,6 +374,7 @@ def create_app(config: AgentConfig, *, registry: CollectorRegistry | None = None
     r.add_post("/v1/refit", _post_refit)
     r.add_get("/v1/policy", _get_policy)
     r.add_get("/v1/status", _get_status)
+    r.add_get("/v1/openapi.json", openapi_handler)
     r.add_get("/healthz", _healthz)
     r.add_get("/readyz", _readyz)
     r.add_get("/metrics", make_aiohttp_handler(registry))

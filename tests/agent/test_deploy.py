@@ -1,5 +1,6 @@
 """deploy/ stays in step with the agent: every metric the rules and the dashboard use is exported, the
-manifests parse and carry a valid configuration; with Prometheus installed, promtool accepts the files."""
+manifests parse and carry a valid configuration, the container image holds every package folder; with
+Prometheus installed, promtool accepts the files and its unit tests of the alerts pass and cover every alert."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import re
 import shutil
 import subprocess
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +121,95 @@ def test_grafana_dashboard_is_well_formed() -> None:
             assert t["expr"].count("(") == t["expr"].count(")"), t["expr"]
     prov = yaml.safe_load((DEPLOY / "grafana" / "provisioning" / "dashboards" / "robotctl.yaml").read_text())
     assert prov["providers"][0]["type"] == "file"
+
+
+def test_dashboard_tells_agents_apart_and_shows_rates() -> None:
+    """Two agents on one dashboard: every legend names the instance, every aggregation keeps it; counters
+    are shown as rates (an increase over $__range in a time series is one number smeared over the range)."""
+    dash = json.loads((DEPLOY / "grafana" / "dashboards" / "robotctl.json").read_text())
+    for p in dash["panels"]:
+        for t in p.get("targets", []):
+            assert "{{instance}}" in t["legendFormat"], (p["title"], t["legendFormat"])
+            for by in re.findall(r"\b(?:sum|max|min|avg|count) by \(([^)]*)\)", t["expr"]):
+                assert "instance" in by, (p["title"], t["expr"])
+            assert "$__range" not in t["expr"], (p["title"], t["expr"])
+            if re.search(r"robotctl_[a-z0-9_]+_total", t["expr"]):
+                assert "rate(" in t["expr"], (p["title"], t["expr"])
+    commands = [p for p in dash["panels"]
+                if any("robotctl_robot_commands_total" in t["expr"] for t in p.get("targets", []))]
+    assert commands, "no panel shows the park/resume commands"
+
+
+def _prometheus_files(key: str) -> list[Path]:
+    """The YAML files of deploy/prometheus with a top-level ``key``: groups (rules) or tests (their unit tests)."""
+    return sorted(p for p in (DEPLOY / "prometheus").glob("*.y*ml") if key in (yaml.safe_load(p.read_text()) or {}))
+
+
+def _rule_files() -> list[Path]:
+    return _prometheus_files("groups")
+
+
+def _rule_test_files() -> list[Path]:
+    return _prometheus_files("tests")
+
+
+def _alerts() -> dict[str, dict[str, Any]]:
+    return {r["alert"]: r for p in _rule_files() for g in yaml.safe_load(p.read_text())["groups"]
+            for r in g["rules"] if "alert" in r}
+
+
+def test_rule_unit_tests_cover_every_alert_both_ways() -> None:
+    """Each alert of deploy/prometheus has a `promtool test rules` case where it fires and one where it stays
+    silent; the test files load every rule file."""
+    alerts = _alerts()
+    assert len(alerts) >= 8
+    fires: set[str] = set()
+    silent: set[str] = set()
+    loaded: set[Path] = set()
+    for path in _rule_test_files():
+        doc = yaml.safe_load(path.read_text())
+        loaded.update((path.parent / f).resolve() for f in doc["rule_files"])
+        for case in doc["tests"]:
+            for t in case.get("alert_rule_test", []):
+                (fires if t.get("exp_alerts") else silent).add(t["alertname"])
+    assert {p.resolve() for p in _rule_files()} <= loaded
+    assert not set(alerts) - fires, f"alerts never shown firing: {sorted(set(alerts) - fires)}"
+    assert not set(alerts) - silent, f"alerts never shown silent: {sorted(set(alerts) - silent)}"
+    assert not (fires | silent) - set(alerts), "a test names an alert that does not exist"
+
+
+def test_every_alert_carries_a_runbook() -> None:
+    for name, rule in _alerts().items():
+        notes = rule.get("annotations", {})
+        assert notes.get("summary") and notes.get("description"), name
+        runbook = notes.get("runbook", "")
+        # a paragraph: what it means, where to look, what to do
+        assert len(runbook) >= 300 and runbook.count(". ") >= 2, (name, runbook)
+        assert rule["labels"]["severity"] in ("page", "ticket"), name
+
+
+def test_container_image_copies_every_package_folder() -> None:
+    """The image installs from the copied folders: each folder of [tool.setuptools.package-dir] is copied."""
+    package_dir = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    container = (DEPLOY / "Containerfile").read_text()
+    copied = set(re.findall(r"^COPY (\S+) \./(\S+)$", container, flags=re.MULTILINE))
+    folders = set(package_dir.values())
+    assert {"robotctl", "model", "cli"} <= folders
+    missing = sorted(f for f in folders if (f, f) not in copied)
+    assert not missing, f"deploy/Containerfile does not copy {missing}"
+    assert re.search(r"^RUN pip install[^\n]* \.", container, flags=re.MULTILINE)
+
+
+@pytest.mark.server
+@pytest.mark.skipif(shutil.which("promtool") is None,
+                    reason="promtool comes with the Debian package prometheus")
+def test_promtool_unit_tests_of_the_alerts_pass() -> None:
+    files = _rule_test_files()
+    assert files
+    out = subprocess.run(["promtool", "test", "rules", *map(str, files)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "SUCCESS" in out.stdout
 
 
 @pytest.mark.server

@@ -143,6 +143,12 @@ class Actuator:
                     return s
         return self._n_fixed_slots + (rank - self._n_fixed - 1) // self.group_size + 1
 
+    def robots_up_to(self, mode: int) -> int:
+        """Real robots in virtual robots 1..``mode``: the ranks that a mode of ``mode`` keeps active."""
+        listed = sum(1 for _, slot in self._fixed_rank.values() if slot <= mode)
+        unlisted = max(0, min(mode, self.n_virtual) - self._n_fixed_slots)
+        return listed + unlisted * self.group_size
+
     @property
     def max_rank(self) -> int:
         return self._n_fixed + (self.n_virtual - self._n_fixed_slots) * self.group_size
@@ -293,12 +299,11 @@ class Actuator:
                 robot.waiters.remove(fut)
 
     def counts(self, now: float) -> dict[str, int]:
-        """Real robots by effective state: active, parked, and lost (lease expired)."""
+        """Real robots by state, each counted once: active and parked (as commanded, lease alive), and
+        lost (lease expired; such a robot runs its default state)."""
         out = {"active": 0, "parked": 0, "lost": 0}
         for robot in self.robots.values():
-            if not robot.alive(now, self.lease_s):
-                out["lost"] += 1
-            out[robot.effective(now, self.lease_s).value] += 1
+            out[robot.command.value if robot.alive(now, self.lease_s) else "lost"] += 1
         return out
 
     def lost(self, now: float) -> list[Robot]:

@@ -11,9 +11,17 @@ Two kinds:
   correlations per mode and the fallback rungs; and each predicted measure next to its observed
   counterpart over the same window (label ``source="predicted"|"observed"``).
 
-Names follow ``robotctl_<subsystem>_<name>_<unit>``; counters end in ``_total``. ``robotctl_desired_robots``
-is r(i) at the current queue length, the number an autoscaler (KEDA, an HPA on external metrics) can
-follow.
+Names follow ``robotctl_<subsystem>_<name>_<unit>``; counters end in ``_total``.
+
+Two signals for two time scales. ``robotctl_desired_robots`` is r(i) at the current queue length, in
+virtual robots: it changes at every delivery and completion, which the robots follow by long-poll, far
+faster than a scrape. ``robotctl_policy_max_robots`` is the pool of real robots the policy in force can
+ever keep active (the real robots of virtual robots 1..max_i r(i)); it changes only when a policy is
+adopted (or control is overridden), so an autoscaler (KEDA, an HPA on external metrics) can size the
+pool of robot workers on it (deploy/README.md).
+
+The registry also holds the standard ``process_*``, ``python_info`` and ``python_gc_*`` collectors and
+``robotctl_build_info{version}``.
 """
 
 from __future__ import annotations
@@ -21,9 +29,19 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    GCCollector,
+    Histogram,
+    Info,
+    PlatformCollector,
+    ProcessCollector,
+)
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from robotctl import __version__
 
 from .core import Agent
 from .refit import RefitOutcome, RefitRecord
@@ -98,12 +116,16 @@ class AgentCollector(Collector):
         yield gauge("active_robots", "Virtual robots commanded active (the mode in force).", a.actuator.mode)
         yield gauge("desired_robots", "r(i): virtual robots the policy wants at the current queue length.",
                     a.desired())
-        robots = gauge("robots", "Registered real robots by effective state (lost: lease expired).",
-                       labels=["state"])
+        robots = gauge("robots", "Registered real robots by state, each once: active, parked, or lost (lease "
+                       "expired: it runs its default state).", labels=["state"])
         for state, n in a.actuator.counts(now).items():
             robots.add_metric([state], n)
         yield robots
 
+        top = a.config.robots.n if snap.source == "probe" else max(snap.policy.robots_at_level)
+        yield gauge("policy_max_robots", "Real robots the policy in force keeps active at its largest mode; "
+                    "changes only when a policy is adopted: the pool an autoscaler sizes.",
+                    a.actuator.robots_up_to(top))
         yield gauge("policy_version", "Version of the policy in force.", snap.version)
         yield gauge("policy_adopted_timestamp_seconds", "Agent time the policy in force was adopted.",
                     snap.adopted_at)
@@ -189,6 +211,12 @@ class AgentMetrics:
         self.ack_seconds = Histogram("delivery_ack_seconds", "Time from receiving a delivery request to its "
                                      "acknowledgement (log write and commit included).", namespace=NAMESPACE,
                                      buckets=ACK_BUCKETS, registry=registry)
+        self.build = Info("build", "The robotctl build serving these metrics.", namespace=NAMESPACE,
+                          registry=registry)
+        self.build.info({"version": __version__})
+        ProcessCollector(registry=registry)
+        PlatformCollector(registry=registry)
+        GCCollector(registry=registry)
         for stage in ("input", "fit", "solve", "timeout"):
             self.refit_failures.labels(stage)
         for outcome in ("adopted", "failed"):

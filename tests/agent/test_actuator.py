@@ -69,9 +69,19 @@ def test_lease_loss_falls_back_to_the_default_state() -> None:
     r2 = act.register("r2", 0.0, default_state=Command.PARKED)
     assert act.counts(5.0) == {"active": 1, "parked": 1, "lost": 0}
     assert r2.effective(20.0, 10.0) is Command.PARKED
-    assert act.counts(20.0) == {"active": 1, "parked": 1, "lost": 2}
+    # each robot counted once: a lost robot is lost, not also active or parked by its default
+    assert act.counts(20.0) == {"active": 0, "parked": 0, "lost": 2}
     act.seen(r2, 20.0)
-    assert act.counts(20.0)["lost"] == 1
+    assert act.counts(20.0) == {"active": 0, "parked": 1, "lost": 1}
+    assert sum(act.counts(30.0).values()) == len(act.robots)
+
+
+def test_robots_up_to_a_mode_counts_real_robots_of_its_slots() -> None:
+    act = Actuator(4, fixed_ids=(("a",), ("b1", "b2")), group_size=3)
+    assert [act.robots_up_to(m) for m in range(6)] == [0, 1, 3, 6, 9, 9]
+    assert act.robots_up_to(4) == act.max_rank
+    plain = Actuator(3)
+    assert [plain.robots_up_to(m) for m in range(4)] == [0, 1, 2, 3]
 
 
 def test_shutdown_tells_every_robot_its_default() -> None:

@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 import yaml
 
 from robotctl.model import Admission, Costs, InputError, ThresholdPolicy
+from robotctl.policies import Targets
 
 ENV_PREFIX = "ROBOTCTL_"
 
@@ -328,9 +329,36 @@ class LogConfig(_Section):
     fsync_interval_ms: int = _spec(200, _int(1), "period of fsync when fsync is interval")
 
 
+def _fraction(v: Any) -> float:
+    v = _float()(v)
+    if v > 1.0:
+        raise InputError("", f"must be a fraction between 0 and 1, got {v:g}", "write e.g. 0.01 for 1%")
+    return v
+
+
+@dataclass(frozen=True)
+class TargetsConfig(_Section):
+    """Targets instead of weights: with any bound set, refits choose the policy of least robot time that
+    meets every bound (robotctl.policies.optimise_for_targets); the costs then only price it."""
+
+    SECTION: ClassVar[str] = "targets"
+    max_loss: float | None = _spec(None, _optional(_fraction),
+                                   "at most this fraction of offered pages lost at the full buffer (P_loss)")
+    max_obsolete: float | None = _spec(None, _optional(_fraction),
+                                       "at most this fraction of offered pages dropped as obsolete (P_obs)")
+    max_starvation: float | None = _spec(None, _optional(_fraction),
+                                         "the indexer idle at most this fraction of the time (P_star)")
+
+    def as_targets(self) -> Targets | None:
+        """The bounds as :class:`robotctl.policies.Targets`, or None when none is set (weights mode)."""
+        if self.max_loss is None and self.max_obsolete is None and self.max_starvation is None:
+            return None
+        return Targets(self.max_loss, self.max_obsolete, self.max_starvation)
+
+
 SECTIONS: dict[str, type[_Section]] = {
     "server": ServerConfig, "queue": QueueConfig, "robots": RobotsConfig, "policy": PolicyConfig,
-    "refit": RefitConfig, "fit": FitConfig, "log": LogConfig,
+    "refit": RefitConfig, "fit": FitConfig, "log": LogConfig, "targets": TargetsConfig,
 }
 
 
@@ -350,6 +378,7 @@ class AgentConfig:
     refit: RefitConfig = field(default_factory=RefitConfig)
     fit: FitConfig = field(default_factory=FitConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    targets: TargetsConfig = field(default_factory=TargetsConfig)
 
     def __post_init__(self) -> None:
         K, N = self.queue.capacity, self.robots.n
@@ -552,6 +581,7 @@ __all__ = [
     "RefitConfig",
     "RobotsConfig",
     "ServerConfig",
+    "TargetsConfig",
     "documented_keys",
     "env_overrides",
     "load_config",

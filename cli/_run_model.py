@@ -90,6 +90,10 @@ def _table(search: PolicySearch) -> list[str]:
 
 
 def run_optimise(args: argparse.Namespace) -> int:
+    from ._run_targets import run_targets, targets_given  # targets instead of weights
+
+    if targets_given(args):
+        return run_targets(args)
     model, costs = load_model_file(args.model_file)
     pool = tuple(sorted(set(args.modes), reverse=True)) if args.modes else model.modes
     exhaustive = args.search == "exhaustive" or (

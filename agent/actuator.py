@@ -22,8 +22,8 @@ Commands and leases
     carries ``lease_s``: a robot that hears nothing for that long falls back to its default state, and
     the agent counts a robot that has not polled for a lease as *lost* (its default state applies).
 
-All methods are synchronous and take the time as an argument, so the same logic runs under the
-real clock, a test's manual clock, or a replay's simulated clock.
+All methods except the long-poll wait are synchronous and take the time as an argument, so the same
+logic runs under the agent's real clock or a test's manual clock.
 """
 
 from __future__ import annotations

@@ -24,8 +24,10 @@ the bearer token on a guarded endpoint (every POST and DELETE, and the command l
 a lease), 404 for an unknown robot in a path, 409 for a conflict (a rank already taken), 413 for a body
 over ``server.max_body_bytes``, 503 when the delivery log cannot be written.
 
-Resources are set up by one cleanup context each, in dependency order (metrics registry, agent and
-its delivery log, log flusher, refit loop, lease reaper) and torn down in reverse. On shutdown the
+Handlers parse and validate, call one public method of the :class:`~agent.core.Agent` (or the refit
+loop), and respond; they never touch the agent's state. Resources are set up by one cleanup context
+each, in dependency order (metrics registry, agent and its delivery log, log flusher, refit loop,
+lease reaper) and torn down in reverse. On shutdown the
 agent first tells every robot its default state (``on_shutdown``, which also ends open long-polls),
 then the log is flushed and closed.
 """
@@ -62,11 +64,14 @@ from .api import (
     query_float,
     query_int,
 )
-from .clock import Clock, MonotonicClock
+from .clock import Clock, MonotonicClock, TaskScheduler, cancel_and_wait
+from .compute import RefitInput, RefitOutcome, compute_refit
 from .config import AgentConfig
 from .core import Agent
 from .metrics import AgentMetrics
-from .refit import RefitInput, RefitLoop, RefitOutcome, cancel_and_wait, compute_refit
+from .refit import RefitLoop
+from .revisit import install as install_revisit
+from .worker import RefitWorker
 
 LOG = logging.getLogger("robotctl.agent.app")
 
@@ -76,7 +81,7 @@ REGISTRY = web.AppKey("registry", CollectorRegistry)
 METRICS = web.AppKey("metrics", AgentMetrics)
 AGENT = web.AppKey("agent", Agent)
 REFIT = web.AppKey("refit", RefitLoop)
-TASKS = web.AppKey("tasks", dict[str, "asyncio.Task[Any]"])
+SCHEDULER = web.AppKey("scheduler", TaskScheduler)
 
 _request_ids = itertools.count(1)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -132,8 +137,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 def _count_bad(request: web.Request) -> None:
     agent = request.app.get(AGENT)
     if agent is not None:
-        key = f"{request.method} {_endpoint(request)}"
-        agent.totals.bad_requests[key] = agent.totals.bad_requests.get(key, 0) + 1
+        agent.count_bad_request(f"{request.method} {_endpoint(request)}")
 
 
 def auth_middleware(*, token: str | None) -> Any:
@@ -160,10 +164,10 @@ async def _post_deliveries(request: web.Request) -> web.Response:
     app = request.app
     agent = app[AGENT]
     obj = parse_json(await request.read())
-    items = parse_deliveries(obj, max_batch=app[CONFIG].server.max_batch, registered=agent.actuator.robots,
-                             allow_unregistered=agent.config.robots.allow_unregistered)
+    items = parse_deliveries(obj, max_batch=app[CONFIG].server.max_batch, registered=agent.robot_ids,
+                             allow_unregistered=app[CONFIG].robots.allow_unregistered)
     ack = agent.deliver(items)
-    await agent.log.commit()
+    await agent.commit()
     app[METRICS].ack_seconds.observe(time.perf_counter() - t0)
     return web.Response(body=_dumps(ack).encode(), content_type="application/json")
 
@@ -173,21 +177,21 @@ async def _post_completions(request: web.Request) -> web.Response:
     items = parse_completions(parse_json(await request.read()),
                               max_batch=request.app[CONFIG].server.max_batch)
     ack = agent.complete(items)
-    await agent.log.commit()
+    await agent.commit()
     return web.json_response(ack)
 
 
 async def _post_obsolete(request: web.Request) -> web.Response:
     agent = request.app[AGENT]
     ack = agent.obsolete(parse_obsolete(parse_json(await request.read())))
-    await agent.log.commit()
+    await agent.commit()
     return web.json_response(ack)
 
 
 async def _post_queue(request: web.Request) -> web.Response:
     agent = request.app[AGENT]
-    ack = agent.set_queue(parse_queue(parse_json(await request.read()), capacity=agent.config.capacity))
-    await agent.log.commit()
+    ack = agent.set_queue(parse_queue(parse_json(await request.read()), capacity=request.app[CONFIG].capacity))
+    await agent.commit()
     return web.json_response(ack)
 
 
@@ -195,75 +199,42 @@ async def _post_robots(request: web.Request) -> web.Response:
     agent = request.app[AGENT]
     body = await request.read()
     obj = parse_json(body) if body.strip() else {}
-    rid, rank, default = parse_registration(obj, max_rank=agent.actuator.max_rank)
-    robot = agent.register(rid, rank, default)
-    return web.json_response(robot.view(agent.actuator.lease_s, agent.clock.now()))
+    rid, rank, default = parse_registration(obj, max_rank=agent.max_rank)
+    return web.json_response(agent.register(rid, rank, default))
 
 
 async def _get_robots(request: web.Request) -> web.Response:
-    agent = request.app[AGENT]
-    now = agent.clock.now()
-    act = agent.actuator
-    return web.json_response({"mode": act.mode, "robots": [r.view(act.lease_s, now) for r in
-                                                          sorted(act.robots.values(), key=lambda r: r.rank)]})
-
-
-def _robot(request: web.Request) -> Any:
-    agent = request.app[AGENT]
-    rid = request.match_info["robot_id"]
-    robot = agent.actuator.robots.get(rid)
-    if robot is None:
-        raise NotFoundError("robot", f"{rid!r} is not registered", "register it with POST /v1/robots")
-    return robot
+    return web.json_response(request.app[AGENT].robots_view())
 
 
 async def _delete_robot(request: web.Request) -> web.Response:
-    agent = request.app[AGENT]
-    robot = _robot(request)
-    agent.deregister(robot.robot_id)
-    return web.json_response(robot.view(agent.actuator.lease_s))
+    return web.json_response(request.app[AGENT].deregister(request.match_info["robot_id"]))
 
 
 async def _get_command(request: web.Request) -> web.Response:
     """Long-poll for a robot's command: answers when its version differs from ``?version=`` or after
     ``?wait_s=`` (capped at server.long_poll_max_s and half the lease, so a robot always hears back
     within its lease)."""
-    app = request.app
-    agent = app[AGENT]
-    act = agent.actuator
-    robot = _robot(request)
+    agent = request.app[AGENT]
     version = query_int("version", request.query.get("version"), default=-1, minimum=-1)
-    cap = min(app[CONFIG].server.long_poll_max_s, act.lease_s / 2)
-    wait_s = min(query_float("wait_s", request.query.get("wait_s"), default=cap), cap)
-    clock = app[CLOCK]
-    act.seen(robot, clock.now())
-    if wait_s > 0 and not act.shutting_down:
-        await act.wait_change(robot, version, lambda: clock.sleep(wait_s))
-    act.seen(robot, clock.now())
-    return web.json_response(robot.view(act.lease_s))
+    wait_s = query_float("wait_s", request.query.get("wait_s"), default=agent.long_poll_cap())
+    return web.json_response(await agent.wait_command(request.match_info["robot_id"], version, wait_s))
 
 
 async def _post_refit(request: web.Request) -> web.Response:
     outcome = await request.app[REFIT].refit("request")
-    agent = request.app[AGENT]
     return web.json_response({"adopted": outcome.success, "stage": outcome.stage.value,
                               "message": outcome.message, "deliveries": outcome.deliveries,
                               "fit_seconds": outcome.fit_seconds, "solve_seconds": outcome.solve_seconds,
-                              "policy": agent.holder.current.to_dict()})
+                              "policy": request.app[AGENT].policy.to_dict()})
 
 
 async def _get_policy(request: web.Request) -> web.Response:
-    agent = request.app[AGENT]
-    d = agent.holder.current.to_dict()
-    d["observed"] = agent.observed().to_dict()
-    d["queue"] = agent.queue.length
-    d["desired"] = agent.desired()
-    return web.json_response(d)
+    return web.json_response(request.app[AGENT].policy_view())
 
 
 async def _get_status(request: web.Request) -> web.Response:
-    agent = request.app[AGENT]
-    d = agent.status()
+    d = request.app[AGENT].status()
     d["refit"] = request.app[REFIT].record.to_dict()
     return web.json_response(d)
 
@@ -290,30 +261,16 @@ async def _metrics_ctx(app: web.Application) -> AsyncIterator[None]:
 async def _agent_ctx(app: web.Application) -> AsyncIterator[None]:
     agent = app[AGENT]
     agent.open()
-    tasks = app[TASKS]
-
-    def schedule_tick(deadline: float) -> None:
-        old = tasks.get("dwell")
-        if old is not None and not old.done():
-            return
-
-        async def wait_and_tick() -> None:
-            await app[CLOCK].sleep(max(0.0, deadline - app[CLOCK].now()))
-            agent.tick()
-
-        tasks["dwell"] = asyncio.create_task(wait_and_tick())
-
-    agent.schedule_tick = schedule_tick
-    LOG.info("event=agent_open dir=%s queue=%d policy=%s", agent.state_dir, agent.queue.length,
-             agent.holder.current.policy)
+    policy = agent.policy.policy
+    LOG.info("event=agent_open dir=%s queue=%d policy=%s", agent.state_dir, agent.queue_length, policy)
     yield
-    await cancel_and_wait(tasks.pop("dwell", None))
+    await app[SCHEDULER].close()
     await agent.close()
-    LOG.info("event=agent_closed %s", " ".join(f"{k}={v}" for k, v in agent.log.stats().__dict__.items()))
+    LOG.info("event=agent_closed %s", " ".join(f"{k}={v}" for k, v in agent.log_stats().__dict__.items()))
 
 
 async def _flusher_ctx(app: web.Application) -> AsyncIterator[None]:
-    task = asyncio.create_task(app[AGENT].log.run_flusher())
+    task = asyncio.create_task(app[AGENT].run_log_flusher())
     yield
     await cancel_and_wait(task)
 
@@ -321,7 +278,7 @@ async def _flusher_ctx(app: web.Application) -> AsyncIterator[None]:
 async def _refit_ctx(app: web.Application) -> AsyncIterator[None]:
     loop = app[REFIT]
     # probe only when starting from the configured policy, not from a restored fitted one
-    task = asyncio.create_task(loop.run(probe=app[AGENT].holder.current.source == "startup"))
+    task = asyncio.create_task(loop.run(probe=app[AGENT].policy.source == "startup"))
     yield
     await cancel_and_wait(task)
     loop.shutdown_executor()
@@ -332,15 +289,13 @@ async def _reaper_ctx(app: web.Application) -> AsyncIterator[None]:
     clock = app[CLOCK]
 
     async def reap() -> None:
-        lost: set[str] = set()
+        lost: dict[str, str] = {}
         while True:
-            await clock.sleep(agent.actuator.lease_s / 2)
-            now = clock.now()
-            current = {r.robot_id for r in agent.actuator.lost(now)}
-            for rid in sorted(current - lost):
-                LOG.warning("event=robot_lease_lost robot=%s falls_back_to=%s", rid,
-                            agent.actuator.robots[rid].default_state.value)
-            for rid in sorted(lost - current):
+            await clock.sleep(agent.lease_s / 2)
+            current = agent.lost_robots(clock.now())
+            for rid in sorted(current.keys() - lost.keys()):
+                LOG.warning("event=robot_lease_lost robot=%s falls_back_to=%s", rid, current[rid])
+            for rid in sorted(lost.keys() - current.keys()):
                 LOG.info("event=robot_back robot=%s", rid)
             lost = current
 
@@ -358,10 +313,8 @@ async def _freeze_heap(app: web.Application) -> None:
 
 
 async def _on_shutdown(app: web.Application) -> None:
-    agent = app[AGENT]
-    agent.actuator.shutdown(agent.clock.now())
-    agent._flush_pending()
-    LOG.info("event=shutdown robots_told_default=%d", len(agent.actuator.robots))
+    told = app[AGENT].shutdown_robots()
+    LOG.info("event=shutdown robots_told_default=%d", told)
 
 
 def create_app(config: AgentConfig, *, registry: CollectorRegistry | None = None, clock: Clock | None = None,
@@ -393,16 +346,16 @@ def create_app(config: AgentConfig, *, registry: CollectorRegistry | None = None
     app[REGISTRY] = registry
     metrics = AgentMetrics(registry)
     app[METRICS] = metrics
-    agent = Agent(config, clock)
+    scheduler = TaskScheduler(clock)
+    app[SCHEDULER] = scheduler
+    agent = Agent(config, clock, scheduler=scheduler)
     app[AGENT] = agent
-    app[TASKS] = {}
     rc = config.refit
     executor = rc.executor if rc.executor != "auto" else ("process" if own_process else "thread")
-    app[REFIT] = RefitLoop(clock=clock, holder=agent.holder, make_input=agent.refit_input, drift=agent.drift,
-                           adopt=agent.adopt, observe=metrics.observe_refit,
-                           compute=compute if compute is not None else compute_refit, executor=executor,
-                           interval_s=rc.interval_s, min_interval_s=rc.min_interval_s, timeout_s=rc.timeout_s,
-                           check_every_s=min(5.0, rc.drift_window_s / 4), probe=agent.set_probe,
+    worker = RefitWorker(compute if compute is not None else compute_refit, kind=executor, timeout_s=rc.timeout_s)
+    app[REFIT] = RefitLoop(clock=clock, target=agent, worker=worker, observe=metrics.observe_refit,
+                           interval_s=rc.interval_s, min_interval_s=rc.min_interval_s,
+                           check_every_s=min(5.0, rc.drift_window_s / 4),
                            probe_modes=tuple(sorted(config.all_modes, reverse=True)), probe_s=rc.probe_s)
     app.cleanup_ctx.extend([_metrics_ctx, _agent_ctx, _flusher_ctx, _refit_ctx, _reaper_ctx])
     app.on_shutdown.append(_on_shutdown)
@@ -423,6 +376,7 @@ def create_app(config: AgentConfig, *, registry: CollectorRegistry | None = None
     r.add_get("/healthz", _healthz)
     r.add_get("/readyz", _readyz)
     r.add_get("/metrics", make_aiohttp_handler(registry))
+    install_revisit(app, config, clock, agent.robot_ids)  # revisit.pages set: /v1/robots/{id}/next, /v1/revisit
     return app
 
 
@@ -504,6 +458,7 @@ __all__ = [
     "METRICS",
     "REFIT",
     "REGISTRY",
+    "SCHEDULER",
     "auth_middleware",
     "base_url_of",
     "bind_socket",

@@ -1,7 +1,9 @@
-"""Clocks for the agent: the real one, and a manual one that tests and replay advance by hand.
+"""Clocks and timers for the agent: the real clock, a manual one that tests advance by hand, and a
+scheduler of one-shot timers on either.
 
 Every timestamp, lease, dwell timer and refit deadline in the agent goes through a :class:`Clock`,
-so that a test (or ``robotctl replay``) can run the same code against simulated time.
+and every deferred action (the end of a dwell) through a :class:`Scheduler`, both injected, so that
+a test runs the same code against simulated time.
 
 ``now()`` is in seconds and never goes backwards within one process. The real clock is the
 monotonic clock anchored at the wall-clock time of start, so that its readings look like Unix times
@@ -12,10 +14,12 @@ times after the last one in its log even if the wall clock was set back).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
 import time
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
 
 
 @runtime_checkable
@@ -100,3 +104,57 @@ class ManualClock:
         """Let the event loop run a few iterations so woken tasks can proceed."""
         for _ in range(rounds):
             await asyncio.sleep(0)
+
+
+class Scheduler(Protocol):
+    """Calls a callback at a time of the agent's clock (the agent's dwell timer)."""
+
+    def call_at(self, deadline: float, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` once the clock reaches ``deadline``. A pending call of the same callback
+        is kept when its deadline is the same, and replaced otherwise."""
+        ...
+
+
+class TaskScheduler:
+    """:class:`Scheduler` on a clock, one asyncio task per pending callback (needs a running loop).
+
+    :meth:`close` cancels what is pending; call it before the event loop ends.
+    """
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self._pending: dict[Callable[[], None], tuple[float, asyncio.Task[None]]] = {}
+
+    def call_at(self, deadline: float, callback: Callable[[], None]) -> None:
+        held = self._pending.get(callback)
+        if held is not None and not held[1].done():
+            if held[0] == deadline:
+                return
+            held[1].cancel()
+        self._pending[callback] = (deadline, asyncio.create_task(self._fire(deadline, callback)))
+
+    async def _fire(self, deadline: float, callback: Callable[[], None]) -> None:
+        await self.clock.sleep(max(0.0, deadline - self.clock.now()))
+        callback()
+
+    async def close(self) -> None:
+        """Cancel every pending call and wait until each has ended."""
+        tasks = [task for _, task in self._pending.values()]
+        self._pending.clear()
+        for task in tasks:
+            await cancel_and_wait(task)
+
+
+async def cancel_and_wait(task: asyncio.Task[Any] | None) -> None:
+    """Cancel a background task and wait for it, surfacing errors other than the cancellation."""
+    if task is None:
+        return
+    task.cancel()
+    # a task may absorb one cancellation (e.g. one that lands as an awaited result arrives): cancel
+    # again until it has really ended
+    while not task.done():
+        await asyncio.wait({task}, timeout=1.0)
+        if not task.done():
+            task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

@@ -10,8 +10,15 @@ synchronous up to the log write and follows one order:
 4. apply: queue view, counters, samples, windows, then the actuator (park/resume lines follow);
 5. the caller awaits :meth:`DeliveryLog.commit` before acknowledging.
 
-The HTTP layer (:mod:`agent.app`) is a thin shell around it; ``robotctl replay`` can drive the same
-object with a manual clock.
+The HTTP layer (:mod:`agent.app`) is a thin shell around it: it calls only the public methods below
+(the walk of a delivery, robots and their long-polls, the policy and status views, shutdown) and
+never the agent's state. Time comes from the injected :class:`~agent.clock.Clock` and deferred work
+(the end of a dwell) goes to the injected :class:`~agent.clock.Scheduler`, so tests drive the same
+object with a :class:`~agent.clock.ManualClock`, with or without an event loop.
+
+The refit loop (:mod:`agent.refit`) sees the agent as a :class:`~agent.refit.RefitTarget`: it asks for
+the fit window (:meth:`Agent.refit_input`) and the drift (:meth:`Agent.drift`), and hands back a
+:class:`~agent.policy.PolicyFit` to adopt (:meth:`Agent.adopt`).
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ import logging
 import math
 import os
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, KeysView, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,10 +41,12 @@ from numpy.typing import NDArray
 from robotctl.model import Admission, InputError, ThresholdPolicy
 
 from .actuator import Actuator, Command, Robot
-from .api import Completion, Delivery
-from .clock import Clock
+from .api import Completion, Delivery, NotFoundError
+from .clock import Clock, Scheduler
+from .compute import RefitInput
 from .config import AgentConfig
-from .log import DeliveryLog, Durability, read_records
+from .log import DeliveryLog, Durability, LogStats, read_records
+from .policy import PolicyFit, PolicyHolder, PolicySnapshot
 from .queue import (
     ACTIVE,
     EMPTY,
@@ -55,7 +64,6 @@ from .queue import (
     mode_time_key,
     observed_measures,
 )
-from .refit import PolicyHolder, PolicySnapshot, RefitInput, RefitOutcome
 
 LOG = logging.getLogger("robotctl.agent")
 
@@ -191,9 +199,13 @@ class Agent:
     clock : Clock
     log : DeliveryLog, optional
         Built from ``config.log`` when omitted; :meth:`open` opens it and recovers from it.
+    scheduler : Scheduler, optional
+        Wakes the agent when a deferred change of mode is due (``robots.dwell_s``); without one, a
+        deferred change waits for the next event.
     """
 
-    def __init__(self, config: AgentConfig, clock: Clock, *, log: DeliveryLog | None = None) -> None:
+    def __init__(self, config: AgentConfig, clock: Clock, *, log: DeliveryLog | None = None,
+                 scheduler: Scheduler | None = None) -> None:
         self.config = config
         self.clock = clock
         self.state_dir = Path(config.log.dir)
@@ -222,12 +234,10 @@ class Agent:
         self._last_t = -math.inf
         self._robot_json: dict[str, str] = {}
         self._pending_lines: list[str] = []
-        self._robots_dirty = False
-        self.schedule_tick: Callable[[float], None] | None = None
-        self.ready = False
+        self._scheduler = scheduler
+        self._ready = False
         # (start time, mode) of every stretch of one mode, for the exact time spent in each mode
         self._segments: deque[tuple[float, int]] = deque([(now, self.actuator.mode)])
-        self.probing: tuple[int, int, int] | None = None  # (mode, index, count) while probing
         self._policy_write: asyncio.Future[None] | None = None
 
     # -- life cycle ----------------------------------------------------------------------------------
@@ -245,10 +255,10 @@ class Agent:
             w.hold(now, TIME, 1.0)
         self._hold_mode(now, None, self.actuator.mode)
         self._queue_changed(now)
-        self.ready = True
+        self._ready = True
 
     async def close(self) -> None:
-        self.ready = False
+        self._ready = False
         if self._policy_write is not None:
             await self._policy_write
         now = self._stamp()
@@ -348,15 +358,13 @@ class Agent:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             LOG.warning("event=policy_file_ignored file=%s error=%s", path, exc)
             return
-        snap = PolicySnapshot(int(state.get("version", 1)), "restored", policy, now, policy.modes,
-                              policy.thresholds, fit=state.get("fit", {}))
-        self.holder.swap(snap)
+        self.holder.swap(PolicySnapshot(int(state.get("version", 1)), "restored", now,
+                                        PolicyFit.of(policy, fit=state.get("fit", {}))))
         LOG.info("event=policy_restored policy=%s", policy)
 
     def _save_robots(self) -> None:
         with contextlib.suppress(OSError):
             _atomic_write_json(self.state_dir / ROBOTS_FILE, self.actuator.to_records())
-        self._robots_dirty = False
 
     # -- the walk of one delivery --------------------------------------------------------------------
     def _rid(self, robot: str | None) -> str:
@@ -369,12 +377,10 @@ class Agent:
                 self._robot_json[robot] = s
         return s
 
-    def known_robot(self, robot_id: str) -> bool:
-        return self.config.robots.allow_unregistered or robot_id in self.actuator.robots
-
     def deliver(self, items: Sequence[Delivery]) -> dict[str, Any]:
         """Stamp, log and apply validated deliveries (step 1 of the walk); the caller then awaits
-        ``log.commit()`` before acknowledging."""
+        :meth:`commit` before acknowledging. One delivery takes :meth:`_deliver_one`, a batch the
+        lines below; the ack of one delivery from a robot also carries the robot's command."""
         if len(items) == 1:
             return self._deliver_one(items[0])
         now = self._stamp()
@@ -409,30 +415,15 @@ class Agent:
         tot.lost += lost
         self.queue.admit(got, now)
         n = len(items)
-        if n == 1:
-            d0 = items[0]
-            self.deliveries.append(t=now, pages=d0.pages, mode=mode,
-                                   client_t=math.nan if d0.client_time is None else d0.client_time,
-                                   bytes=math.nan if d0.bytes is None else d0.bytes)
-        else:
-            self.deliveries.extend({"t": [now] * n, "pages": page_counts, "mode": [mode] * n,
-                                    "client_t": [math.nan if d.client_time is None else d.client_time
-                                                 for d in items],
-                                    "bytes": [math.nan if d.bytes is None else d.bytes for d in items]}, n)
+        self.deliveries.extend({"t": [now] * n, "pages": page_counts, "mode": [mode] * n,
+                                "client_t": [math.nan if d.client_time is None else d.client_time for d in items],
+                                "bytes": [math.nan if d.bytes is None else d.bytes for d in items]}, n)
         counts = {OFFERED: pages, LOST: lost, mode_pages_key(mode): pages}
         self.window.add_many(now, counts)
         self.drift_window.add_many(now, counts)
         self._queue_changed(now)
-        robot_state = None
-        if len(items) == 1 and items[0].robot is not None:
-            r = self.actuator.robots.get(items[0].robot)
-            if r is not None:
-                robot_state = r.command.value
-        ack: dict[str, Any] = {"accepted": n, "pages": pages, "admitted": got, "lost": lost, "t": now,
-                               "queue": self.queue.length, "active": self.actuator.mode}
-        if robot_state is not None:
-            ack["state"] = robot_state
-        return ack
+        return {"accepted": n, "pages": pages, "admitted": got, "lost": lost, "t": now,
+                "queue": self.queue.length, "active": self.actuator.mode}
 
     def _deliver_one(self, d: Delivery) -> dict[str, Any]:
         """:meth:`deliver` for one delivery: the same steps, written out for the most common request."""
@@ -540,8 +531,8 @@ class Agent:
         self.actuator.set_target(r[min(i, len(r) - 1)], now)
         if self.actuator.mode != old:
             self._hold_mode(now, old, self.actuator.mode)
-        if self.actuator.deferred_until is not None and self.schedule_tick is not None:
-            self.schedule_tick(self.actuator.deferred_until)
+        if self.actuator.deferred_until is not None and self._scheduler is not None:
+            self._scheduler.call_at(self.actuator.deferred_until, self.tick)
         self._flush_pending()
 
     def tick(self) -> None:
@@ -582,7 +573,26 @@ class Agent:
         except OSError as exc:
             LOG.error("event=log_write_failed what=park_resume error=%s", exc)
 
-    def register(self, robot_id: str | None, rank: int | None, default_state: str | None) -> Robot:
+    # -- robots --------------------------------------------------------------------------------------
+    @property
+    def robot_ids(self) -> KeysView[str]:
+        """Ids of the registered robots (a live view)."""
+        return self.actuator.robots.keys()
+
+    @property
+    def max_rank(self) -> int:
+        """The highest rank a robot may register with."""
+        return self.actuator.max_rank
+
+    def _robot(self, robot_id: str) -> Robot:
+        robot = self.actuator.robots.get(robot_id)
+        if robot is None:
+            raise NotFoundError("robot", f"{robot_id!r} is not registered", "register it with POST /v1/robots")
+        return robot
+
+    def register(self, robot_id: str | None, rank: int | None, default_state: str | None) -> dict[str, Any]:
+        """Register (or re-register, idempotently) a robot; an id is made up when none is given. Returns
+        the robot's view: its command, rank, slot and lease."""
         now = self._stamp()
         if robot_id is None:
             n = len(self.actuator.robots) + 1
@@ -596,24 +606,64 @@ class Agent:
             self._save_robots()
             LOG.info("event=robot_registered robot=%s rank=%d slot=%d state=%s", robot.robot_id, robot.rank,
                      robot.slot, robot.command.value)
-        return robot
+        return robot.view(self.actuator.lease_s, self.clock.now())
 
-    def deregister(self, robot_id: str) -> Robot:
+    def deregister(self, robot_id: str) -> dict[str, Any]:
+        """Forget a robot (:class:`~agent.api.NotFoundError` if it is not registered); returns its last view."""
+        self._robot(robot_id)
         robot = self.actuator.deregister(robot_id)
         self._save_robots()
         LOG.info("event=robot_deregistered robot=%s", robot_id)
-        return robot
+        return robot.view(self.actuator.lease_s)
+
+    def robots_view(self) -> dict[str, Any]:
+        """The mode and every registered robot, by rank."""
+        now = self.clock.now()
+        act = self.actuator
+        return {"mode": act.mode, "robots": [r.view(act.lease_s, now) for r in
+                                             sorted(act.robots.values(), key=lambda r: r.rank)]}
+
+    def long_poll_cap(self) -> float:
+        """The longest a command long-poll waits: ``server.long_poll_max_s``, and half the lease, so that a
+        robot always hears back within its lease."""
+        return min(self.config.server.long_poll_max_s, self.actuator.lease_s / 2)
+
+    async def wait_command(self, robot_id: str, version: int, wait_s: float) -> dict[str, Any]:
+        """A robot's long-poll: its view once its command's version differs from ``version``, or after
+        ``wait_s`` (capped by :meth:`long_poll_cap`); polling renews its lease."""
+        robot = self._robot(robot_id)
+        act, clock = self.actuator, self.clock
+        wait_s = min(wait_s, self.long_poll_cap())
+        act.seen(robot, clock.now())
+        if wait_s > 0 and not act.shutting_down:
+            await act.wait_change(robot, version, lambda: clock.sleep(wait_s))
+        act.seen(robot, clock.now())
+        return robot.view(act.lease_s)
+
+    @property
+    def lease_s(self) -> float:
+        return self.actuator.lease_s
+
+    def lost_robots(self, now: float) -> dict[str, str]:
+        """Robots whose lease has run out, with the default state each has fallen back to."""
+        return {r.robot_id: r.default_state.value for r in self.actuator.lost(now)}
+
+    def shutdown_robots(self) -> int:
+        """Tell every robot its default state (the agent is going away); returns how many were told."""
+        self.actuator.shutdown(self._stamp())
+        self._flush_pending()
+        return len(self.actuator.robots)
 
     # -- policy --------------------------------------------------------------------------------------
-    def adopt(self, outcome: RefitOutcome, now: float, reason: str) -> PolicySnapshot:
-        """Swap in the refit's policy (one assignment) and re-apply r(i) at the current queue length."""
-        assert outcome.policy is not None
-        old = self.holder.current
-        snap = PolicySnapshot(old.version + 1, "fit", outcome.policy, now, outcome.modes, outcome.thresholds,
-                              outcome.measures, outcome.cost, dict(outcome.fit), outcome.model,
-                              outcome.deliveries, outcome.window)
-        self.probing = None
-        self.holder.swap(snap)
+    @property
+    def policy(self) -> PolicySnapshot:
+        """The policy in force (one frozen snapshot)."""
+        return self.holder.current
+
+    def adopt(self, result: PolicyFit, now: float) -> PolicySnapshot:
+        """Put a refit's result in force (one assignment), save it for a restart, and re-apply r(i) at the
+        current queue length."""
+        snap = self.holder.adopt(result, now, "fit")
         self._save_policy(snap)
         self._queue_changed(self._stamp())
         return snap
@@ -650,17 +700,13 @@ class Agent:
         """Run ``mode`` robots at every queue length (a probe of that mode), or, with None, end the probe
         and go back to the configured startup policy."""
         now = self._stamp()
-        old = self.holder.current
         if mode is None:
-            self.probing = None
-            snap = PolicySnapshot(old.version + 1, "startup", self.config.startup_policy(), now)
+            self.holder.adopt(PolicyFit.of(self.config.startup_policy()), now, "startup")
         else:
-            self.probing = (mode, index, count)
-            policy = ThresholdPolicy.static(mode, self.config.capacity)
-            snap = PolicySnapshot(old.version + 1, "probe", policy, now, policy.modes, policy.thresholds,
-                                  fit=old.fit, model=old.model)
+            old = self.holder.current
+            self.holder.adopt(PolicyFit.of(ThresholdPolicy.static(mode, self.config.capacity), fit=old.fit,
+                                           model=old.model), now, "probe")
             LOG.info("event=probe mode=%d step=%d/%d", mode, index + 1, count)
-        self.holder.swap(snap)
         self._queue_changed(now)
 
     def refit_input(self, now: float) -> RefitInput | str:
@@ -717,11 +763,13 @@ class Agent:
             mean_useful_life_s=cfg.fit.mean_useful_life_s, options=options,
             window=(float(times[0]), now), mode_exposure_s=exposure,
             rate_from_exposure=cfg.fit.rate_from_exposure, remembered=remembered,
-            obsolete_drops=obs_drops, obsolete_exposure_s=obs_exposure, previous_fit=dict(snap.fit))
+            obsolete_drops=obs_drops, obsolete_exposure_s=obs_exposure, previous_fit=dict(snap.fit),
+            targets=cfg.targets.as_targets())
 
-    def drift(self, now: float, snapshot: PolicySnapshot) -> str | None:
+    def drift(self, now: float) -> str | None:
         """Why the observed traffic no longer matches the fitted model, or None."""
         cfg = self.config.refit
+        snapshot = self.holder.current
         if snapshot.model is None:
             if len(self.deliveries) >= cfg.min_deliveries and now - self.started_at >= cfg.min_interval_s:
                 return "first_fit"
@@ -741,6 +789,36 @@ class Agent:
         return None
 
     # -- views ---------------------------------------------------------------------------------------
+    @property
+    def ready(self) -> bool:
+        """True between :meth:`open` and :meth:`close`."""
+        return self._ready
+
+    @property
+    def queue_length(self) -> int:
+        return self.queue.length
+
+    @property
+    def mode(self) -> int:
+        """Active virtual robots now."""
+        return self.actuator.mode
+
+    def robot_counts(self, now: float) -> dict[str, int]:
+        """Real robots by state, each counted once: active, parked, and lost (lease expired)."""
+        return self.actuator.counts(now)
+
+    def policy_max_robots(self) -> int:
+        """Real robots the policy in force can ever keep active (those of virtual robots 1..max_i r(i));
+        every robot during the start-up probe. It changes only when a policy is adopted: the pool of robot
+        workers an autoscaler sizes (deploy/README.md)."""
+        snap = self.holder.current
+        top = self.config.robots.n if snap.source == "probe" else max(snap.policy.robots_at_level)
+        return self.actuator.robots_up_to(top)
+
+    def commands_issued(self) -> dict[str, int]:
+        """Park and resume commands issued so far, by the state commanded."""
+        return {c.value: n for c, n in self.actuator.commands_issued.items()}
+
     def observed(self, now: float | None = None) -> Observed:
         t = self.clock.now() if now is None else now
         return observed_measures(self.window.totals(t), self.config.costs)
@@ -749,19 +827,43 @@ class Agent:
         r = self.holder.current.policy.robots_at_level
         return r[min(self.queue.length, len(r) - 1)]
 
+    def policy_view(self) -> dict[str, Any]:
+        """The policy in force with its fit and predictions, next to the observed measures and r(i) now."""
+        d = self.holder.current.to_dict()
+        d["observed"] = self.observed().to_dict()
+        d["queue"] = self.queue.length
+        d["desired"] = self.desired()
+        return d
+
+    def count_bad_request(self, endpoint: str) -> None:
+        """One more request refused with a 4xx at ``endpoint`` (``METHOD /path``)."""
+        self.totals.bad_requests[endpoint] = self.totals.bad_requests.get(endpoint, 0) + 1
+
+    # -- the delivery log ------------------------------------------------------------------------------
+    def commit(self) -> Awaitable[None]:
+        """Awaited before an ack: done once what was logged so far is as durable as ``log.fsync`` asks.
+        (The log's own awaitable, handed over as it is: no extra coroutine on the ack path.)"""
+        return self.log.commit()
+
+    async def run_log_flusher(self) -> None:
+        """The log's periodic fsync (``log.fsync: interval``); runs until cancelled."""
+        await self.log.run_flusher()
+
+    def log_stats(self) -> LogStats:
+        return self.log.stats()
+
     def status(self) -> dict[str, Any]:
         now = self.clock.now()
         act = self.actuator
         return {
             "t": now,
             "uptime_s": now - self.started_at,
-            "ready": self.ready,
+            "ready": self._ready,
             "queue": {"length": self.queue.length, "capacity": self.config.capacity,
                       "admission": self.config.queue.admission},
             "robots": {"virtual": self.config.robots.n, "mode": act.mode, "desired": self.desired(),
                        "deferred_until": act.deferred_until, "counts": act.counts(now),
-                       "registered": [r.view(act.lease_s, now) for r in sorted(act.robots.values(),
-                                                                               key=lambda r: r.rank)]},
+                       "registered": self.robots_view()["robots"]},
             "policy": {"version": self.holder.current.version, "source": self.holder.current.source,
                        "robots_at_level": list(self.holder.current.policy.robots_at_level)},
             "totals": self.totals.to_dict(),

@@ -1,8 +1,8 @@
 """The delivery log: append-only JSON Lines in DESIGN.md's trace format, rotated by size.
 
 Files are ``deliveries-00000001.jsonl``, ``deliveries-00000002.jsonl``, ... in one directory; the
-highest number is the one being written. ``robotctl replay`` and ``robotctl fit`` read them unchanged
-(``agent.trace``). A new file starts with a ``queue`` line that states the queue length at that
+highest number is the one being written. ``robotctl fit`` reads them unchanged, one file at a time
+(:mod:`agent.trace`). A new file starts with a ``queue`` line that states the queue length at that
 moment, so that a restart rebuilds the queue view from the newest file alone.
 
 Durability (``log.fsync``), and what survives what:

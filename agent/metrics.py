@@ -5,7 +5,7 @@ Two kinds:
 - *Instruments* updated where things happen: the fit and solve duration histograms, the refit
   counters, the acknowledgement latency of deliveries.
 - *Derived values* read at scrape time by :class:`AgentCollector` from the agent's state and from one
-  :class:`~agent.refit.PolicySnapshot` (so a scrape never shows half of a policy update): the
+  :class:`~agent.policy.PolicySnapshot` (so a scrape never shows half of a policy update): the
   counters of deliveries, pages, bytes, completions, obsolete drops and losses; the queue length;
   active and desired robots; ``robots_at_level`` and the thresholds; the fitted arrival rates and
   correlations per mode and the fallback rungs; and each predicted measure next to its observed
@@ -43,8 +43,9 @@ from prometheus_client.registry import Collector
 
 from robotctl import __version__
 
+from .compute import RefitOutcome
 from .core import Agent
-from .refit import RefitOutcome, RefitRecord
+from .refit import RefitRecord
 
 NAMESPACE = "robotctl"
 
@@ -78,7 +79,7 @@ class AgentCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         a = self.agent
         now = a.clock.now()
-        snap = a.holder.current  # one reference: the whole scrape sees one policy
+        snap = a.policy  # one reference: the whole scrape sees one policy
         tot = a.totals
 
         def counter(name: str, doc: str, value: float) -> CounterMetricFamily:
@@ -107,25 +108,23 @@ class AgentCollector(Collector):
         yield bad
         cmd = CounterMetricFamily(f"{NAMESPACE}_robot_commands", "Park and resume commands issued.",
                                   labels=["state"])
-        for command, n in a.actuator.commands_issued.items():
-            cmd.add_metric([command.value], n)
+        for state, n in a.commands_issued().items():
+            cmd.add_metric([state], n)
         yield cmd
 
-        yield gauge("queue_length_pages", "Pages in the system (being indexed or waiting).", a.queue.length)
+        yield gauge("queue_length_pages", "Pages in the system (being indexed or waiting).", a.queue_length)
         yield gauge("queue_capacity_pages", "K, the buffer's capacity.", a.config.capacity)
-        yield gauge("active_robots", "Virtual robots commanded active (the mode in force).", a.actuator.mode)
+        yield gauge("active_robots", "Virtual robots commanded active (the mode in force).", a.mode)
         yield gauge("desired_robots", "r(i): virtual robots the policy wants at the current queue length.",
                     a.desired())
         robots = gauge("robots", "Registered real robots by state, each once: active, parked, or lost (lease "
                        "expired: it runs its default state).", labels=["state"])
-        for state, n in a.actuator.counts(now).items():
+        for state, n in a.robot_counts(now).items():
             robots.add_metric([state], n)
         yield robots
 
-        top = a.config.robots.n if snap.source == "probe" else max(snap.policy.robots_at_level)
         yield gauge("policy_max_robots", "Real robots the policy in force keeps active at its largest mode; "
-                    "changes only when a policy is adopted: the pool an autoscaler sizes.",
-                    a.actuator.robots_up_to(top))
+                    "changes only when a policy is adopted: the pool an autoscaler sizes.", a.policy_max_robots())
         yield gauge("policy_version", "Version of the policy in force.", snap.version)
         yield gauge("policy_adopted_timestamp_seconds", "Agent time the policy in force was adopted.",
                     snap.adopted_at)
@@ -153,6 +152,11 @@ class AgentCollector(Collector):
                 corr.add_metric([m], d["lag1_correlation"])
         yield rate
         yield corr
+        met = gauge("targets_met", "1 where the policy in force meets the target (targets:) on the fitted model, "
+                    "0 where it does not.", labels=["target"])
+        for target, ok in sorted(snap.fit.get("targets", {}).get("met", {}).items()):
+            met.add_metric([target], float(ok))
+        yield met
         rung = gauge("fit_fallback_rung", "1 for the fallback rung each part of the last fit used.",
                      labels=["part", "rung"])
         for part, name in sorted(snap.fit.get("rungs", {}).items()):
@@ -181,7 +185,7 @@ class AgentCollector(Collector):
             yield gauge("refit_last_timestamp_seconds", "Agent time of the last refit attempt.", rec.last_at)
             yield gauge("refit_running", "1 while a refit runs.", float(rec.running))
 
-        st = a.log.stats()
+        st = a.log_stats()
         yield counter("log_written_bytes", "Bytes appended to the delivery log.", st.bytes_written)
         yield counter("log_fsyncs", "fsync calls on the delivery log.", st.fsyncs)
 

@@ -23,6 +23,7 @@ from robotctl import InputError
 
 EVENT_KINDS = ("delivery", "completion", "obsolete", "loss", "park", "resume", "queue")
 _KNOWN = ("t", "event", "robot", "pages", "bytes", "service_s")
+_KIND_CODES = {k: i for i, k in enumerate(EVENT_KINDS)}
 
 
 @dataclass(frozen=True)
@@ -160,8 +161,7 @@ def iter_trace(path: str | Path, stream: IO[str] | None = None) -> Iterator[Trac
         if rest is None:
             stream.seek(0)
         src: IO[str] = rest if rest is not None else stream
-        is_csv = name.endswith(".csv") or (first.strip() != "" and not first.lstrip().startswith(("{", "#")))
-        yield from (_iter_csv(src, name) if is_csv else _iter_jsonl(src, name))
+        yield from (_iter_csv(src, name) if _looks_like_csv(name, first) else _iter_jsonl(src, name))
 
 
 def read_trace(path: str | Path) -> list[TraceEvent]:
@@ -230,85 +230,36 @@ def _raise_at(name: str, line: int, raw: Mapping[str, Any], what: str) -> None:
     raise InputError(where, what, "fix this line")
 
 
-def read_trace_arrays(path: str | Path, *, extra_fields: Iterable[str] = (),
-                      stream: IO[str] | None = None) -> TraceArrays:
-    """Read a trace (JSON Lines or CSV, as :func:`iter_trace`) into columns, several times faster than
-    building one :class:`TraceEvent` per line. Raises the same :class:`InputError` for a bad line, naming
-    the file, the line and the field; an empty trace is an error.
-    """
-    import numpy as np
+def _looks_like_csv(name: str, first_line: str) -> bool:
+    """CSV by the ``.csv`` suffix or a first line that is neither JSON nor a comment."""
+    return name.endswith(".csv") or (first_line.strip() != "" and not first_line.lstrip().startswith(("{", "#")))
 
-    name = str(path)
-    extras = tuple(extra_fields)
-    if stream is None:
-        stream = open_trace(name)
-    cols: dict[str, list[Any]] = {k: [] for k in ("t", "event", "pages", "bytes", "service_s", *extras)}
-    lines: list[int] = []
-    kinds = {k: i for i, k in enumerate(EVENT_KINDS)}
-    with stream:
-        text = stream.read()
-    first = next((ln for ln in text.splitlines() if ln.strip()), "")
-    is_csv = name.endswith(".csv") or (first.strip() != "" and not first.lstrip().startswith(("{", "#")))
-    keys = ("t", "pages", "bytes", "service_s", *extras)
-    if is_csv:
-        reader = csv.reader(io.StringIO(text))
-        header = next(reader, None)
-        if header is None or "t" not in header:
-            raise InputError(f"{name}:1", "has no column t", "the first CSV line names the columns, t among them")
-        pos = {k: header.index(k) for k in (*keys, "event") if k in header}
-        width = len(header)
-        for n, row in enumerate(reader, start=2):
-            if not row or (len(row) == 1 and not row[0].strip()):
-                continue
-            if len(row) != width:
-                raise InputError(f"{name}:{n}", f"has {len(row)} fields but the header names {width}",
-                                 "give every row one value per column")
-            ev = row[pos["event"]].strip() if "event" in pos else ""
-            ev = ev or "delivery"
-            code = kinds.get(ev)
-            if code is None:
-                _raise_at(name, n, dict(zip(header, row, strict=True)), "unknown event")
-            cols["event"].append(code)
-            for k in keys:
-                j = pos.get(k)
-                v = row[j].strip() if j is not None else ""
-                cols[k].append(v if v != "" else None)
-            lines.append(n)
-    else:
-        loads = json.loads
-        for n, raw_line in enumerate(text.splitlines(), start=1):
-            s = raw_line.strip()
-            if not s or s.startswith("#"):
-                continue
-            try:
-                obj = loads(s)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{name}:{n}", f"is not valid JSON ({exc.msg})",
-                                 "write one JSON object per line") from exc
-            if not isinstance(obj, dict):
-                _raise_at(name, n, obj, "not an object")
-            ev = obj.get("event", "delivery") or "delivery"
-            code = kinds.get(ev) if isinstance(ev, str) else None
-            if code is None:
-                _raise_at(name, n, obj, "unknown event")
-            cols["event"].append(code)
-            for k in keys:
-                cols[k].append(obj.get(k))
-            lines.append(n)
-    if not lines:
-        raise InputError(name, "holds no events", "a trace needs at least one line with t and event")
-    line = np.asarray(lines, dtype=np.int64)
-    event = np.asarray(cols["event"], dtype=np.int64)
 
-    def raw_at(i: int) -> dict[str, Any]:
-        d: dict[str, Any] = {"event": EVENT_KINDS[int(event[i])]}
-        for k in keys:
-            if cols[k][i] is not None:
-                d[k] = cols[k][i]
+class _Columns:
+    """The raw values of each field, in file order, with each row's line number: what the two parsers
+    fill and the typed columns are made from."""
+
+    def __init__(self, name: str, extras: tuple[str, ...]) -> None:
+        self.name = name
+        self.extras = extras
+        self.keys = ("t", "pages", "bytes", "service_s", *extras)
+        self.values: dict[str, list[Any]] = {k: [] for k in ("event", *self.keys)}
+        self.lines: list[int] = []
+
+    def raw_at(self, i: int) -> dict[str, Any]:
+        """Row ``i`` as an event mapping, for :func:`_raise_at`."""
+        d: dict[str, Any] = {"event": EVENT_KINDS[int(self.values["event"][i])]}
+        for k in self.keys:
+            if self.values[k][i] is not None:
+                d[k] = self.values[k][i]
         return d
 
-    def column(key: str, *, integer: bool, minimum: float, required: bool = False) -> Any:
-        vals = cols[key]
+    def numbers(self, key: str, *, integer: bool, minimum: float, required: bool = False) -> Any:
+        """The field as floats (NaN where absent), or the error :func:`parse_event` gives for the first
+        bad row."""
+        import numpy as np
+
+        vals = self.values[key]
         bad = -1
         a: Any = None
         if bool not in set(map(type, vals)):
@@ -333,28 +284,114 @@ def read_trace_arrays(path: str | Path, *, extra_fields: Iterable[str] = (),
             if hits.size:
                 bad = int(hits[0])
         if bad >= 0:
-            _raise_at(name, int(line[bad]), raw_at(bad), f"bad {key}")
+            _raise_at(self.name, self.lines[bad], self.raw_at(bad), f"bad {key}")
         return a
 
-    t = column("t", integer=False, minimum=-math.inf, required=True)
-    pages_f = column("pages", integer=True, minimum=0.0)
-    pages = np.where(np.isnan(pages_f), 1, pages_f).astype(np.int64)
-    delivery = event == kinds["delivery"]
-    zero = np.flatnonzero(delivery & (pages < 1))
-    if zero.size:
-        i = int(zero[0])
-        raise InputError(f"{name}:{int(line[i])}.pages", f"is {int(pages[i])}", "a delivery brings at least one page")
-    size = column("bytes", integer=True, minimum=0.0)
-    svc = column("service_s", integer=False, minimum=0.0)
-    extra = {}
-    for k in extras:
+    def delivery_pages(self) -> Any:
+        """Pages as whole numbers (1 where absent); a delivery brings at least one."""
+        import numpy as np
+
+        pages_f = self.numbers("pages", integer=True, minimum=0.0)
+        pages = np.where(np.isnan(pages_f), 1, pages_f).astype(np.int64)
+        delivery = np.asarray(self.values["event"], dtype=np.int64) == EVENT_KINDS.index("delivery")
+        zero = np.flatnonzero(delivery & (pages < 1))
+        if zero.size:
+            i = int(zero[0])
+            raise InputError(f"{self.name}:{self.lines[i]}.pages", f"is {int(pages[i])}",
+                             "a delivery brings at least one page")
+        return pages
+
+    def extra(self, key: str) -> Any:
+        """An extra field as floats (NaN where absent)."""
+        import numpy as np
+
+        vals = self.values[key]
         try:
-            extra[k] = np.array(cols[k], dtype=float)
+            return np.array(vals, dtype=float)
         except (TypeError, ValueError):
-            bad = next(i for i, v in enumerate(cols[k]) if not _is_number(v))
-            raise InputError(f"{name}:{int(line[bad])}.{k}", f"is {cols[k][bad]!r}, not a number",
-                             f"write {k} as a number") from None
-    return TraceArrays(name, t, event, pages, size, svc, extra, line)
+            bad = next(i for i, v in enumerate(vals) if not _is_number(v))
+            raise InputError(f"{self.name}:{self.lines[bad]}.{key}", f"is {vals[bad]!r}, not a number",
+                             f"write {key} as a number") from None
+
+
+def _parse_csv(text: str, cols: _Columns) -> None:
+    name, keys, kinds = cols.name, cols.keys, _KIND_CODES
+    reader = csv.reader(io.StringIO(text))
+    header = next(reader, None)
+    if header is None or "t" not in header:
+        raise InputError(f"{name}:1", "has no column t", "the first CSV line names the columns, t among them")
+    pos = {k: header.index(k) for k in (*keys, "event") if k in header}
+    width = len(header)
+    values, lines = cols.values, cols.lines
+    for n, row in enumerate(reader, start=2):
+        if not row or (len(row) == 1 and not row[0].strip()):
+            continue
+        if len(row) != width:
+            raise InputError(f"{name}:{n}", f"has {len(row)} fields but the header names {width}",
+                             "give every row one value per column")
+        ev = row[pos["event"]].strip() if "event" in pos else ""
+        ev = ev or "delivery"
+        code = kinds.get(ev)
+        if code is None:
+            _raise_at(name, n, dict(zip(header, row, strict=True)), "unknown event")
+        values["event"].append(code)
+        for k in keys:
+            j = pos.get(k)
+            v = row[j].strip() if j is not None else ""
+            values[k].append(v if v != "" else None)
+        lines.append(n)
+
+
+def _parse_jsonl(text: str, cols: _Columns) -> None:
+    name, keys, kinds = cols.name, cols.keys, _KIND_CODES
+    values, lines = cols.values, cols.lines
+    loads = json.loads
+    for n, raw_line in enumerate(text.splitlines(), start=1):
+        s = raw_line.strip()
+        if not s or s.startswith("#"):
+            continue
+        try:
+            obj = loads(s)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{name}:{n}", f"is not valid JSON ({exc.msg})",
+                             "write one JSON object per line") from exc
+        if not isinstance(obj, dict):
+            _raise_at(name, n, obj, "not an object")
+        ev = obj.get("event", "delivery") or "delivery"
+        code = kinds.get(ev) if isinstance(ev, str) else None
+        if code is None:
+            _raise_at(name, n, obj, "unknown event")
+        values["event"].append(code)
+        for k in keys:
+            values[k].append(obj.get(k))
+        lines.append(n)
+
+
+def read_trace_arrays(path: str | Path, *, extra_fields: Iterable[str] = (),
+                      stream: IO[str] | None = None) -> TraceArrays:
+    """Read a trace (JSON Lines or CSV, as :func:`iter_trace`) into columns, several times faster than
+    building one :class:`TraceEvent` per line. Raises the same :class:`InputError` for a bad line, naming
+    the file, the line and the field; an empty trace is an error.
+    """
+    import numpy as np
+
+    name = str(path)
+    if stream is None:
+        stream = open_trace(name)
+    with stream:
+        text = stream.read()
+    cols = _Columns(name, tuple(extra_fields))
+    first = next((ln for ln in text.splitlines() if ln.strip()), "")
+    (_parse_csv if _looks_like_csv(name, first) else _parse_jsonl)(text, cols)
+    if not cols.lines:
+        raise InputError(name, "holds no events", "a trace needs at least one line with t and event")
+    t = cols.numbers("t", integer=False, minimum=-math.inf, required=True)
+    pages = cols.delivery_pages()
+    size = cols.numbers("bytes", integer=True, minimum=0.0)
+    svc = cols.numbers("service_s", integer=False, minimum=0.0)
+    extra = {k: cols.extra(k) for k in cols.extras}
+    return TraceArrays(name, t, np.asarray(cols.values["event"], dtype=np.int64), pages, size, svc, extra,
+                       np.asarray(cols.lines, dtype=np.int64))
 
 
 def _is_number(v: Any) -> bool:

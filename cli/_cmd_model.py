@@ -51,8 +51,8 @@ def _fraction_arg(text: str) -> float:
         value = float(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number; write a fraction, e.g. 0.01 for 1%") from exc
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"{text!r}: a target is a fraction between 0 and 1, e.g. 0.01 for 1%")
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a target is a fraction above 0 and at most 1, e.g. 0.01 for 1%")
     return value
 
 

@@ -1,5 +1,5 @@
 """``robotctl simulate``: the discrete-event simulator from the command line (measures with confidence
-intervals, optionally next to the exact solution, and a trace file for fitting and replay)."""
+intervals, optionally next to the exact solution, and a trace file for fitting)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ example:
       interval by batch means, next to the exact value (J = 63.54)
   robotctl simulate config/paper-example.yaml --policy 3,3,3,1,1,1 --horizon-s 3600 --trace run.jsonl
       one simulated hour, and its trace (deliveries, losses, completions, obsolete drops, park and
-      resume) for `robotctl fit run.jsonl --mode-field active` or replay
+      resume) for `robotctl fit run.jsonl --mode-field active`
 
 --policy lists r(0), r(1), ..., r(K): the number of active robots at each queue length, non-increasing.
 The run starts empty; the warm-up (a tenth of the run unless --warmup) is discarded, the rest is cut

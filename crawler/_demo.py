@@ -29,7 +29,7 @@ import contextlib
 import math
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -221,11 +221,210 @@ def _quiet_numpy() -> Iterator[None]:
         yield
 
 
+@dataclass(eq=False)
+class _Crawl:
+    """The running pieces of one crawl: the agent (in process) and its client, the crawler's parts."""
+
+    app: Any
+    client: Any
+    link: AgentLink
+    indexer: Indexer
+    frontier: Frontier
+    rules: RobotsRules
+    robots: list[Robot]
+    active: ActiveClock
+    state: _CrawlState
+    site: Site | None
+
+    @property
+    def agent(self) -> Any:
+        from robotctl.agent.app import AGENT
+
+        return self.app[AGENT]
+
+
+class _PolicySpans:
+    """Which policy was in force from when, and for how long within the measured window."""
+
+    def __init__(self, t0: float, warm_end: float) -> None:
+        self.t0, self.warm_end, self.last_t = t0, warm_end, t0
+        self.spans: list[list[Any]] = []  # [robots_at_level, source, adopted_at, window seconds]
+
+    def observe(self, now: float, policy: tuple[int, ...], source: str) -> None:
+        if self.spans:
+            lo, hi = max(self.last_t, self.warm_end), now
+            if hi > lo:
+                self.spans[-1][3] += hi - lo
+        self.last_t = now
+        if not self.spans or self.spans[-1][0] != policy or self.spans[-1][1] != source:
+            self.spans.append([policy, source, now - self.t0, 0.0])
+
+    def result(self) -> tuple[PolicySpan, ...]:
+        return tuple(PolicySpan(tuple(s[0]), str(s[1]), float(s[2]), float(s[3])) for s in self.spans)
+
+
+async def _start_crawl(stack: contextlib.AsyncExitStack, config: DemoConfig, kind: str, static: int | None,
+                       seed_urls: Sequence[str] | None, workdir: str | Path | None, port: int,
+                       on_url: Callable[[str], None] | None) -> _Crawl:
+    """Start the site (or take the seed URLs), the agent, the indexer and the robots, each closed by
+    ``stack``."""
+    from robotctl.agent.app import run_in_process
+    from robotctl.agent.client import AgentClient
+
+    if workdir is None:
+        workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="robotctl-demo-"))
+    run_dir = Path(workdir) / f"{kind}-{int(time.time() * 1000)}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    agent_cfg = config.agent_config(log_dir=str(run_dir / "agent"), port=port,
+                                    static=None if kind == "robotctl" else static)
+    registry = CollectorRegistry()
+    # one session for the agent client, closed after the agent has shut down: the agent's shutdown
+    # answers the robots' open long-polls, so none of them fails on a closed connector
+    session = await stack.enter_async_context(aiohttp.ClientSession())
+    site: Site | None = None
+    if seed_urls is None:
+        site = await stack.enter_async_context(run_site(config.site))
+        seeds = site.seed_urls()
+    else:
+        seeds = list(seed_urls)
+    base_url, app = await stack.enter_async_context(run_in_process(agent_cfg, registry=registry))
+    if on_url is not None:
+        on_url(base_url)
+    client = await stack.enter_async_context(AgentClient(base_url, session=session))
+    link = AgentLink(client)
+    indexer = Indexer(config.indexer, db_path=run_dir / "index.sqlite", on_event=link.push)
+    stack.callback(indexer.close)
+    rc = config.robots
+    if site is None:  # real sites: at least 1 s between pages of a host, 5 min before a revisit
+        rc = replace(rc, min_revisit_s=max(rc.min_revisit_s, REAL_SITE_MIN_REVISIT_S))
+    delay = config.site.crawl_delay_s if site is not None else REAL_SITE_DELAY_S
+    frontier = Frontier(delay_s=delay, revisit_share=rc.revisit_share)
+    frontier.add_many(seeds)
+    fetcher = Fetcher(AiohttpTransport(), user_agent=rc.user_agent, timeout_s=rc.fetch_timeout_s,
+                      max_bytes=rc.max_page_bytes)
+    stack.push_async_callback(fetcher.aclose)
+    rules = RobotsRules(fetcher, frontier, user_agent=rc.user_agent)
+    handles = [await client.register_robot(f"robot-{i}", rank=i, default_state="active")
+               for i in range(1, rc.count + 1)]
+    seq = np.random.SeedSequence([config.demo.seed, 7])
+    robots = [Robot(h.robot_id, switch=h, frontier=frontier, fetcher=fetcher, rules=rules, sink=indexer,
+                    config=rc, rng=np.random.default_rng(child))
+              for h, child in zip(handles, seq.spawn(len(handles)), strict=True)]
+    active = ActiveClock(handles, asyncio.get_running_loop().time)
+    state = _CrawlState(indexer, active, robots, config.costs)
+    registry.register(_CrawlCollector(state))
+    return _Crawl(app, client, link, indexer, frontier, rules, robots, active, state, site)
+
+
+async def _measure(crawl: _Crawl, config: DemoConfig, label: str,
+                   view: LiveView | None) -> tuple[Measures, float, _PolicySpans]:
+    """Run the robots and the indexer for ``demo.duration_s``, measuring after ``demo.warmup_s``;
+    returns the measures, the measured window's length and the policies in force."""
+    settings, state, indexer, loop = config.demo, crawl.state, crawl.indexer, asyncio.get_running_loop()
+    agent = crawl.agent
+    crawl.link.start()
+    crawl.active.start()
+    t0 = loop.time()
+    state.t0 = t0
+    tasks = [asyncio.ensure_future(indexer.run())] + [asyncio.ensure_future(r.run()) for r in crawl.robots]
+    spans = _PolicySpans(t0, t0 + settings.warmup_s)
+    end = t0 + settings.duration_s
+    tick = 0.25 if view is not None and view.interactive else 0.5
+    try:
+        while True:
+            now = loop.time()
+            snap = agent.policy
+            spans.observe(now, tuple(snap.policy.robots_at_level), snap.source)
+            if state.window_start is None and now >= spans.warm_end:
+                indexer.start_window(now)
+                crawl.active.restart(now)
+                state.window_start = now
+            if view is not None:
+                view.update(_view_state(label, state, agent, crawl.link, now, t0, settings.duration_s,
+                                        config.costs))
+            if now >= end:
+                break
+            await asyncio.sleep(min(tick, end - now))
+        now = loop.time()
+        indexer.sync(now)
+        indexer.stop()  # no expiry after this instant: the counts below match these measures
+        measures = observed_measures(indexer.stats, crawl.active.integral(now), now)
+        window_s = indexer.stats.elapsed(now)
+    finally:
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+        await crawl.active.stop()
+    return measures, window_s, spans
+
+
+async def _wind_down(crawl: _Crawl, view: LiveView | None) -> dict[str, Any]:
+    """Send what the link holds, read the agent's status, and let its refits settle; returns the status."""
+    await crawl.link.drain()
+    status = await crawl.client.status()
+    await crawl.link.close()
+    await _quiesce_refits(crawl.app)
+    if view is not None:
+        view.finish()
+    return dict(status)
+
+
+def _crawl_result(crawl: _Crawl, config: DemoConfig, kind: str, label: str, measures: Measures, window_s: float,
+                  spans: _PolicySpans, status: Mapping[str, Any]) -> CrawlResult:
+    indexer, robots = crawl.indexer, crawl.robots
+    snap = crawl.agent.policy
+    totals = status.get("totals", {})
+    idx = indexer.totals
+    counts = {
+        "offered": indexer.stats.offered, "admitted": indexer.stats.admitted, "lost": indexer.stats.lost,
+        "obsolete": indexer.stats.obsolete, "indexed": indexer.stats.served, "batches": indexer.stats.batches,
+        "total_offered": idx.offered, "total_admitted": idx.admitted, "total_lost": idx.lost,
+        "total_obsolete": idx.obsolete, "total_indexed": idx.served,
+        "fetched_pages": sum(r.stats.pages for r in robots),
+        "fetched_resources": sum(r.stats.resources for r in robots),
+        "fetched_bytes": sum(r.stats.bytes for r in robots),
+        "fetch_errors": sum(r.stats.errors for r in robots),
+        "disallowed_skipped": sum(r.stats.disallowed for r in robots),
+    }
+    svc = np.asarray(indexer.stats.service_times or [math.nan])
+    with _quiet_numpy():
+        service = {"mean_s": float(np.mean(svc)), "scv": float(np.var(svc) / np.mean(svc) ** 2),
+                   "work_share": (indexer.stats.work_sum / indexer.stats.service_sum
+                                  if indexer.stats.service_sum > 0 else math.nan)}
+    refit = status.get("refit")
+    link = crawl.link
+    agent_info = {
+        "queue": status.get("queue", {}).get("length"),
+        "indexer_queue": indexer.length,
+        "reports_sent": link.stats.sent, "reports_failed": link.stats.failed,
+        "queue_compared": link.stats.compared, "queue_mismatches": link.stats.mismatches,
+        "last_mismatch": link.stats.last_mismatch,
+        "lost": totals.get("lost"), "admitted": totals.get("admitted"),
+        "refits": refit.get("attempts") if isinstance(refit, dict) else None,
+        "refits_adopted": refit.get("adopted") if isinstance(refit, dict) else None,
+        "policy_version": snap.version, "policy_source": snap.source,
+        "fit": dict(snap.fit),
+        "predicted_now": (snap.measures.to_dict() if snap.measures is not None else None),
+    }
+    active, site = crawl.active, crawl.site
+    return CrawlResult(
+        kind=kind, label=label, window_s=window_s, measures=measures,
+        cost=_finite_cost(measures, config.costs), counts=counts,
+        parks=sum(r.parks for r in active.records), resumes=sum(r.resumes for r in active.records),
+        agent=agent_info, policies=spans.result(), model=snap.model,
+        index=indexer.index_counts(), site=site.stats.to_dict() if site is not None else {},
+        frontier={**crawl.frontier.stats.to_dict(), "queued": len(crawl.frontier),
+                  "robots_txt_fetched": crawl.rules.fetched},
+        robots=tuple({"robot": r.robot_id, **r.stats.to_dict()} for r in robots), service=service)
+
+
 async def run_crawl(config: DemoConfig, *, kind: str = "robotctl", static: int | None = None,
                     label: str | None = None, seed_urls: Sequence[str] | None = None,
                     view: LiveView | None = None, workdir: str | Path | None = None, port: int = 0,
                     on_url: Callable[[str], None] | None = None) -> CrawlResult:
-    """One crawl of ``config.demo.duration_s`` seconds.
+    """One crawl of ``config.demo.duration_s`` seconds: start, measure, wind down, report.
 
     Parameters
     ----------
@@ -245,176 +444,29 @@ async def run_crawl(config: DemoConfig, *, kind: str = "robotctl", static: int |
     on_url : callable, optional
         Told the agent's base URL once it listens.
     """
-    from robotctl.agent.app import AGENT, run_in_process
-    from robotctl.agent.client import AgentClient
-
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     if kind != "robotctl" and static is None:
         raise ValueError("a fixed fleet needs static=<robots>")
     label = label or (kind if kind == "robotctl" else f"{kind} {static}")
-    settings = config.demo
-    loop = asyncio.get_running_loop()
     async with contextlib.AsyncExitStack() as stack:
-        if workdir is None:
-            workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="robotctl-demo-"))
-        run_dir = Path(workdir) / f"{kind}-{int(time.time() * 1000)}"
-        run_dir.mkdir(parents=True, exist_ok=True)
-        agent_cfg = config.agent_config(log_dir=str(run_dir / "agent"), port=port,
-                                        static=None if kind == "robotctl" else static)
-        registry = CollectorRegistry()
-        # one session for the agent client, closed after the agent has shut down: the agent's shutdown
-        # answers the robots' open long-polls, so none of them fails on a closed connector
-        session = await stack.enter_async_context(aiohttp.ClientSession())
-        site: Site | None = None
-        if seed_urls is None:
-            site = await stack.enter_async_context(run_site(config.site))
-            seeds = site.seed_urls()
-        else:
-            seeds = list(seed_urls)
-        base_url, app = await stack.enter_async_context(run_in_process(agent_cfg, registry=registry))
-        if on_url is not None:
-            on_url(base_url)
-        client = await stack.enter_async_context(AgentClient(base_url, session=session))
-        link = AgentLink(client)
-        indexer = Indexer(config.indexer, db_path=run_dir / "index.sqlite", on_event=link.push)
-        stack.callback(indexer.close)
-        rc = config.robots
-        if site is None:  # real sites: at least 1 s between pages of a host, 5 min before a revisit
-            rc = replace(rc, min_revisit_s=max(rc.min_revisit_s, REAL_SITE_MIN_REVISIT_S))
-        delay = config.site.crawl_delay_s if site is not None else REAL_SITE_DELAY_S
-        frontier = Frontier(delay_s=delay, revisit_share=rc.revisit_share)
-        frontier.add_many(seeds)
-        fetcher = Fetcher(AiohttpTransport(), user_agent=rc.user_agent, timeout_s=rc.fetch_timeout_s,
-                          max_bytes=rc.max_page_bytes)
-        stack.push_async_callback(fetcher.aclose)
-        rules = RobotsRules(fetcher, frontier, user_agent=rc.user_agent)
-        handles = [await client.register_robot(f"robot-{i}", rank=i, default_state="active")
-                   for i in range(1, rc.count + 1)]
-        seq = np.random.SeedSequence([config.demo.seed, 7])
-        robots = [Robot(h.robot_id, switch=h, frontier=frontier, fetcher=fetcher, rules=rules, sink=indexer,
-                        config=rc, rng=np.random.default_rng(child))
-                  for h, child in zip(handles, seq.spawn(len(handles)), strict=True)]
-        active = ActiveClock(handles, loop.time)
-        state = _CrawlState(indexer, active, robots, config.costs)
-        registry.register(_CrawlCollector(state))
-        agent = app[AGENT]
-        link.start()
-        active.start()
-        t0 = loop.time()
-        state.t0 = t0
-        tasks = [asyncio.ensure_future(indexer.run())] + [asyncio.ensure_future(r.run()) for r in robots]
-        spans: list[list[Any]] = []  # [robots_at_level, source, adopted_at, window seconds]
-        last_policy_t = t0
-        warm_end = t0 + settings.warmup_s
-        end = t0 + settings.duration_s
-        tick = 0.25 if view is not None and view.interactive else 0.5
-        try:
-            while True:
-                now = loop.time()
-                snap = agent.holder.current
-                key = tuple(snap.policy.robots_at_level)
-                if spans:
-                    lo, hi = max(last_policy_t, warm_end), now
-                    if hi > lo:
-                        spans[-1][3] += hi - lo
-                last_policy_t = now
-                if not spans or spans[-1][0] != key or spans[-1][1] != snap.source:
-                    spans.append([key, snap.source, now - t0, 0.0])
-                if state.window_start is None and now >= warm_end:
-                    indexer.start_window(now)
-                    active.restart(now)
-                    state.window_start = now
-                if view is not None:
-                    view.update(_view_state(label, state, agent, link, now, t0, settings.duration_s,
-                                            config.costs))
-                if now >= end:
-                    break
-                await asyncio.sleep(min(tick, end - now))
-            now = loop.time()
-            indexer.sync(now)
-            indexer.stop()  # no expiry after this instant: the counts below match these measures
-            measures = observed_measures(indexer.stats, active.integral(now), now)
-            window_s = indexer.stats.elapsed(now)
-        finally:
-            for t in tasks:
-                t.cancel()
-            for t in tasks:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await t
-            await active.stop()
-        await link.drain()
-        status = await client.status()
-        await link.close()
-        await _quiesce_refits(app)
-        if view is not None:
-            view.finish()
-        snap = agent.holder.current
-        totals = status.get("totals", {})
-        idx = indexer.totals
-        counts = {
-            "offered": indexer.stats.offered, "admitted": indexer.stats.admitted, "lost": indexer.stats.lost,
-            "obsolete": indexer.stats.obsolete, "indexed": indexer.stats.served, "batches": indexer.stats.batches,
-            "total_offered": idx.offered, "total_admitted": idx.admitted, "total_lost": idx.lost,
-            "total_obsolete": idx.obsolete, "total_indexed": idx.served,
-            "fetched_pages": sum(r.stats.pages for r in robots),
-            "fetched_resources": sum(r.stats.resources for r in robots),
-            "fetched_bytes": sum(r.stats.bytes for r in robots),
-            "fetch_errors": sum(r.stats.errors for r in robots),
-            "disallowed_skipped": sum(r.stats.disallowed for r in robots),
-        }
-        svc = np.asarray(indexer.stats.service_times or [math.nan])
-        with _quiet_numpy():
-            service = {"mean_s": float(np.mean(svc)), "scv": float(np.var(svc) / np.mean(svc) ** 2),
-                       "work_share": (indexer.stats.work_sum / indexer.stats.service_sum
-                                      if indexer.stats.service_sum > 0 else math.nan)}
-        agent_info = {
-            "queue": status.get("queue", {}).get("length"),
-            "indexer_queue": indexer.length,
-            "reports_sent": link.stats.sent, "reports_failed": link.stats.failed,
-            "queue_compared": link.stats.compared, "queue_mismatches": link.stats.mismatches,
-            "last_mismatch": link.stats.last_mismatch,
-            "lost": totals.get("lost"), "admitted": totals.get("admitted"),
-            "refits": status.get("refit", {}).get("attempts") if isinstance(status.get("refit"), dict) else None,
-            "refits_adopted": (status.get("refit", {}).get("adopted") if isinstance(status.get("refit"), dict)
-                               else None),
-            "policy_version": snap.version, "policy_source": snap.source,
-            "fit": dict(snap.fit),
-            "predicted_now": (snap.measures.to_dict() if snap.measures is not None else None),
-        }
-        policies = tuple(PolicySpan(tuple(s[0]), str(s[1]), float(s[2]), float(s[3])) for s in spans)
-        return CrawlResult(
-            kind=kind, label=label, window_s=window_s, measures=measures,
-            cost=_finite_cost(measures, config.costs), counts=counts,
-            parks=sum(r.parks for r in active.records), resumes=sum(r.resumes for r in active.records),
-            agent=agent_info, policies=policies, model=snap.model,
-            index=indexer.index_counts(), site=site.stats.to_dict() if site is not None else {},
-            frontier={**frontier.stats.to_dict(), "queued": len(frontier),
-                      "robots_txt_fetched": rules.fetched},
-            robots=tuple({"robot": r.robot_id, **r.stats.to_dict()} for r in robots), service=service)
+        crawl = await _start_crawl(stack, config, kind, static, seed_urls, workdir, port, on_url)
+        measures, window_s, spans = await _measure(crawl, config, label, view)
+        status = await _wind_down(crawl, view)
+        return _crawl_result(crawl, config, kind, label, measures, window_s, spans, status)
 
 
 async def _quiesce_refits(app: Any, *, limit_s: float = 120.0) -> None:
-    """Let no new refit start and wait for a running one to end before the agent shuts down.
-
-    Works around a hang at shutdown: on Python 3.11 ``asyncio.wait_for`` (which the agent's refit uses)
-    can swallow the cancellation that stops the refit loop when the refit ends at the same moment; the
-    loop then sleeps on and the agent's cleanup waits for it forever.
-    """
+    """Let no new refit start and wait (up to ``limit_s``) for a running one to end, so that the report
+    reads the policy in force at the end of the run and the agent's shutdown abandons no refit half-way."""
     from robotctl.agent.app import REFIT
 
-    refit = app[REFIT]
-    refit.interval_s = math.inf
-    refit.drift = lambda now, snapshot: None
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + limit_s
-    while refit.record.running and loop.time() < deadline:
-        await asyncio.sleep(0.05)
+    await app[REFIT].quiesce(limit_s)
 
 
 def _view_state(label: str, state: _CrawlState, agent: Any, link: AgentLink, now: float, t0: float,
                 duration: float, costs: Costs) -> ViewState:
-    snap = agent.holder.current
+    snap = agent.policy
     with _quiet_numpy():
         m = state.measures(now)
     obs = {k: getattr(m, k) for k in ("p_loss", "p_obsolete", "p_starvation", "mean_active_robots",

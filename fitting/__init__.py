@@ -2,10 +2,12 @@
 PH service law and obsolescence law (issue 3).
 
 The public names are re-exported from private modules: :func:`fit_model` runs the whole pipeline;
-:func:`map2_from_statistics` and :func:`h2_from_moments` fit from summary statistics alone; the pipeline
-steps are pure functions with frozen results.
+:func:`map2_from_statistics` and :func:`h2_from_moments` fit from summary statistics alone;
+:func:`adjust_arrivals` completes a fit with the remembered arrivals of modes its window missed; the
+pipeline steps are pure functions with frozen results.
 """
 
+from ._arrivals import ArrivalAdjustment, adjust_arrivals
 from ._deliveries import (
     Batches,
     Deliveries,
@@ -26,6 +28,7 @@ from ._service import ServiceFit, fit_service
 from ._stats import SampleStats, fit_decay, sample_stats
 
 __all__ = [
+    "ArrivalAdjustment",
     "Batches",
     "Cf1",
     "Deliveries",
@@ -44,6 +47,7 @@ __all__ = [
     "SampleStats",
     "ServiceFit",
     "Threshold",
+    "adjust_arrivals",
     "cf1_from_moments",
     "choose_batch_resolution",
     "choose_censor_bound",

@@ -22,7 +22,10 @@ from scipy.special import ndtri
 
 from robotctl.model import BMAP, Admission, InputError, ModeArrivals, QueueModel, model_to_dict
 
+from ._arrivals import lift
 from ._deliveries import (
+    Batches,
+    Deliveries,
     IntervalSplit,
     ModeSample,
     Threshold,
@@ -385,14 +388,6 @@ def _batch_probs(sizes: NDArray[np.int64]) -> NDArray[np.float64]:
     return np.asarray(counts / counts.sum())
 
 
-def _lift(D0: NDArray[np.float64], D1: NDArray[np.float64], order: int) -> tuple[NDArray[np.float64], ...]:
-    """A Poisson MAP (order 1) written with two phases, the same process."""
-    if D0.shape[0] == order:
-        return D0, D1
-    lam = float(D1[0, 0])
-    return np.array([[-2 * lam, lam], [lam, -2 * lam]]), lam * np.eye(2)
-
-
 def _fit_observed(sample: ModeSample, opts: FitOptions) -> tuple[Map2Fit, SampleStats, str]:
     x = sample.intervals
     L = min(opts.max_lag, max(1, x.size // 10))
@@ -442,6 +437,252 @@ def _modes_arg(all_modes: Any) -> tuple[int, ...] | None:
                          "e.g. all_modes=[1, 2, 3, 4]")
     return tuple(sorted(values))
 
+
+# -- the stages of fit_model, in pipeline order ----------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class _Window:
+    """Steps 1-3: the deliveries, their batches, and the intervals between batches split by mode."""
+
+    deliveries: Deliveries
+    resolution: Threshold
+    batches: Batches
+    censor: Threshold
+    split: IntervalSplit
+
+
+def _split_window(delivery_times: Any, pages: Any, modes: Any, opts: FitOptions, notes: list[str]) -> _Window:
+    """Validate the deliveries (step 1), merge batches (step 3), censor stop gaps (step 2), split by mode."""
+    dl = validate_deliveries(delivery_times, pages, modes, out_of_order=opts.out_of_order)
+    notes.append(f"{dl.n} deliveries ({int(dl.pages.sum())} pages) over {dl.times[-1] - dl.times[0]:.6g} s"
+                 + (f"; {dl.out_of_order} timestamp(s) out of order were re-sorted" if dl.sorted else ""))
+    res = choose_batch_resolution(dl.gaps, configured=opts.batch_resolution_s, gap_factor=opts.gap_factor)
+    batches = extract_batches(dl, res.value or 0.0)
+    notes.append(res.reason + f"; {batches.n} batches ({batches.merged} deliveries merged into earlier ones)")
+    if batches.n < 2:
+        raise InputError("delivery_times", f"all {dl.n} deliveries fall into one batch (resolution "
+                         f"{res.value or 0:g} s), so there is no interval between batches to fit",
+                         "collect a longer window, or set options batch_resolution_s lower")
+    censor = choose_censor_bound(np.diff(batches.epochs), configured=opts.censor_above_s, gap_factor=opts.gap_factor)
+    split = split_intervals(batches, censor.value)
+    notes.append(censor.reason + (f" ({split.censored} interval(s), {split.censored_time:.6g} s)"
+                                  if split.censored else ""))
+    if split.mode_switches:
+        notes.append(f"{split.mode_switches} interval(s) between batches in different modes were dropped "
+                     "(the number of robots changed inside them)")
+    return _Window(dl, res, batches, censor, split)
+
+
+@dataclass(frozen=True, eq=False)
+class _ModeChoice:
+    """Which modes the model gets, and which of them have enough intervals of their own."""
+
+    by_mode: Mapping[int, ModeSample]
+    model_modes: tuple[int, ...]
+    unused: tuple[int, ...]
+    #: (mode, intervals) of the modes with at least ``min_intervals`` intervals
+    good: tuple[tuple[int, int], ...]
+    clipped: int
+
+
+def _choose_modes(split: IntervalSplit, wanted: tuple[int, ...] | None, opts: FitOptions,
+                  notes: list[str]) -> _ModeChoice:
+    by_mode = {s.mode: s for s in split.samples}
+    if wanted is not None:
+        model_modes = wanted
+    else:  # the observed modes; mode 0 (no robot active) only when it has enough data of its own
+        model_modes = tuple(m for m in sorted(by_mode) if m >= 1 or by_mode[m].intervals.size >= opts.min_intervals)
+    unused = tuple(m for m in sorted(by_mode) if m not in model_modes)
+    if unused:
+        where = "among all_modes" if wanted is not None else "well observed (mode 0 needs min_intervals of its own)"
+        notes.append(f"observed mode(s) {list(unused)} are not {where}; their data was not used")
+    good = tuple((m, s.intervals.size) for m, s in by_mode.items()
+                 if m in model_modes and s.intervals.size >= opts.min_intervals)
+    clipped = int(sum(int((s.sizes > opts.max_batch).sum()) for m, s in by_mode.items() if m in model_modes))
+    if clipped:
+        notes.append(f"{clipped} batch(es) larger than max_batch = {opts.max_batch} pages counted as "
+                     f"{opts.max_batch} pages")
+    return _ModeChoice(by_mode, model_modes, unused, good, clipped)
+
+
+def _observed_mode(mode: int, sample: ModeSample, usable: bool, opts: FitOptions) -> ModeFit:
+    """Steps 4-5 for one mode: a MAP(2) of its batch epochs (a Poisson one when it has too few intervals
+    and no mode is better observed), then the BMAP of pages D_k = d_k D_1."""
+    probs = _batch_probs(np.minimum(sample.sizes, opts.max_batch))
+    if usable:
+        fit, stats, message = _fit_observed(sample, opts)
+    else:
+        stats = sample_stats(sample.intervals, sample.segments, 0)
+        fit = map2_from_statistics(mean=stats.mean, variance=None, max_decay=opts.max_decay)
+        message = (f"poisson: only {sample.intervals.size} interval(s) (< min_intervals = {opts.min_intervals}) "
+                   "and no better-observed mode; Poisson batch epochs of the measured mean")
+    return ModeFit(mode, "observed", None, BMAP.from_map(fit.D0, fit.D1, probs.tolist()), fit.status.value,
+                   message, fit, stats, probs, int(sample.sizes.size), int(sample.intervals.size),
+                   int(np.unique(sample.segments).size), sample.observed_page_rate,
+                   int(stats.lag_correlations.size))
+
+
+def _pooled_mode(batches: Batches, model_modes: tuple[int, ...], opts: FitOptions) -> ModeFit:
+    """When no interval survived censoring and mode splitting: Poisson epochs from every interval between
+    batches, whatever its mode, taken as the smallest mode >= 1."""
+    x = np.diff(batches.epochs)
+    stats = sample_stats(x, None, 0)
+    fit = map2_from_statistics(mean=stats.mean, variance=None, max_decay=opts.max_decay)
+    probs = _batch_probs(np.minimum(batches.sizes, opts.max_batch))
+    base = min((m for m in model_modes if m >= 1), default=None)
+    if base is None:
+        raise InputError("all_modes", "has no mode >= 1 to carry the arrivals", "add the modes the fleet runs")
+    message = (f"poisson: no interval survived censoring and mode splitting; Poisson epochs from all "
+               f"{x.size} intervals between batches regardless of mode, taken as mode {base}")
+    return ModeFit(base, "observed", None, BMAP.from_map(fit.D0, fit.D1, probs.tolist()), fit.status.value,
+                   message, fit, stats, probs, batches.n, int(x.size), 1, float(batches.sizes[1:].sum() / x.sum()),
+                   int(stats.lag_correlations.size))
+
+
+def _fit_observed_modes(window: _Window, choice: _ModeChoice, opts: FitOptions) -> tuple[dict[int, ModeFit], bool]:
+    """Every mode with intervals of its own (all of them when none has ``min_intervals``), or the pooled
+    fallback; returns the fits and whether the data was insufficient."""
+    fits: dict[int, ModeFit] = {}
+    good = {m for m, _ in choice.good}
+    for m in choice.model_modes:
+        s = choice.by_mode.get(m)
+        if s is None or s.sizes.size == 0:
+            continue
+        if m not in good and good:
+            continue  # the linear rule, later
+        if s.intervals.size == 0:
+            continue
+        fits[m] = _observed_mode(m, s, m in good, opts)
+    if not fits:
+        pooled = _pooled_mode(window.batches, choice.model_modes, opts)
+        return {pooled.mode: pooled}, True
+    return fits, not good
+
+
+def _share_order(fits: dict[int, ModeFit]) -> dict[int, ModeFit]:
+    """Poisson modes written with two phases when another mode has two (one ModeArrivals, one order)."""
+    order = max(mf.bmap.order for mf in fits.values())
+    out: dict[int, ModeFit] = {}
+    for m, mf in fits.items():
+        if mf.bmap.order == order:
+            out[m] = mf
+            continue
+        lifted = lift(mf.bmap, order)
+        assert lifted is not None  # MAP(2) fits have one or two phases
+        out[m] = replace(mf, bmap=lifted,
+                         message=mf.message + "; written with two phases to share the order of the other modes")
+    return out
+
+
+def _rescale_to_exposure(fits: dict[int, ModeFit], dl: Deliveries,
+                         mode_exposure_s: Mapping[int, float]) -> dict[int, ModeFit]:
+    """Each observed mode rescaled in time to pages delivered in the mode / seconds spent in it."""
+    out = dict(fits)
+    for m, old in fits.items():
+        exposure = float(mode_exposure_s.get(m, 0.0))
+        if not math.isfinite(exposure) or exposure < 0:
+            raise InputError(f"mode_exposure_s.{m}", f"is {exposure!r}", "seconds spent in the mode, >= 0")
+        pages_m = float(dl.pages[dl.modes == m].sum())
+        if exposure > 0 and pages_m > 0 and old.bmap.rate > 0:
+            target = pages_m / exposure
+            out[m] = replace(old, bmap=old.bmap.scaled(target / old.bmap.rate),
+                             message=old.message + f"; rate {old.bmap.rate:.4g} -> {target:.4g} pages/s = "
+                             f"{pages_m:.0f} pages / {exposure:.6g} s in the mode")
+    return out
+
+
+def _add_linear_modes(fits: dict[int, ModeFit], choice: _ModeChoice, opts: FitOptions,
+                      notes: list[str]) -> tuple[dict[int, ModeFit], list[int]]:
+    """Step 6: every other mode by D^(r) = (r / r_obs) D^(r_obs) from the nearest observed mode."""
+    out = dict(fits)
+    observed = [(m, mf.n_intervals) for m, mf in fits.items()]
+    linear: list[int] = []
+    for m in choice.model_modes:
+        if m in out:
+            continue
+        if m == 0:
+            raise InputError("all_modes", "includes mode 0 (no robot active) without enough data, and the linear "
+                             "rule would give it no arrivals", "leave mode 0 out of all_modes")
+        candidates = [c for c in observed if c[0] >= 1]
+        if not candidates:
+            raise InputError("modes", f"mode {m} needs the linear rule but no mode >= 1 was observed to scale from",
+                             "record deliveries with at least one robot active")
+        base = _nearest(m, candidates)
+        bf = out[base]
+        s = choice.by_mode.get(m)
+        n_int = 0 if s is None else int(s.intervals.size)
+        why = ("not observed" if s is None else
+               f"only {n_int} interval(s) observed (< min_intervals = {opts.min_intervals})")
+        out[m] = ModeFit(m, "linear", base, bf.bmap.scaled(m / base), "linear",
+                         f"linear: {why}; D^({m}) = ({m}/{base}) D^({base}) (paper 000's real-data model)",
+                         None, None, bf.batch_size_probs, 0 if s is None else int(s.sizes.size), n_int,
+                         0 if s is None else int(np.unique(s.segments).size),
+                         None if s is None or n_int == 0 else s.observed_page_rate, bf.lags)
+        linear.append(m)
+    if linear:
+        notes.append(f"mode(s) {linear} from the linear rule D^(r) = (r / r_obs) D^(r_obs) "
+                     f"({', '.join(f'{m} from {out[m].base_mode}' for m in linear)})")
+    return out, linear
+
+
+def _fit_laws(service_times: Any, sizes_bytes: Any, processing_rate_bps: float | None,
+              mean_useful_life_s: float | None, obsolete_lifetimes: Any, obsolete_drops: int | None,
+              obsolete_exposure_s: float | None, opts: FitOptions,
+              notes: list[str]) -> tuple[ServiceFit, ObsolescenceFit]:
+    """Steps 7-8: the service law and the useful life of a waiting page."""
+    service = fit_service(service_times, sizes_bytes, processing_rate_bps, min_samples=opts.min_service_samples,
+                          max_order=opts.max_service_order)
+    notes.append(f"service from {service.source} ({service.n} samples, mean {service.mean:.4g} s, c^2 "
+                 f"{service.scv:.4g}): {service.fit.message}" + (f"; {service.note}" if service.note else ""))
+    obs = fit_obsolescence(mean_useful_life_s, lifetimes=obsolete_lifetimes, drops=obsolete_drops,
+                           exposure_s=obsolete_exposure_s, min_count=opts.min_obsolete)
+    notes.append(obs.message)
+    return service, obs
+
+
+def _verdict(mode_fits: tuple[ModeFit, ...], service: ServiceFit, obs: ObsolescenceFit, insufficient: bool,
+             opts: FitOptions) -> tuple[FitStatus, bool, str]:
+    """The fit's status, success and one-line message."""
+    observed_fits = [mf for mf in mode_fits if mf.source == "observed"]
+    if insufficient:
+        status = FitStatus.INSUFFICIENT_DATA
+    elif (any(mf.rung != MapFitStatus.EXACT.value for mf in observed_fits)
+          or service.fit.status is not PhFitStatus.EXACT):
+        status = FitStatus.FALLBACK
+    else:
+        status = FitStatus.OK
+    numeric_ok = all(mf.map_fit is None or mf.map_fit.success for mf in mode_fits) and service.fit.success
+    success = status is not FitStatus.INSUFFICIENT_DATA and numeric_ok
+    rungs = ", ".join(f"mode {mf.mode}: {mf.rung}" for mf in mode_fits)
+    message = (f"{status.value}: {len(mode_fits)} mode(s) ({rungs}); service {service.fit.status.value} "
+               f"({service.fit.method}); obsolescence {obs.source}")
+    if status is FitStatus.INSUFFICIENT_DATA:
+        message += f"; no mode had min_intervals = {opts.min_intervals} intervals between batches"
+    if not numeric_ok:
+        message += "; a part failed its numerical check (see the report)"
+    return status, success, message
+
+
+def _report(window: _Window, choice: _ModeChoice, mode_fits: tuple[ModeFit, ...], linear: list[int],
+            service: ServiceFit, obs: ObsolescenceFit, capacity: int, notes: list[str]) -> FitReport:
+    dl, split, svc = window.deliveries, window.split, service.fit
+    return FitReport(
+        deliveries=dl.n, pages=int(dl.pages.sum()), span_s=float(dl.times[-1] - dl.times[0]),
+        out_of_order=dl.out_of_order, sorted=dl.sorted, batch_resolution=window.resolution,
+        batches=window.batches.n, merged_deliveries=window.batches.merged, censor=window.censor,
+        censored=split.censored, censored_time_s=split.censored_time, mode_switches=split.mode_switches,
+        batch_sizes_clipped=choice.clipped, modes=tuple(MappingProxyType(mf.report()) for mf in mode_fits),
+        linear_modes=tuple(linear), unused_modes=choice.unused,
+        service=MappingProxyType({
+            "source": service.source, "samples": service.n, "rung": svc.status.value, "method": svc.method,
+            "message": svc.message + (f"; {service.note}" if service.note else ""),
+            "observed": {"mean_s": service.mean, "scv": service.scv, "third_moment": service.third_moment},
+            "fitted": {"mean_s": svc.fitted_moments[0], "scv": svc.law.scv, "third_moment": svc.fitted_moments[2],
+                       "phases": svc.law.order}}),
+        obsolescence=MappingProxyType({
+            "source": obs.source, "mean_useful_life_s": obs.mean_useful_life_s, "estimate_s": obs.estimate_s,
+            "stderr_s": obs.stderr_s, "count": obs.count, "message": obs.message}),
+        capacity=capacity, notes=tuple(notes))
 
 def fit_model(delivery_times: Any, *, pages: Any = None, modes: Any = None, all_modes: Any = None,
               service_times: Any = None, sizes_bytes: Any = None, processing_rate_bps: float | None = None,
@@ -495,189 +736,48 @@ def fit_model(delivery_times: Any, *, pages: Any = None, modes: Any = None, all_
     InputError
         Invalid input only (see :func:`validate_deliveries`, :func:`fit_service`): awkward but valid data
         falls back to a lower rung and says so.
+
+    Examples
+    --------
+    Poisson deliveries of one page at 2 per second with one robot, and service samples of mean 0.4 s:
+
+    >>> import numpy as np
+    >>> from robotctl.fitting import fit_model
+    >>> rng = np.random.default_rng(1)
+    >>> times = np.cumsum(rng.exponential(0.5, 4000))
+    >>> fit = fit_model(times, service_times=rng.exponential(0.4, 500), mean_useful_life_s=30.0, capacity=5)
+    >>> fit.success, fit.model.modes, fit.modes[0].rung
+    (True, (1,), 'poisson')
+    >>> round(float(fit.model.arrivals[1].rate), 1), round(float(fit.model.service.mean), 1)
+    (2.0, 0.4)
+
+    Two modes, the second one never observed, takes the linear rule from the first:
+
+    >>> fit = fit_model(times, modes=np.ones(times.size, dtype=int), all_modes=[1, 2],
+    ...                 service_times=rng.exponential(0.4, 500), mean_useful_life_s=30.0, capacity=5)
+    >>> [(mf.mode, mf.source) for mf in fit.modes]
+    [(1, 'observed'), (2, 'linear')]
+    >>> round(float(fit.model.arrivals[2].rate / fit.model.arrivals[1].rate), 12)
+    2.0
     """
     opts = FitOptions.from_mapping(options)
     wanted = _modes_arg(all_modes)
-    dl = validate_deliveries(delivery_times, pages, modes, out_of_order=opts.out_of_order)
     notes: list[str] = []
-    notes.append(f"{dl.n} deliveries ({int(dl.pages.sum())} pages) over {dl.times[-1] - dl.times[0]:.6g} s"
-                 + (f"; {dl.out_of_order} timestamp(s) out of order were re-sorted" if dl.sorted else ""))
-
-    res = choose_batch_resolution(dl.gaps, configured=opts.batch_resolution_s, gap_factor=opts.gap_factor)
-    batches = extract_batches(dl, res.value or 0.0)
-    notes.append(res.reason + f"; {batches.n} batches ({batches.merged} deliveries merged into earlier ones)")
-    if batches.n < 2:
-        raise InputError("delivery_times", f"all {dl.n} deliveries fall into one batch (resolution "
-                         f"{res.value or 0:g} s), so there is no interval between batches to fit",
-                         "collect a longer window, or set options batch_resolution_s lower")
-    censor = choose_censor_bound(np.diff(batches.epochs), configured=opts.censor_above_s, gap_factor=opts.gap_factor)
-    split: IntervalSplit = split_intervals(batches, censor.value)
-    notes.append(censor.reason + (f" ({split.censored} interval(s), {split.censored_time:.6g} s)"
-                                  if split.censored else ""))
-    if split.mode_switches:
-        notes.append(f"{split.mode_switches} interval(s) between batches in different modes were dropped "
-                     "(the number of robots changed inside them)")
-
-    by_mode = {s.mode: s for s in split.samples}
-    if wanted is not None:
-        model_modes = wanted
-    else:  # the observed modes; mode 0 (no robot active) only when it has enough data of its own
-        model_modes = tuple(m for m in sorted(by_mode) if m >= 1 or by_mode[m].intervals.size >= opts.min_intervals)
-    unused = tuple(m for m in sorted(by_mode) if m not in model_modes)
-    if unused:
-        where = "among all_modes" if wanted is not None else "well observed (mode 0 needs min_intervals of its own)"
-        notes.append(f"observed mode(s) {list(unused)} are not {where}; their data was not used")
-    good = [(m, s.intervals.size) for m, s in by_mode.items()
-            if m in model_modes and s.intervals.size >= opts.min_intervals]
-    clipped = int(sum(int((s.sizes > opts.max_batch).sum()) for m, s in by_mode.items() if m in model_modes))
-    if clipped:
-        notes.append(f"{clipped} batch(es) larger than max_batch = {opts.max_batch} pages counted as "
-                     f"{opts.max_batch} pages")
-
-    fits: dict[int, ModeFit] = {}
-    raw: dict[int, tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]] = {}
-    insufficient = not good
-    for m in model_modes:
-        s = by_mode.get(m)
-        if s is None or s.sizes.size == 0:
-            continue
-        usable = any(g[0] == m for g in good)
-        if not usable and good:
-            continue  # the linear rule below
-        if s.intervals.size == 0:
-            continue
-        probs = _batch_probs(np.minimum(s.sizes, opts.max_batch))
-        if usable:
-            fit, stats, message = _fit_observed(s, opts)
-        else:
-            stats = sample_stats(s.intervals, s.segments, 0)
-            fit = map2_from_statistics(mean=stats.mean, variance=None, max_decay=opts.max_decay)
-            message = (f"poisson: only {s.intervals.size} interval(s) (< min_intervals = {opts.min_intervals}) "
-                       "and no better-observed mode; Poisson batch epochs of the measured mean")
-        raw[m] = (fit.D0, fit.D1, probs)
-        fits[m] = ModeFit(m, "observed", None, fit.map, fit.status.value, message, fit, stats, probs,
-                          int(s.sizes.size), int(s.intervals.size), int(np.unique(s.segments).size),
-                          s.observed_page_rate)
-
-    if not raw:
-        # nothing usable at all: every interval censored or across mode switches
-        x = np.diff(batches.epochs)
-        stats = sample_stats(x, None, 0)
-        fit = map2_from_statistics(mean=stats.mean, variance=None, max_decay=opts.max_decay)
-        probs = _batch_probs(np.minimum(batches.sizes, opts.max_batch))
-        base = min((m for m in model_modes if m >= 1), default=None)
-        if base is None:
-            raise InputError("all_modes", "has no mode >= 1 to carry the arrivals", "add the modes the fleet runs")
-        message = (f"poisson: no interval survived censoring and mode splitting; Poisson epochs from all "
-                   f"{x.size} intervals between batches regardless of mode, taken as mode {base}")
-        raw[base] = (fit.D0, fit.D1, probs)
-        fits[base] = ModeFit(base, "observed", None, fit.map, fit.status.value, message, fit, stats, probs,
-                             batches.n, int(x.size), 1, float(batches.sizes[1:].sum() / x.sum()))
-        insufficient = True
-
-    order = max(D0.shape[0] for D0, _, _ in raw.values())
-    for m, (D0, D1, probs) in raw.items():
-        old = fits[m]
-        lags = 0 if old.stats is None else int(old.stats.lag_correlations.size)
-        if D0.shape[0] != order:
-            D0, D1 = _lift(D0, D1, order)
-            fits[m] = replace(old, bmap=BMAP.from_map(D0, D1, probs.tolist()), lags=lags,
-                              message=old.message + "; written with two phases to share the order of the other modes")
-        else:
-            fits[m] = replace(old, bmap=BMAP.from_map(D0, D1, probs.tolist()), lags=lags)
-
+    window = _split_window(delivery_times, pages, modes, opts, notes)
+    choice = _choose_modes(window.split, wanted, opts, notes)
+    fits, insufficient = _fit_observed_modes(window, choice, opts)
+    fits = _share_order(fits)
     if mode_exposure_s:
-        for m in list(fits):
-            exposure = float(mode_exposure_s.get(m, 0.0))
-            if not math.isfinite(exposure) or exposure < 0:
-                raise InputError(f"mode_exposure_s.{m}", f"is {exposure!r}", "seconds spent in the mode, >= 0")
-            pages_m = float(dl.pages[dl.modes == m].sum())
-            old = fits[m]
-            if exposure > 0 and pages_m > 0 and old.bmap.rate > 0:
-                target = pages_m / exposure
-                fits[m] = replace(old, bmap=old.bmap.scaled(target / old.bmap.rate),
-                                  message=old.message + f"; rate {old.bmap.rate:.4g} -> {target:.4g} pages/s = "
-                                  f"{pages_m:.0f} pages / {exposure:.6g} s in the mode")
+        fits = _rescale_to_exposure(fits, window.deliveries, mode_exposure_s)
         notes.append("observed modes' rates set to pages delivered in the mode / time spent in it (mode exposure)")
-
-    observed = [(m, fits[m].n_intervals) for m in fits]
-    linear: list[int] = []
-    for m in model_modes:
-        if m in fits:
-            continue
-        if m == 0:
-            raise InputError("all_modes", "includes mode 0 (no robot active) without enough data, and the linear "
-                             "rule would give it no arrivals", "leave mode 0 out of all_modes")
-        candidates = [c for c in observed if c[0] >= 1]
-        if not candidates:
-            raise InputError("modes", f"mode {m} needs the linear rule but no mode >= 1 was observed to scale from",
-                             "record deliveries with at least one robot active")
-        base = _nearest(m, candidates)
-        bf = fits[base]
-        s = by_mode.get(m)
-        n_int = 0 if s is None else int(s.intervals.size)
-        why = ("not observed" if s is None else
-               f"only {n_int} interval(s) observed (< min_intervals = {opts.min_intervals})")
-        fits[m] = ModeFit(m, "linear", base, bf.bmap.scaled(m / base), "linear",
-                          f"linear: {why}; D^({m}) = ({m}/{base}) D^({base}) (paper 000's real-data model)",
-                          None, None, bf.batch_size_probs, 0 if s is None else int(s.sizes.size), n_int,
-                          0 if s is None else int(np.unique(s.segments).size),
-                          None if s is None or n_int == 0 else s.observed_page_rate, bf.lags)
-        linear.append(m)
-    if linear:
-        notes.append(f"mode(s) {linear} from the linear rule D^(r) = (r / r_obs) D^(r_obs) "
-                     f"({', '.join(f'{m} from {fits[m].base_mode}' for m in linear)})")
+    fits, linear = _add_linear_modes(fits, choice, opts, notes)
     mode_fits = tuple(fits[m] for m in sorted(fits))
-    for mf in mode_fits:
-        if mf.source == "observed":
-            notes.append(f"mode {mf.mode}: {mf.message}")
-
-    service = fit_service(service_times, sizes_bytes, processing_rate_bps, min_samples=opts.min_service_samples,
-                          max_order=opts.max_service_order)
-    notes.append(f"service from {service.source} ({service.n} samples, mean {service.mean:.4g} s, c^2 "
-                 f"{service.scv:.4g}): {service.fit.message}" + (f"; {service.note}" if service.note else ""))
-    obs = fit_obsolescence(mean_useful_life_s, lifetimes=obsolete_lifetimes, drops=obsolete_drops,
-                           exposure_s=obsolete_exposure_s, min_count=opts.min_obsolete)
-    notes.append(obs.message)
-
+    notes.extend(f"mode {mf.mode}: {mf.message}" for mf in mode_fits if mf.source == "observed")
+    service, obs = _fit_laws(service_times, sizes_bytes, processing_rate_bps, mean_useful_life_s,
+                             obsolete_lifetimes, obsolete_drops, obsolete_exposure_s, opts, notes)
     arrivals = ModeArrivals.per_mode({mf.mode: mf.bmap for mf in mode_fits})
     model = QueueModel(capacity, arrivals, service.fit.law, obs.law, Admission(opts.admission))
     notes.append(f"capacity K = {model.capacity} pages (given), admission {opts.admission}")
-
-    observed_fits = [mf for mf in mode_fits if mf.source == "observed"]
-    if insufficient:
-        status = FitStatus.INSUFFICIENT_DATA
-    elif (any(mf.rung != MapFitStatus.EXACT.value for mf in observed_fits)
-          or service.fit.status is not PhFitStatus.EXACT):
-        status = FitStatus.FALLBACK
-    else:
-        status = FitStatus.OK
-    numeric_ok = all(mf.map_fit is None or mf.map_fit.success for mf in mode_fits) and service.fit.success
-    success = status is not FitStatus.INSUFFICIENT_DATA and numeric_ok
-    rungs = ", ".join(f"mode {mf.mode}: {mf.rung}" for mf in mode_fits)
-    message = (f"{status.value}: {len(mode_fits)} mode(s) ({rungs}); service {service.fit.status.value} "
-               f"({service.fit.method}); obsolescence {obs.source}")
-    if status is FitStatus.INSUFFICIENT_DATA:
-        message += f"; no mode had min_intervals = {opts.min_intervals} intervals between batches"
-    if not numeric_ok:
-        message += "; a part failed its numerical check (see the report)"
-
-    svc = service.fit
-    report = FitReport(
-        deliveries=dl.n, pages=int(dl.pages.sum()), span_s=float(dl.times[-1] - dl.times[0]),
-        out_of_order=dl.out_of_order, sorted=dl.sorted, batch_resolution=res, batches=batches.n,
-        merged_deliveries=batches.merged, censor=censor, censored=split.censored,
-        censored_time_s=split.censored_time, mode_switches=split.mode_switches, batch_sizes_clipped=clipped,
-        modes=tuple(MappingProxyType(mf.report()) for mf in mode_fits), linear_modes=tuple(linear),
-        unused_modes=unused,
-        service=MappingProxyType({
-            "source": service.source, "samples": service.n, "rung": svc.status.value, "method": svc.method,
-            "message": svc.message + (f"; {service.note}" if service.note else ""),
-            "observed": {"mean_s": service.mean, "scv": service.scv, "third_moment": service.third_moment},
-            "fitted": {"mean_s": svc.fitted_moments[0], "scv": svc.law.scv, "third_moment": svc.fitted_moments[2],
-                       "phases": svc.law.order}}),
-        obsolescence=MappingProxyType({
-            "source": obs.source, "mean_useful_life_s": obs.mean_useful_life_s, "estimate_s": obs.estimate_s,
-            "stderr_s": obs.stderr_s, "count": obs.count, "message": obs.message}),
-        capacity=model.capacity, notes=tuple(notes))
+    status, success, message = _verdict(mode_fits, service, obs, insufficient, opts)
+    report = _report(window, choice, mode_fits, linear, service, obs, model.capacity, notes)
     return ModelFit(model, report, success, status, message, mode_fits, service, obs, opts)

@@ -269,6 +269,183 @@ def _lags_of(bmap: BMAP, L: int) -> NDArray[np.float64]:
     return np.asarray(bmap.lag_correlations(L), dtype=float)
 
 
+@dataclass(frozen=True, eq=False)
+class _Targets:
+    """The validated figures to match, with the lags' own decay."""
+
+    mean: float
+    variance: float | None
+    lags: NDArray[np.float64]
+    third_moment: float | None
+    max_decay: float
+    decay: float | None
+
+    @property
+    def n_lags(self) -> int:
+        return int(self.lags.size)
+
+    @property
+    def rate(self) -> float:
+        return 1.0 / self.mean
+
+
+def _targets(mean: float, variance: float | None, lag_correlations: Sequence[float] | ArrayLike,
+             third_moment: float | None, max_decay: float) -> _Targets:
+    mean = positive_number("mean", mean)
+    if variance is not None:
+        variance = positive_number("variance", variance, allow_zero=True)
+    lags = float_array("lag_correlations", lag_correlations)
+    if lags.size and np.abs(lags).max() > 1.0:
+        i = int(np.argmax(np.abs(lags)))
+        raise InputError("lag_correlations", f"lag {i + 1} is {lags[i]:g}, outside [-1, 1]",
+                         "correlation coefficients lie between -1 and 1")
+    if third_moment is not None:
+        third_moment = positive_number("third_moment", third_moment)
+    max_decay = positive_number("max_decay", max_decay)
+    if max_decay >= 1.0:
+        raise InputError("max_decay", f"must be below 1, got {max_decay!r}", "e.g. 0.999")
+    return _Targets(mean, variance, lags, third_moment, max_decay, fit_decay(lags))
+
+
+def _checked(t: _Targets, bmap: BMAP, status: MapFitStatus, gamma: float, bounds: tuple[float, float],
+             var_ok: bool, m3_ok: bool | None, marginal: str, why: str, claimed_lags: NDArray[np.float64],
+             ok: bool = True) -> Map2Fit:
+    """The result, after checking that ``bmap`` has the figures claimed for it (``success`` says so)."""
+    L = t.n_lags
+    f_mean = bmap.interval_moment(1)
+    f_var = bmap.interval_variance
+    f_m3 = bmap.interval_moment(3)
+    f_lags = _lags_of(bmap, L)
+    problems = []
+    if abs(f_mean - t.mean) > CLAIM_RTOL * t.mean:
+        problems.append("mean")
+    if var_ok and t.variance is not None and abs(f_var - t.variance) > CLAIM_RTOL * max(t.variance, t.mean * t.mean):
+        problems.append("variance")
+    if m3_ok and t.third_moment is not None and abs(f_m3 - t.third_moment) > CLAIM_RTOL * t.third_moment:
+        problems.append("third moment")
+    if L and np.abs(f_lags - claimed_lags).max() > CLAIM_RTOL:
+        problems.append("lag correlations")
+    message = f"{status.value}: {_STATUS_MESSAGES[status]}; {why}"
+    if problems:
+        message = f"numerical trouble: fitted {', '.join(problems)} off the claim; " + message
+    return Map2Fit(bmap, status, ok and not problems, message, t.mean, t.variance, t.third_moment, t.lags.copy(),
+                   f_mean, f_var, f_m3, f_lags, gamma, t.decay, bounds, var_ok, m3_ok, marginal,)
+
+
+def _without_correlation(t: _Targets) -> Map2Fit | None:
+    """The cases no MAP(2) correlation can serve: no variance (Poisson), c^2 = 1 (exponential intervals
+    carry none), c^2 < 1/2 (an Erlang-2 renewal process); None otherwise."""
+    L, mean, rate, lags, m3 = t.n_lags, t.mean, t.rate, t.lags, t.third_moment
+    zeros = np.zeros(L)
+    if t.variance is None:
+        return _checked(t, poisson_as_order(rate, 1), MapFitStatus.POISSON, 0.0, (0.0, 0.0), False,
+                        None if m3 is None else False, "exponential",
+                        "no variance given: Poisson process of the given mean", zeros)
+    scv = t.variance / (mean * mean)
+    if abs(scv - 1.0) <= SCV_ONE_TOL:
+        exp_m3 = None if m3 is None else bool(abs(m3 - 6 * mean**3) <= CLAIM_RTOL * m3)
+        wants = bool(L and np.any(lags != 0))
+        if L and not wants:
+            return _checked(t, poisson_as_order(rate, 1), MapFitStatus.EXACT, 0.0, (0.0, 0.0), True, exp_m3,
+                            "exponential", "c^2 = 1 and zero correlation: a Poisson process", zeros)
+        why = ("c^2 = 1: a MAP(2) with exponential intervals carries no correlation (A = (1 - 1/c^2)/2 = 0); "
+               f"the asked rho_1 = {lags[0]:.4g} was dropped" if wants else "c^2 = 1 and no lag correlations given")
+        return _checked(t, poisson_as_order(rate, 1), MapFitStatus.POISSON, 0.0, (0.0, 0.0), True, exp_m3,
+                        "exponential", why, zeros)
+    if scv < 0.5:
+        D0, D1 = map2_matrices(Cf1(1.0, 0.5 * mean, 0.5 * mean), 0.0)
+        return _checked(t, BMAP((D0, D1)), MapFitStatus.RENEWAL, 0.0, (0.0, 0.0), False,
+                        None if m3 is None else False, "Erlang-2",
+                        f"c^2 = {scv:.4g} < 1/2 is below every order-two law; an Erlang-2 renewal process "
+                        "matches the mean (its c^2 is 1/2)" + (f", and the asked rho_1 = {lags[0]:.4g} is dropped"
+                                                              if L and lags[0] != 0 else ""), zeros)
+    return None
+
+
+def _marginal(t: _Targets, scv: float, gamma1: float, notes: list[str]) -> tuple[Cf1, bool | None, str]:
+    """The interval law (mean 1): fixed by the third moment when it is feasible, else chosen for the
+    reach of the asked decay ``gamma1``. Returns the CF1 law, whether the third moment is matched, and
+    how the law was chosen."""
+    sign = 1.0 if gamma1 >= 0 else -1.0
+    cf: Cf1 | None = None
+    m3_ok: bool | None = None
+    marginal = ""
+    if t.third_moment is not None:
+        cf = cf1_from_moments(1.0, 1.0 + scv, t.third_moment / t.mean**3)
+        m3_ok = cf is not None
+        if cf is None:
+            notes.append(f"third moment {t.third_moment:.4g} is infeasible for an order-two law with c^2 = "
+                         f"{scv:.4g}; dropped")
+        else:
+            return cf, m3_ok, ("H2" if scv > 1 else "APH(2)") + " matching three moments"
+    if scv > 1:
+        p_fast, rf, rs = balanced_h2(1.0, scv)
+        cf = h2_cf1(1.0 - p_fast, 1.0 / rs, 1.0 / rf)
+        marginal = "H2 with balanced means"
+    else:
+        best = _best_marginal(scv, gamma1, t.max_decay)
+        cf = best if best is not None else Cf1(1.0, 0.5, 0.5)
+        marginal = "APH(2) chosen for rho_1 (the least extreme one reaching it, else the one reaching furthest)"
+    lo, hi = gamma_reach(cf.q, cf.ratio)
+    if gamma1 != 0 and not (float(lo) <= gamma1 <= min(float(hi), t.max_decay)):
+        best = _best_marginal(scv, gamma1, t.max_decay)
+        if best is not None:
+            blo, bhi = gamma_reach(best.q, best.ratio)
+            if (sign > 0 and float(bhi) > float(hi)) or (sign < 0 and float(blo) < float(lo)):
+                cf = best
+                marginal = (("H2" if scv > 1 else "APH(2)") + " chosen for rho_1 (the least extreme one reaching "
+                            "it, else the one reaching furthest)")
+    return cf, m3_ok, marginal
+
+
+def _decay(t: _Targets, A: float, scv: float, gamma1: float, g_lo: float, g_hi: float,
+           bounds: tuple[float, float], notes: list[str]) -> tuple[float, MapFitStatus]:
+    """gamma within the reach [g_lo, g_hi]: the asked one (EXACT), else the measured decay clipped to
+    the reach (RHO_CLIPPED), else none (RENEWAL); the reason goes first in ``notes``."""
+    lags, decay = t.lags, t.decay
+    sign = 1.0 if gamma1 >= 0 else -1.0
+    if t.n_lags == 0:
+        gamma, status = 0.0, MapFitStatus.RENEWAL
+        notes.insert(0, "no lag correlations given: renewal process")
+    elif g_lo <= gamma1 <= g_hi:
+        gamma, status = gamma1, MapFitStatus.EXACT
+        notes.insert(0, f"rho_1 = {lags[0]:.4g} = A gamma with A = (1 - 1/c^2)/2 = {A:.4g}, gamma = {gamma1:.4g}"
+                        + ("" if decay is None else f" (the MAP(2)'s decay; the measured lags decay as {decay:.4g})"))
+    else:
+        reach = g_hi if sign > 0 else -g_lo
+        if reach <= 0:
+            gamma, status = 0.0, MapFitStatus.RENEWAL
+            notes.insert(0, f"rho_1 = {lags[0]:.4g} needs gamma = {gamma1:.4g} but this marginal reaches no "
+                            f"gamma of that sign; correlation dropped")
+        else:
+            target = reach if decay is None else min(abs(decay), reach)
+            gamma = sign * target if target >= 1e-12 else 0.0  # below that, rounding: a renewal process
+            status = MapFitStatus.RENEWAL if gamma == 0 else MapFitStatus.RHO_CLIPPED
+            src = ("no measured decay (one lag): gamma at the bound" if decay is None else
+                   f"kept the measured decay {decay:.4g}" + (" (clipped to the reach)" if abs(decay) > reach else ""))
+            notes.insert(0, f"rho_1 = {lags[0]:.4g} is beyond the MAP(2) reach [{bounds[0]:.4g}, {bounds[1]:.4g}] "
+                            f"for c^2 = {scv:.4g} (it would need gamma = {gamma1:.4g}); {src}, so rho_1 = "
+                            f"{A * gamma:.4g}")
+    if abs(gamma) < 1e-12:
+        gamma = 0.0  # below rounding: a renewal process (subnormal rates break the moment algebra)
+    return gamma, status
+
+
+def _renewal_fallback(t: _Targets, scv: float, bounds: tuple[float, float], exc: InputError,
+                      notes: list[str]) -> Map2Fit:
+    """Rounding at the edge of the reach broke the MAP(2): the renewal process of a safe marginal."""
+    if scv > 1:
+        p_fast, rf, rs = balanced_h2(1.0, scv)
+        cf = h2_cf1(1.0 - p_fast, 1.0 / rs, 1.0 / rf)
+    else:
+        cf = Cf1(*_erlang_mix_cf1(scv))
+    D0, D1 = map2_matrices(cf, 0.0)
+    bmap = BMAP((D0 * t.rate, D1 * t.rate))
+    notes.insert(0, f"numerical trouble building the MAP(2) ({exc}); renewal process instead")
+    return _checked(t, bmap, MapFitStatus.RENEWAL, 0.0, bounds, True, None if t.third_moment is None else False,
+                    "fallback", "; ".join(notes), np.zeros(t.n_lags), ok=False)
+
+
 def map2_from_statistics(*, mean: float, variance: float | None, lag_correlations: Sequence[float] | ArrayLike = (),
                          third_moment: float | None = None, max_decay: float = MAX_DECAY) -> Map2Fit:
     """Fit a MAP of order <= 2 to the mean, variance, lag correlations (and optionally the third moment)
@@ -309,155 +486,29 @@ def map2_from_statistics(*, mean: float, variance: float | None, lag_correlation
     ----------
     Diamond & Alfa (2000); Bodrog, Heindl, Horváth & Telek (2008); see the module docstring.
     """
-    mean = positive_number("mean", mean)
-    if variance is not None:
-        variance = positive_number("variance", variance, allow_zero=True)
-    lags = float_array("lag_correlations", lag_correlations)
-    if lags.size and np.abs(lags).max() > 1.0:
-        i = int(np.argmax(np.abs(lags)))
-        raise InputError("lag_correlations", f"lag {i + 1} is {lags[i]:g}, outside [-1, 1]",
-                         "correlation coefficients lie between -1 and 1")
-    if third_moment is not None:
-        third_moment = positive_number("third_moment", third_moment)
-    max_decay = positive_number("max_decay", max_decay)
-    if max_decay >= 1.0:
-        raise InputError("max_decay", f"must be below 1, got {max_decay!r}", "e.g. 0.999")
-    L = int(lags.size)
-    decay = fit_decay(lags)
-    rate = 1.0 / mean
-
-    def result(bmap: BMAP, status: MapFitStatus, gamma: float, bounds: tuple[float, float], var_ok: bool,
-               m3_ok: bool | None, marginal: str, why: str, claimed_lags: NDArray[np.float64],
-               ok: bool = True) -> Map2Fit:
-        f_mean = bmap.interval_moment(1)
-        f_var = bmap.interval_variance
-        f_m3 = bmap.interval_moment(3)
-        f_lags = _lags_of(bmap, L)
-        problems = []
-        if abs(f_mean - mean) > CLAIM_RTOL * mean:
-            problems.append("mean")
-        if var_ok and variance is not None and abs(f_var - variance) > CLAIM_RTOL * max(variance, mean * mean):
-            problems.append("variance")
-        if m3_ok and third_moment is not None and abs(f_m3 - third_moment) > CLAIM_RTOL * third_moment:
-            problems.append("third moment")
-        if L and np.abs(f_lags - claimed_lags).max() > CLAIM_RTOL:
-            problems.append("lag correlations")
-        message = f"{status.value}: {_STATUS_MESSAGES[status]}; {why}"
-        if problems:
-            message = f"numerical trouble: fitted {', '.join(problems)} off the claim; " + message
-        return Map2Fit(bmap, status, ok and not problems, message, mean, variance, third_moment, lags.copy(),
-                       f_mean, f_var, f_m3, f_lags, gamma, decay, bounds, var_ok, m3_ok, marginal,)
-
-    zeros = np.zeros(L)
-    if variance is None:
-        return result(poisson_as_order(rate, 1), MapFitStatus.POISSON, 0.0, (0.0, 0.0), False,
-                      None if third_moment is None else False, "exponential",
-                      "no variance given: Poisson process of the given mean", zeros)
-    scv = variance / (mean * mean)
-
-    if abs(scv - 1.0) <= SCV_ONE_TOL:
-        exp_m3 = None if third_moment is None else bool(abs(third_moment - 6 * mean**3) <= CLAIM_RTOL * third_moment)
-        wants = bool(L and np.any(lags != 0))
-        if L and not wants:
-            return result(poisson_as_order(rate, 1), MapFitStatus.EXACT, 0.0, (0.0, 0.0), True, exp_m3,
-                          "exponential", "c^2 = 1 and zero correlation: a Poisson process", zeros)
-        why = ("c^2 = 1: a MAP(2) with exponential intervals carries no correlation (A = (1 - 1/c^2)/2 = 0); "
-               f"the asked rho_1 = {lags[0]:.4g} was dropped" if wants else "c^2 = 1 and no lag correlations given")
-        return result(poisson_as_order(rate, 1), MapFitStatus.POISSON, 0.0, (0.0, 0.0), True, exp_m3,
-                      "exponential", why, zeros)
-
-    if scv < 0.5:
-        D0, D1 = map2_matrices(Cf1(1.0, 0.5 * mean, 0.5 * mean), 0.0)
-        return result(BMAP((D0, D1)), MapFitStatus.RENEWAL, 0.0, (0.0, 0.0), False,
-                      None if third_moment is None else False, "Erlang-2",
-                      f"c^2 = {scv:.4g} < 1/2 is below every order-two law; an Erlang-2 renewal process "
-                      "matches the mean (its c^2 is 1/2)" + (f", and the asked rho_1 = {lags[0]:.4g} is dropped"
-                                                            if L and lags[0] != 0 else ""), zeros)
-
+    t = _targets(mean, variance, lag_correlations, third_moment, max_decay)
+    degenerate = _without_correlation(t)
+    if degenerate is not None:
+        return degenerate
+    assert t.variance is not None  # else degenerate
+    scv = t.variance / (t.mean * t.mean)
     A = (1.0 - 1.0 / scv) / 2.0
-    gamma1 = float(lags[0] / A) if L else 0.0
-    sign = 1.0 if gamma1 >= 0 else -1.0
+    gamma1 = float(t.lags[0] / A) if t.n_lags else 0.0
     notes: list[str] = []
-
-    # the marginal: fixed by the third moment when it is feasible, else chosen for reach
-    cf: Cf1 | None = None
-    m3_ok: bool | None = None
-    marginal = ""
-    if third_moment is not None:
-        cf = cf1_from_moments(1.0, 1.0 + scv, third_moment / mean**3)
-        m3_ok = cf is not None
-        if cf is None:
-            notes.append(f"third moment {third_moment:.4g} is infeasible for an order-two law with c^2 = {scv:.4g}; "
-                         "dropped")
-        else:
-            marginal = ("H2" if scv > 1 else "APH(2)") + " matching three moments"
-    if cf is None:
-        if scv > 1:
-            p_fast, rf, rs = balanced_h2(1.0, scv)
-            cf = h2_cf1(1.0 - p_fast, 1.0 / rs, 1.0 / rf)
-            marginal = "H2 with balanced means"
-        else:
-            best = _best_marginal(scv, gamma1, max_decay)
-            cf = best if best is not None else Cf1(1.0, 0.5, 0.5)
-            marginal = "APH(2) chosen for rho_1 (the least extreme one reaching it, else the one reaching furthest)"
-        lo, hi = gamma_reach(cf.q, cf.ratio)
-        if gamma1 != 0 and not (float(lo) <= gamma1 <= min(float(hi), max_decay)):
-            best = _best_marginal(scv, gamma1, max_decay)
-            if best is not None:
-                blo, bhi = gamma_reach(best.q, best.ratio)
-                if (sign > 0 and float(bhi) > float(hi)) or (sign < 0 and float(blo) < float(lo)):
-                    cf = best
-                    marginal = (("H2" if scv > 1 else "APH(2)") + " chosen for rho_1 (the least extreme one reaching "
-                                "it, else the one reaching furthest)")
-
+    cf, m3_ok, marginal = _marginal(t, scv, gamma1, notes)
     lo_a, hi_a = gamma_reach(cf.q, cf.ratio)
-    g_lo = max(float(lo_a), -max_decay)
-    g_hi = min(float(hi_a), max_decay)
+    g_lo = max(float(lo_a), -t.max_decay)
+    g_hi = min(float(hi_a), t.max_decay)
     bounds = (A * g_lo, A * g_hi) if A > 0 else (A * g_hi, A * g_lo)
-
-    if L == 0:
-        gamma, status = 0.0, MapFitStatus.RENEWAL
-        notes.insert(0, "no lag correlations given: renewal process")
-    elif g_lo <= gamma1 <= g_hi:
-        gamma, status = gamma1, MapFitStatus.EXACT
-        notes.insert(0, f"rho_1 = {lags[0]:.4g} = A gamma with A = (1 - 1/c^2)/2 = {A:.4g}, gamma = {gamma1:.4g}"
-                        + ("" if decay is None else f" (the MAP(2)'s decay; the measured lags decay as {decay:.4g})"))
-    else:
-        reach = g_hi if sign > 0 else -g_lo
-        if reach <= 0:
-            gamma, status = 0.0, MapFitStatus.RENEWAL
-            notes.insert(0, f"rho_1 = {lags[0]:.4g} needs gamma = {gamma1:.4g} but this marginal reaches no "
-                            f"gamma of that sign; correlation dropped")
-        else:
-            target = reach if decay is None else min(abs(decay), reach)
-            gamma = sign * target if target >= 1e-12 else 0.0  # below that, rounding: a renewal process
-            status = MapFitStatus.RENEWAL if gamma == 0 else MapFitStatus.RHO_CLIPPED
-            src = ("no measured decay (one lag): gamma at the bound" if decay is None else
-                   f"kept the measured decay {decay:.4g}" + (" (clipped to the reach)" if abs(decay) > reach else ""))
-            notes.insert(0, f"rho_1 = {lags[0]:.4g} is beyond the MAP(2) reach [{bounds[0]:.4g}, {bounds[1]:.4g}] "
-                            f"for c^2 = {scv:.4g} (it would need gamma = {gamma1:.4g}); {src}, so rho_1 = "
-                            f"{A * gamma:.4g}")
-    if abs(gamma) < 1e-12:
-        gamma = 0.0  # below rounding: a renewal process (subnormal rates break the moment algebra)
+    gamma, status = _decay(t, A, scv, gamma1, g_lo, g_hi, bounds, notes)
     notes.append(f"marginal: {marginal}")
     try:
         D0, D1 = map2_matrices(cf, gamma)
-        bmap = BMAP((D0 * rate, D1 * rate))
+        bmap = BMAP((D0 * t.rate, D1 * t.rate))
     except InputError as exc:
-        # rounding at the edge of the reach: fall back to the renewal process of a safe marginal
-        if scv > 1:
-            p_fast, rf, rs = balanced_h2(1.0, scv)
-            cf = h2_cf1(1.0 - p_fast, 1.0 / rs, 1.0 / rf)
-        else:
-            cf = Cf1(*_erlang_mix_cf1(scv))
-        D0, D1 = map2_matrices(cf, 0.0)
-        bmap = BMAP((D0 * rate, D1 * rate))
-        gamma, status, m3_ok = 0.0, MapFitStatus.RENEWAL, (None if third_moment is None else False)
-        notes.insert(0, f"numerical trouble building the MAP(2) ({exc}); renewal process instead")
-        return result(bmap, status, gamma, bounds, True, m3_ok, "fallback", "; ".join(notes), np.zeros(L),
-                      ok=False)
-    claimed = np.asarray(A * gamma ** np.arange(1, L + 1), dtype=float)
-    return result(bmap, status, gamma, bounds, True, m3_ok, marginal, "; ".join(notes), claimed)
+        return _renewal_fallback(t, scv, bounds, exc, notes)
+    claimed = np.asarray(A * gamma ** np.arange(1, t.n_lags + 1), dtype=float)
+    return _checked(t, bmap, status, gamma, bounds, True, m3_ok, marginal, "; ".join(notes), claimed)
 
 
 def _erlang_mix_cf1(scv: float) -> tuple[float, float, float]:

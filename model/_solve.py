@@ -118,6 +118,23 @@ def solve(model: QueueModel, policy: ThresholdPolicy, *, method: str = "auto",
     ----------
     Avrachenkov, Dudin, Klimenok, Nain, Semenova, "Optimal threshold control by the robots of web
     search engines with obsolescence of documents", Sections 3-6.
+
+    Examples
+    --------
+    M/M/1/3: Poisson arrivals at 1 page/s with one robot, exponential service at 2 per second, K = 3.
+    The loss probability has the closed form (1 - rho) rho^K / (1 - rho^(K+1)), rho = 1/2:
+
+    >>> import numpy as np
+    >>> from robotctl.model import BMAP, PH, ModeArrivals, QueueModel, ThresholdPolicy, solve
+    >>> arrivals = ModeArrivals.per_mode({1: BMAP((np.array([[-1.0]]), np.array([[1.0]])))})
+    >>> sol = solve(QueueModel(3, arrivals, PH.exponential(2.0)), ThresholdPolicy.static(1, 3))
+    >>> sol.success, sol.method
+    (True, 'qbd')
+    >>> rho = 0.5
+    >>> abs(sol.measures.p_loss - (1 - rho) * rho**3 / (1 - rho**4)) < 1e-12
+    True
+    >>> [round(p, 4) for p in sol.measures.queue_length_distribution]
+    [0.5333, 0.2667, 0.1333, 0.0667]
     """
     if method not in METHODS:
         raise InputError("method", f"unknown solver method {method!r}", f"use one of {', '.join(METHODS)}")

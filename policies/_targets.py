@@ -21,27 +21,32 @@ Two search methods:
     targets the result says so, with the least value of each measure any policy reaches
     (``best_possible``) and, as ``policy``, the one whose worst measure-to-bound ratio is smallest.
 ``lagrange``
-    For models with too many policies to enumerate. The constraints move into the cost weights of
-    eq. (2) with Lagrange multipliers mu_k >= 0 (the robot weight is 1):
+    For models with too many policies to enumerate. The bounds move into the objective with Lagrange
+    multipliers mu_k >= 0 on the measures relative to their bounds (the robot weight is 1):
 
-        L(pi, mu) = N_act + mu_loss P_loss + mu_obs P_obs + mu_star P_star
+        L(pi, mu) = N_act(pi) + sum_k mu_k P_k(pi) / bound_k
 
-    eq. (2) weighs losses and obsolescence per offered page, lambda P, so the weights handed to
-    :func:`optimise` are ``loss = mu_loss / lambda_ref``, ``obsolescence = mu_obs / lambda_ref`` with
-    lambda_ref the offered rate of the previous round's optimum (equal at a fixed point). Each round
-    minimises L with :func:`optimise` (exhaustive or local, by its own ``auto``) and checks the optimum of
-    every subset of modes it reports against the targets on their exact measures. Then multiplicative dual
-    ascent: a violated bound's multiplier grows by a factor s_t (first set to 1 / bound: a measure at its
-    bound then weighs one robot), a met bound's multiplier shrinks by s_t, with s_t = 2 for four rounds
-    and then 2^(1/2), 2^(1/3), ... every four rounds. The answer is the cheapest policy met so far after
-    ``max_rounds`` rounds, or after ``patience`` rounds in a row that found no policy not seen before, or
-    at once when the multipliers are all zero (no bound binds: the least robot time overall).
+    (a measure at its bound then weighs mu_k robots). These are eq. (2)'s cost weights on the fractions:
+    eq. (2) itself weighs losses and obsolescence per second, lambda P, and lambda grows with the robots,
+    so weights on eq. (2) would favour fewer robots where a bound on the fraction P_obs needs more. Each
+    round minimises L by steepest descent over neighbouring policies (one level moved to another mode,
+    still non-increasing) from the best policy solved so far under the current multipliers (the static
+    fleets seed it), and checks the result on its exact measures. Then multiplicative dual ascent: each
+    violated bound's multiplier grows by a factor s_t (from 0 to 1); when the result meets every bound, all
+    multipliers shrink by s_t (to look for less robot time); s_t = 2 for four rounds and then 2^(1/2),
+    2^(1/3), ... every four rounds. (Shrinking a met bound's multiplier while another is violated makes two
+    bounds that bind in turn trade places forever: each round meets one and violates the other.) It stops
+    after ``max_rounds`` rounds, or after ``patience`` rounds in a row that solved no new policy, or at once
+    when the multipliers are all zero and the result meets every bound (no bound binds).
 
     A discrete problem can have a duality gap: a policy off the lower convex hull of (N_act, P) is the
-    optimum of no weighting. So a neighbourhood search follows (``_polish``): from every
-    policy found that meets the targets, move one level to another mode while that keeps the targets and
-    lowers N_act (after, if none was met, a descent on the worst measure-to-bound ratio from the closest).
-    The search is still not exact (``exact=False``) and cannot prove that no policy meets the targets.
+    optimum of no weighting. So a neighbourhood search follows (``_polish``): from every policy solved that
+    meets the targets, move one level to another mode while that keeps the targets and lowers N_act
+    (before it, if none meets them, a repair: descents on the total excess over the bounds from the
+    ``REPAIR_STARTS`` closest policies, then every policy two moves away from the closest). The
+    answer is the least robot time among all the policies solved that meet every target. Every policy is
+    solved once (a cache shared by the rounds and the polish). The search is not exact (``exact=False``)
+    and cannot prove that no policy meets the targets.
 
 ``auto`` is exhaustive while there are at most ``EXHAUSTIVE_LIMIT`` distinct policies.
 """
@@ -50,15 +55,16 @@ from __future__ import annotations
 
 import enum
 import itertools
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 
-from robotctl.model import Costs, InputError, Measures, PreparedModel, QueueModel, ThresholdPolicy, prepare, solve
+from robotctl.model import InputError, Measures, PreparedModel, QueueModel, ThresholdPolicy, prepare, solve
 
-from ._thresholds import EXHAUSTIVE_LIMIT, count_policies, optimise, threshold_vectors
+from ._thresholds import EXHAUSTIVE_LIMIT, count_policies, threshold_vectors
 
 TARGET_METHODS = ("auto", "exhaustive", "lagrange")
+#: The Lagrangian search's repair descends from this many of the policies closest to the targets.
+REPAIR_STARTS = 5
 
 #: target -> (Measures attribute, printed name)
 MEASURE_OF = {
@@ -112,9 +118,9 @@ class Targets:
             v = getattr(self, f.name)
             if v is None:
                 continue
-            if isinstance(v, bool) or not isinstance(v, int | float) or not 0.0 <= v <= 1.0:
-                raise InputError(f"targets.{f.name}", f"must be a fraction between 0 and 1, got {v!r}",
-                                 "write e.g. 0.01 for 1%")
+            if isinstance(v, bool) or not isinstance(v, int | float) or not 0.0 < v <= 1.0:
+                raise InputError(f"targets.{f.name}", f"must be a fraction above 0 and at most 1, got {v!r}",
+                                 "write e.g. 0.01 for 1% (no policy reaches exactly 0)")
             object.__setattr__(self, f.name, float(v))
         if not self.given:
             raise InputError("targets", "names no target",
@@ -126,12 +132,8 @@ class Targets:
         return tuple((f.name, getattr(self, f.name)) for f in fields(self) if getattr(self, f.name) is not None)
 
     def ratios(self, measures: Measures) -> dict[str, float]:
-        """measure / bound for each bound set (inf when a bound of 0 is exceeded)."""
-        out = {}
-        for name, bound in self.given:
-            value = float(getattr(measures, MEASURE_OF[name][0]))
-            out[name] = value / bound if bound > 0 else (0.0 if value <= 0 else math.inf)
-        return out
+        """measure / bound for each bound set."""
+        return {name: float(getattr(measures, MEASURE_OF[name][0])) / bound for name, bound in self.given}
 
     def met(self, measures: Measures, tol: float = 1e-9) -> dict[str, bool]:
         """Whether each bound set holds on ``measures`` (within ``tol``)."""
@@ -276,60 +278,34 @@ def _result(targets: Targets, solved: Sequence[_Solved], method: str, exact: boo
                         method, exact, len(solved), failures, best, multipliers, rounds)
 
 
-def _exhaustive(model: QueueModel, targets: Targets, pool: tuple[int, ...], solver_method: str,
-                prepared: PreparedModel, progress: Progress | None, tol: float) -> TargetSearch:
-    solved: list[_Solved] = []
-    failures = 0
+def _exhaustive(model: QueueModel, targets: Targets, pool: tuple[int, ...], cache: _Cache,
+                tol: float) -> TargetSearch:
     for policy in every_policy(pool, model.capacity):
-        sol = solve(model, policy, method=solver_method, prepared=prepared)
-        if progress is not None:
-            progress(1)
-        if not sol.success:
-            failures += 1
-            continue
-        solved.append(_Solved(policy, sol.measures, sol.method))
-    return _result(targets, solved, "exhaustive", failures == 0, failures, tol)
+        cache.get(policy.robots_at_level)
+    failures = len(cache.unsolved)
+    return _result(targets, list(cache.solved.values()), "exhaustive", failures == 0, failures, tol)
 
 
-def _lagrange(model: QueueModel, targets: Targets, pool: tuple[int, ...], solver_method: str,
-              prepared: PreparedModel, progress: Progress | None, tol: float, max_rounds: int,
-              patience: int) -> TargetSearch:
-    mu = {name: 0.0 for name, _ in targets.given}
-    bounds = dict(targets.given)
-    solved: dict[tuple[int, ...], _Solved] = {}
-    unsolved: set[tuple[int, ...]] = set()
-    lam_ref = 1.0
-    rounds = stale = 0
-    for rnd in range(max_rounds):
-        rounds = rnd + 1
-        costs = Costs(robot=1.0, loss=mu.get("max_loss", 0.0) / lam_ref,
-                      obsolescence=mu.get("max_obsolete", 0.0) / lam_ref, starvation=mu.get("max_starvation", 0.0))
-        search = optimise(model, costs, modes=pool, solver_method=solver_method, prepared=prepared,
-                          progress=progress)
-        before = len(solved)
-        for o in search.subsets:
-            if math.isfinite(o.cost.total):
-                solved.setdefault(o.policy.robots_at_level, _Solved(o.policy, o.measures, o.solver_method))
+class _Cache:
+    """Each policy solved once; the Lagrangian rounds and the polish share it."""
+
+    def __init__(self, model: QueueModel, solver_method: str, prepared: PreparedModel,
+                 progress: Progress | None) -> None:
+        self.model, self.solver_method, self.prepared, self.progress = model, solver_method, prepared, progress
+        self.solved: dict[tuple[int, ...], _Solved] = {}
+        self.unsolved: set[tuple[int, ...]] = set()
+
+    def get(self, r: tuple[int, ...]) -> _Solved | None:
+        if r not in self.solved and r not in self.unsolved:
+            policy = ThresholdPolicy(r)
+            sol = solve(self.model, policy, method=self.solver_method, prepared=self.prepared)
+            if self.progress is not None:
+                self.progress(1)
+            if sol.success:
+                self.solved[r] = _Solved(policy, sol.measures, sol.method)
             else:
-                unsolved.add(o.policy.robots_at_level)
-        best = search.best.measures
-        if best.arrival_rate > 0:
-            lam_ref = best.arrival_rate
-        ratios = targets.ratios(best)
-        if all(v == 0.0 for v in mu.values()) and all(r <= 1.0 + tol for r in ratios.values()):
-            break  # no bound binds: the least robot time overall meets every target
-        stale = stale + 1 if len(solved) == before else 0
-        if stale >= patience:
-            break  # the multipliers keep finding policies already seen
-        step = 2.0 ** (1.0 / (1 + rnd // 4))
-        for name, ratio in ratios.items():
-            if ratio > 1.0:
-                mu[name] = mu[name] * step if mu[name] > 0 else 1.0 / max(bounds[name], 1e-6)
-            elif mu[name] > 0:
-                mu[name] /= step
-    _polish(model, targets, solved, unsolved, pool, solver_method, prepared, progress, tol)
-    return _result(targets, list(solved.values()), "lagrange", False, len(unsolved), tol,
-                   tuple(sorted(mu.items())), rounds)
+                self.unsolved.add(r)
+        return self.solved.get(r)
 
 
 def _neighbours(r: tuple[int, ...], pool: tuple[int, ...]) -> list[tuple[int, ...]]:
@@ -342,52 +318,81 @@ def _neighbours(r: tuple[int, ...], pool: tuple[int, ...]) -> list[tuple[int, ..
     return out
 
 
-def _polish(model: QueueModel, targets: Targets, solved: dict[tuple[int, ...], _Solved],
-            unsolved: set[tuple[int, ...]], pool: tuple[int, ...], solver_method: str, prepared: PreparedModel,
-            progress: Progress | None, tol: float) -> None:
-    """Close part of the duality gap: from every policy found that meets the targets, descend through
-    neighbouring policies (one level moved to another mode) that still meet them and use less robot time,
-    until none does. When none found meets them, first descend from the closest one on the worst
-    measure-to-bound ratio until one does (or no neighbour is closer). Adds every policy solved to ``solved``."""
+def _descend(cache: _Cache, start: _Solved, pool: tuple[int, ...], score: Callable[[_Solved], float],
+             allowed: Callable[[_Solved], bool] = lambda s: True) -> _Solved:
+    """Steepest descent of ``score`` over neighbouring policies that are ``allowed``."""
+    current = start
+    while True:
+        moves = [n for n in map(cache.get, _neighbours(current.policy.robots_at_level, pool))
+                 if n is not None and allowed(n) and score(n) < score(current) - 1e-12]
+        if not moves:
+            return current
+        current = min(moves, key=score)
 
-    def get(r: tuple[int, ...]) -> _Solved | None:
-        if r not in solved and r not in unsolved:
-            sol = solve(model, ThresholdPolicy(r), method=solver_method, prepared=prepared)
-            if progress is not None:
-                progress(1)
-            if sol.success:
-                solved[r] = _Solved(ThresholdPolicy(r), sol.measures, sol.method)
-            else:
-                unsolved.add(r)
-        return solved.get(r)
+
+def _lagrange(model: QueueModel, targets: Targets, pool: tuple[int, ...], cache: _Cache, tol: float,
+              max_rounds: int, patience: int) -> TargetSearch:
+    mu = {name: 0.0 for name, _ in targets.given}
+
+    def lagrangian(s: _Solved) -> float:
+        ratios = targets.ratios(s.measures)
+        return s.measures.mean_active_robots + sum(mu[k] * ratios[k] for k in mu)
+
+    for mode in pool:  # the static fleets: a spread of starting points
+        cache.get(ThresholdPolicy.static(mode, model.capacity).robots_at_level)
+    if not cache.solved:
+        return _result(targets, [], "lagrange", False, len(cache.unsolved), tol)
+    rounds = stale = 0
+    for rnd in range(max_rounds):
+        rounds = rnd + 1
+        before = len(cache.solved)
+        start = min(cache.solved.values(), key=lagrangian)  # the best known under these weights
+        best = _descend(cache, start, pool, lagrangian)
+        ratios = targets.ratios(best.measures)
+        if all(v == 0.0 for v in mu.values()) and all(r <= 1.0 + tol for r in ratios.values()):
+            break  # no bound binds: the least robot time found meets every target
+        stale = stale + 1 if len(cache.solved) == before else 0
+        if stale >= patience:
+            break  # the multipliers keep finding policies already solved
+        step = 2.0 ** (1.0 / (1 + rnd // 4))
+        feasible = all(r <= 1.0 + tol for r in ratios.values())
+        for name, ratio in ratios.items():
+            if ratio > 1.0 + tol:
+                mu[name] = mu[name] * step if mu[name] > 0 else 1.0
+            elif feasible:
+                mu[name] /= step
+    _polish(targets, cache, pool, tol)
+    return _result(targets, list(cache.solved.values()), "lagrange", False, len(cache.unsolved), tol,
+                   tuple(sorted(mu.items())), rounds)
+
+
+def _polish(targets: Targets, cache: _Cache, pool: tuple[int, ...], tol: float) -> None:
+    """Close part of the duality gap: from every policy found that meets the targets, descend through
+    neighbouring policies (one level moved to another mode) that still meet them and use less robot time.
+    When none found meets them, first repair (module docstring)."""
 
     def ok(s: _Solved) -> bool:
         return all(targets.met(s.measures, tol).values())
 
-    def worst(s: _Solved) -> float:
-        return max(targets.ratios(s.measures).values())
+    def robot_time(s: _Solved) -> float:
+        return s.measures.mean_active_robots
 
-    if solved and not any(ok(s) for s in solved.values()):
-        # repair: from the policy closest to the targets, descend on the worst measure-to-bound ratio
-        current = min(solved.values(), key=worst)
-        while not ok(current):
-            closer = [n for n in map(get, _neighbours(current.policy.robots_at_level, pool))
-                      if n is not None and worst(n) < worst(current)]
-            if not closer:
+    def excess(s: _Solved) -> float:
+        return sum(max(0.0, r - 1.0) for r in targets.ratios(s.measures).values())
+
+    if cache.solved and not any(ok(s) for s in cache.solved.values()):
+        # repair: descend on the total excess over the bounds from the closest few policies solved, then
+        # (if still none meets them) through policies two moves away from the closest
+        for start in sorted(cache.solved.values(), key=excess)[:REPAIR_STARTS]:
+            if ok(_descend(cache, start, pool, excess)):
                 break
-            current = min(closer, key=worst)
-    starts = sorted((s for s in solved.values() if ok(s)), key=lambda s: s.measures.mean_active_robots)
-    done: set[tuple[int, ...]] = set()
-    for start in starts:
-        current = start
-        while current.policy.robots_at_level not in done:
-            done.add(current.policy.robots_at_level)
-            n_act = current.measures.mean_active_robots
-            better = [n for n in map(get, _neighbours(current.policy.robots_at_level, pool))
-                      if n is not None and ok(n) and n.measures.mean_active_robots < n_act]
-            if not better:
-                break
-            current = min(better, key=lambda s: s.measures.mean_active_robots)
+        else:
+            closest = min(cache.solved.values(), key=excess)
+            for r in _neighbours(closest.policy.robots_at_level, pool):
+                for r2 in _neighbours(r, pool):
+                    cache.get(r2)
+    for start in sorted((s for s in list(cache.solved.values()) if ok(s)), key=robot_time):
+        _descend(cache, start, pool, robot_time, ok)
 
 
 def optimise_for_targets(model: QueueModel, targets: Targets, *, modes: Sequence[int] | None = None,
@@ -429,12 +434,12 @@ def optimise_for_targets(model: QueueModel, targets: Targets, *, modes: Sequence
         raise InputError("max_rounds" if max_rounds < 1 else "patience",
                          f"must be >= 1, got {min(max_rounds, patience)}", "use e.g. 24 rounds, patience 6")
     pool = _check_pool(model, modes)
-    prep = prepared if prepared is not None else prepare(model)
+    cache = _Cache(model, solver_method, prepared if prepared is not None else prepare(model), progress)
     if method == "auto":
         method = "exhaustive" if count_policies(len(pool), model.capacity) <= EXHAUSTIVE_LIMIT else "lagrange"
     if method == "exhaustive":
-        return _exhaustive(model, targets, pool, solver_method, prep, progress, tol)
-    return _lagrange(model, targets, pool, solver_method, prep, progress, tol, max_rounds, patience)
+        return _exhaustive(model, targets, pool, cache, tol)
+    return _lagrange(model, targets, pool, cache, tol, max_rounds, patience)
 
 
 __all__ = [

@@ -276,7 +276,36 @@ def optimise(model: QueueModel, costs: Costs, *, modes: Sequence[int] | None = N
     With ``method="exhaustive"`` (or ``auto`` while there are at most ``EXHAUSTIVE_LIMIT`` distinct
     policies) every subset's best thresholds are found exactly and listed in ``subsets``; with
     ``local``, a steepest descent over policies from the best static fleet (``subsets`` then holds the
-    static fleets and the optimum found, ``exact=False``)."""
+    static fleets and the optimum found, ``exact=False``).
+
+    Examples
+    --------
+    Poisson arrivals at 1 page/s per active robot with one or two robots, exponential service at 1.5
+    per second, room for K = 4 pages:
+
+    >>> import numpy as np
+    >>> from robotctl.model import BMAP, PH, Costs, ModeArrivals, QueueModel, ThresholdPolicy, cost_of, solve
+    >>> from robotctl.policies import optimise
+    >>> def poisson(rate):
+    ...     return BMAP((np.array([[-rate]]), np.array([[rate]])))
+    >>> model = QueueModel(4, ModeArrivals.per_mode({1: poisson(1.0), 2: poisson(2.0)}), PH.exponential(1.5))
+    >>> costs = Costs(loss=5, robot=2, starvation=10)
+    >>> search = optimise(model, costs)
+    >>> search.best.policy.robots_at_level, search.best.modes, search.best.thresholds
+    ((2, 2, 1, 1, 1), (2, 1), (1,))
+    >>> [r for r, _ in search.static], round(search.relative_profit, 1)
+    ([2, 1], 18.6)
+
+    The same optimum by brute force: every non-increasing r(0..K) over {1, 2}, solved and costed:
+
+    >>> levels = [tuple([2] * j + [1] * (5 - j)) for j in range(6)]
+    >>> def cost(r):
+    ...     return cost_of(solve(model, ThresholdPolicy(r)).measures, costs).total
+    >>> min(levels, key=cost) == search.best.policy.robots_at_level
+    True
+    >>> abs(cost(search.best.policy.robots_at_level) - search.best.cost.total) < 1e-12
+    True
+    """
     if method not in SEARCH_METHODS:
         raise InputError("method", f"unknown search method {method!r}", f"use one of {', '.join(SEARCH_METHODS)}")
     pool = _check_modes(model, modes if modes is not None else model.modes)

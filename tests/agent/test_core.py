@@ -16,7 +16,7 @@ from robotctl.agent.clock import ManualClock
 from robotctl.agent.config import AgentConfig
 from robotctl.agent.core import Agent, Ring
 from robotctl.agent.log import list_segments
-from robotctl.agent.refit import RefitOutcome, RefitStage
+from robotctl.agent.policy import PolicyFit
 from robotctl.model import ThresholdPolicy
 
 
@@ -71,7 +71,7 @@ async def test_an_adopted_policy_is_restored_unless_configured_not_to(tmp_path: 
     a = Agent(_cfg(tmp_path), clock)
     a.open()
     policy = ThresholdPolicy((3, 3, 2, 2, 1, 1, 1, 1, 1))
-    a.adopt(RefitOutcome(True, RefitStage.DONE, "adopted", policy, policy.modes, policy.thresholds), 1.0, "test")
+    a.adopt(PolicyFit.of(policy), 1.0)
     await a.close()
     b = Agent(_cfg(tmp_path), clock)
     b.open()

@@ -21,6 +21,7 @@ from robotctl.agent._files import load_model_file
 from robotctl.agent.app import AGENT, REFIT, run_in_process
 from robotctl.agent.clock import ManualClock
 from robotctl.agent.config import AgentConfig
+from robotctl.agent.policy import PolicyFit
 from robotctl.agent.refit import RefitInput, RefitOutcome, RefitStage, fit_summary
 from robotctl.policies import optimise
 
@@ -50,10 +51,10 @@ async def _exported(tmp_path: Path) -> set[str]:
     best = optimise(model, costs).best
 
     def compute(inp: RefitInput) -> RefitOutcome:
-        return RefitOutcome(True, RefitStage.DONE, "adopted", best.policy, best.modes, best.thresholds,
-                            best.measures, best.cost, fit_summary(model, None,
-                                                                  {m: "observed" for m in model.modes}),
-                            model, 0.01, 0.02, 500, (0.0, 1.0))
+        return RefitOutcome(True, RefitStage.DONE, "adopted",
+                            PolicyFit(best.policy, best.modes, best.thresholds, best.measures, best.cost,
+                                      fit_summary(model, None, {m: "observed" for m in model.modes}),
+                                      model, 500, (0.0, 1.0)), 0.01, 0.02, 500)
 
     cfg = AgentConfig.from_dict({"server": {"port": 0}, "queue": {"capacity": 5}, "robots": 4,
                                  "refit": {"executor": "thread", "min_deliveries": 2},

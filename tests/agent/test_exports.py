@@ -9,7 +9,8 @@ import pytest
 
 from robotctl import agent
 
-MODULES = ["robotctl.agent.app", "robotctl.agent.client", "robotctl.agent.config", "robotctl.agent.refit"]
+MODULES = ["robotctl.agent.app", "robotctl.agent.client", "robotctl.agent.compute", "robotctl.agent.config",
+           "robotctl.agent.policy", "robotctl.agent.refit", "robotctl.agent.worker"]
 
 
 def _isort_key(name: str) -> tuple[int, str]:

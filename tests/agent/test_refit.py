@@ -22,8 +22,8 @@ from robotctl.agent.app import AGENT, REFIT, run_in_process
 from robotctl.agent.clock import ManualClock
 from robotctl.agent.config import AgentConfig
 from robotctl.agent.core import Agent
-from robotctl.agent.refit import RefitInput, RefitOutcome, RefitStage, adjust_arrivals, cancel_and_wait, compute_refit
-from robotctl.fitting import fit_model
+from robotctl.agent.refit import RefitInput, RefitOutcome, RefitStage, cancel_and_wait, compute_refit
+from robotctl.fitting import adjust_arrivals, fit_model
 from robotctl.model import InputError, Simulation, ThresholdPolicy, TraceKind
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -226,13 +226,15 @@ def test_observed_modes_take_their_exposure_rate_and_others_are_remembered() -> 
     fit = fit_model(tr["t"], pages=tr["pages"], modes=tr["modes"], all_modes=(1, 2, 3, 4),
                     service_times=tr["service"], mean_useful_life_s=5.0, capacity=5,
                     mode_exposure_s=tr["exposure"])
-    arrivals, sources = adjust_arrivals(fit, _input(tr))
+    adjusted = adjust_arrivals(fit, _input(tr).remembered)
+    arrivals, sources = adjusted.arrivals, adjusted.sources
     assert sources == {1: "observed", 2: "linear", 3: "observed", 4: "linear"}
     base = fit.modes[1].base_mode
     assert base is not None
     assert arrivals[2].rate == pytest.approx(exact[base] * 2 / base, rel=1e-9)
     remembered = {2: TRUE_MODEL.arrivals[2], 4: TRUE_MODEL.arrivals[4]}
-    arrivals, sources = adjust_arrivals(fit, _input(tr, remembered=remembered))
+    adjusted = adjust_arrivals(fit, _input(tr, remembered=remembered).remembered)
+    arrivals, sources = adjusted.arrivals, adjusted.sources
     assert sources == {1: "observed", 2: "remembered", 3: "observed", 4: "remembered"}
     assert arrivals[4].allclose(TRUE_MODEL.arrivals[4])
 
@@ -277,9 +279,9 @@ def _dying_pool() -> Any:
 
 async def test_a_worker_process_that_cannot_start_falls_back_to_a_thread(tmp_path: Path, monkeypatch: Any,
                                                                           caplog: pytest.LogCaptureFixture) -> None:
-    import robotctl.agent.refit as refit_module
+    import robotctl.agent.worker as worker_module
 
-    monkeypatch.setattr(refit_module, "_spawn_pool", _dying_pool)
+    monkeypatch.setattr(worker_module, "_spawn_pool", _dying_pool)
     clock = ManualClock(0.0)
     with caplog.at_level(logging.WARNING, logger="robotctl.agent.refit"):
         async with run_in_process(_config(tmp_path, executor="process", min_interval_s=1e9), clock=clock) as (_, app):
@@ -313,3 +315,25 @@ async def test_cancel_and_wait_ends_a_task_that_absorbs_one_cancellation() -> No
     await asyncio.sleep(0)
     await asyncio.wait_for(cancel_and_wait(task), timeout=10)
     assert task.cancelled()
+
+
+def test_targets_choose_the_least_robot_time_that_meets_them_on_the_fitted_model() -> None:
+    """targets: in the configuration: the refit adopts the policy of least robot time that meets the bounds
+    on the fitted model (checked by solving every policy of that model), or the closest one, saying so."""
+    from robotctl.model import solve
+    from robotctl.policies import Targets, every_policy
+
+    tr = _trace(ThresholdPolicy((4, 4, 3, 2, 1, 1)), 2000.0, seed=13)
+    targets = Targets(max_loss=0.3, max_starvation=0.1)
+    out = compute_refit(_input(tr, targets=targets))
+    assert out.success and out.model is not None and out.policy is not None
+    assert out.fit["targets"]["met"] == {"max_loss": True, "max_starvation": True}
+    measures = {p.robots_at_level: solve(out.model, p).measures for p in every_policy((1, 2, 3, 4), 5)}
+    ok = {r: m.mean_active_robots for r, m in measures.items() if m.p_loss <= 0.3 and m.p_starvation <= 0.1}
+    assert measures[out.policy.robots_at_level].mean_active_robots == pytest.approx(min(ok.values()), rel=1e-12)
+    weights = compute_refit(_input(tr))
+    assert weights.policy is not None and "targets" not in weights.fit
+    impossible = compute_refit(_input(tr, targets=Targets(max_loss=1e-6)))
+    assert impossible.success and impossible.message.startswith("adopted, targets not met: infeasible")
+    assert impossible.fit["targets"] == {"met": {"max_loss": False}, "status": "infeasible",
+                                         "message": impossible.message.removeprefix("adopted, targets not met: ")}

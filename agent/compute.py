@@ -1,0 +1,350 @@
+"""The refit's computation: from the recent window of the delivery log to a policy, as plain data.
+
+:func:`compute_refit` fits the model (``fitting.fit_model``, completed by ``fitting.adjust_arrivals``
+with the arrivals the agent remembers of modes the window misses) and optimises the thresholds
+(``policies.optimise``). It is one function of picklable data (:class:`RefitInput`), so that
+:mod:`agent.worker` can run it in a thread or a worker process, and it never raises: every failure is a
+:class:`RefitOutcome` with ``success=False``, the ``stage`` that failed and why. A success carries the
+:class:`~agent.policy.PolicyFit` that the agent adopts as it is.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from robotctl.model import BMAP, Costs, InputError, QueueModel, ThresholdPolicy, cost_of
+from robotctl.policies import Targets
+
+from .policy import PolicyFit, finite
+
+LOG = logging.getLogger("robotctl.agent.refit")
+
+
+class RefitStage(enum.Enum):
+    """Where a refit stopped."""
+
+    #: fitted and optimised; the new policy was adopted
+    DONE = "done"
+    #: not enough data in the window
+    INPUT = "input"
+    #: fitting.fit_model raised or reported failure
+    FIT = "fit"
+    #: policies.optimise raised or reported failure
+    SOLVE = "solve"
+    #: the computation took longer than refit.timeout_s
+    TIMEOUT = "timeout"
+
+
+@dataclass(frozen=True, eq=False)
+class RefitInput:
+    """Everything a refit needs, as plain data (picklable for a worker process).
+
+    Attributes
+    ----------
+    delivery_times, pages, modes : ndarray
+        One entry per delivery in the window: time (s), pages offered, active robots (mode) then.
+    all_modes : tuple of int
+        Modes the fleet can run (each gets a BMAP; unobserved ones by fitting's rule).
+    search_modes : tuple of int or None
+        Modes the optimiser may use (None: all).
+    service_times, sizes_bytes : ndarray or None
+        From completions: service seconds, or content sizes for ``processing_rate_bps``.
+    capacity : int
+    costs : Costs
+    processing_rate_bps, mean_useful_life_s : float or None
+    options : mapping
+        ``fit.options``, passed through.
+    window : tuple of float
+        (start, end) of the window, for the report.
+    mode_exposure_s : mapping of int to float
+        Seconds spent in each mode over the window (exact, from the agent's mode changes).
+    rate_from_exposure : bool
+        Pass ``mode_exposure_s`` to fitting.fit_model, which rescales each observed mode's BMAP in time
+        so that its rate is pages delivered in the mode / seconds spent in it.
+    remembered : mapping of int to BMAP
+        The last observed BMAP of modes, for modes the window does not observe.
+    obsolete_drops, obsolete_exposure_s : optional
+        Obsolete drops and page-seconds spent waiting in the window, for the censored estimate of the
+        useful life when ``mean_useful_life_s`` is not configured.
+    previous_fit : mapping
+        The fit summary of the policy in force (where remembered modes were last observed).
+    targets : Targets or None
+        ``targets:`` of the configuration: the policy of least robot time that meets them
+        (``policies.optimise_for_targets``) instead of the cost optimum; the costs then only price it.
+    """
+
+    delivery_times: NDArray[np.float64]
+    pages: NDArray[np.integer[Any]]
+    modes: NDArray[np.integer[Any]]
+    all_modes: tuple[int, ...]
+    search_modes: tuple[int, ...] | None
+    service_times: NDArray[np.float64] | None
+    sizes_bytes: NDArray[np.float64] | None
+    capacity: int
+    costs: Costs
+    processing_rate_bps: float | None = None
+    mean_useful_life_s: float | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    window: tuple[float, float] = (0.0, 0.0)
+    mode_exposure_s: Mapping[int, float] = field(default_factory=dict)
+    rate_from_exposure: bool = True
+    remembered: Mapping[int, BMAP] = field(default_factory=dict)
+    obsolete_drops: int | None = None
+    obsolete_exposure_s: float | None = None
+    previous_fit: Mapping[str, Any] = field(default_factory=dict)
+    targets: Targets | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class RefitOutcome:
+    """What one refit produced.
+
+    Attributes
+    ----------
+    success : bool
+    stage : RefitStage
+        ``DONE`` on success, else where it failed.
+    message : str
+    result : PolicyFit or None
+        On success: the policy, its predicted measures and cost, the fitted model and its summary, the
+        window; what the agent adopts (:meth:`Agent.adopt <agent.core.Agent.adopt>`).
+    fit_seconds, solve_seconds : float
+        Wall time of the two stages.
+    deliveries : int
+        Deliveries in the window.
+    """
+
+    success: bool
+    stage: RefitStage
+    message: str
+    result: PolicyFit | None = None
+    fit_seconds: float = 0.0
+    solve_seconds: float = 0.0
+    deliveries: int = 0
+
+    def __post_init__(self) -> None:
+        if self.success != (self.result is not None):
+            raise ValueError("RefitOutcome: a success carries its result (a PolicyFit), a failure none")
+
+    @property
+    def policy(self) -> ThresholdPolicy | None:
+        return self.result.policy if self.result is not None else None
+
+    @property
+    def model(self) -> QueueModel | None:
+        return self.result.model if self.result is not None else None
+
+    @property
+    def fit(self) -> Mapping[str, Any]:
+        return self.result.fit if self.result is not None else {}
+
+
+def fit_summary(model: QueueModel, fit: Any = None, sources: Mapping[int, str] | None = None,
+                at: float | None = None, previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Rates and lag-1 correlations per mode (with where each came from), service and obsolescence, and
+    the fit's own status."""
+    per_mode = {}
+    prev_modes = (previous or {}).get("modes", {})
+    for m in model.modes:
+        b = model.arrivals[m]
+        source = (sources or {}).get(m, "fitted")
+        d: dict[str, Any] = {"arrival_rate": finite(float(b.rate)),
+                             "lag1_correlation": finite(float(b.lag1_correlation)),
+                             "mean_batch_size": finite(float(b.mean_batch_size)), "source": source}
+        if source == "observed":
+            d["observed_at"] = at
+        elif source == "remembered":
+            d["observed_at"] = prev_modes.get(str(m), {}).get("observed_at")
+        per_mode[str(m)] = d
+    out: dict[str, Any] = {
+        "modes": per_mode,
+        "service_mean_s": finite(float(model.service.mean)),
+        "service_scv": finite(float(model.service.scv)),
+        "mean_useful_life_s": (finite(float(model.obsolescence.mean)) if model.obsolescence is not None
+                               else None),
+    }
+    if fit is not None:
+        status = getattr(fit, "status", None)
+        out["status"] = getattr(status, "name", str(status)).lower() if status is not None else None
+        out["success"] = bool(getattr(fit, "success", True))
+        out["message"] = str(getattr(fit, "message", ""))
+        out["rungs"] = _rungs(fit)
+    return out
+
+
+def _rungs(fit: Any) -> dict[str, str]:
+    """Fallback rungs of the fit, as {part: rung}: ``mode m`` for each mode and ``service``; for other
+    shapes of fit, every report entry whose key mentions ``rung``."""
+    found: dict[str, str] = {}
+    modes = getattr(fit, "modes", None)
+    if isinstance(modes, tuple) and all(hasattr(mf, "rung") for mf in modes):
+        for mf in modes:
+            found[f"mode {mf.mode}"] = str(mf.rung)
+        service = getattr(getattr(fit, "report", None), "service", None)
+        if isinstance(service, Mapping) and "rung" in service:
+            found["service"] = str(service["rung"])
+        return found
+    try:
+        report = fit.to_dict().get("report", {})
+    except Exception:
+        return found
+
+    def walk(obj: Any, path: str) -> None:
+        if isinstance(obj, Mapping):
+            for k, v in obj.items():
+                p = f"{path}.{k}" if path else str(k)
+                if "rung" in str(k).lower() and isinstance(v, str | int):
+                    found[path or str(k)] = str(v)
+                else:
+                    walk(v, p)
+        elif isinstance(obj, list | tuple):
+            for n, v in enumerate(obj):
+                walk(v, f"{path}[{n}]")
+
+    walk(report, "")
+    return found
+
+
+FitFn = Callable[..., Any]
+OptimiseFn = Callable[..., Any]
+
+
+@dataclass(frozen=True, eq=False)
+class _Fitted:
+    """The fit stage's product: the model with the agent's memory of modes, and its summary."""
+
+    model: QueueModel
+    summary: dict[str, Any]
+    seconds: float
+
+
+def _fit_stage(inp: RefitInput, fit_fn: FitFn) -> _Fitted | RefitOutcome:
+    """Fit the window, then complete the arrivals with the remembered modes; a failure is an outcome."""
+    from robotctl.fitting import ModelFit, adjust_arrivals
+
+    n = int(inp.delivery_times.size)
+    t0 = time.perf_counter()
+    try:
+        fit = fit_fn(inp.delivery_times, pages=inp.pages, modes=inp.modes, all_modes=inp.all_modes,
+                     service_times=inp.service_times, sizes_bytes=inp.sizes_bytes,
+                     processing_rate_bps=inp.processing_rate_bps, mean_useful_life_s=inp.mean_useful_life_s,
+                     obsolete_drops=inp.obsolete_drops, obsolete_exposure_s=inp.obsolete_exposure_s,
+                     mode_exposure_s=dict(inp.mode_exposure_s) if inp.rate_from_exposure else None,
+                     capacity=inp.capacity, options=dict(inp.options) or None)
+    except InputError as exc:
+        return RefitOutcome(False, RefitStage.FIT, f"fit rejected the window: {exc}",
+                            fit_seconds=time.perf_counter() - t0, deliveries=n)
+    except Exception as exc:
+        LOG.exception("event=fit_crashed")
+        return RefitOutcome(False, RefitStage.FIT, f"fit failed: {type(exc).__name__}: {exc}",
+                            fit_seconds=time.perf_counter() - t0, deliveries=n)
+    fitted = getattr(fit, "model", None)
+    if fitted is None or not bool(getattr(fit, "success", True)):
+        return RefitOutcome(False, RefitStage.FIT,
+                            f"fit did not succeed: {getattr(fit, 'message', 'no model')}",
+                            fit_seconds=time.perf_counter() - t0, deliveries=n)
+    sources: Mapping[int, str]
+    if isinstance(fit, ModelFit):
+        try:
+            adjusted = adjust_arrivals(fit, inp.remembered)
+            fitted = QueueModel(fitted.capacity, adjusted.arrivals, fitted.service, fitted.obsolescence,
+                                fitted.admission)
+        except InputError as exc:
+            return RefitOutcome(False, RefitStage.FIT, f"the fitted arrivals could not be adjusted: {exc}",
+                                fit_seconds=time.perf_counter() - t0, deliveries=n)
+        sources = adjusted.sources
+    else:  # a stand-in fit (tests): its arrivals as they are
+        sources = {m: "fitted" for m in fitted.arrivals.modes}
+    seconds = time.perf_counter() - t0
+    return _Fitted(fitted, fit_summary(fitted, fit, sources, inp.window[1], inp.previous_fit), seconds)
+
+
+def _targets_stage(inp: RefitInput, targets: Targets, fitted: _Fitted) -> RefitOutcome:
+    """The policy of least robot time that meets ``targets`` under the fitted model. When none does, the
+    one closest to them is adopted all the same (it is the best the fitted traffic allows), and the fit
+    summary's ``targets`` says which bounds hold (on /v1/policy, /metrics and in the log)."""
+    from robotctl.policies import optimise_for_targets
+
+    n = int(inp.delivery_times.size)
+    t1 = time.perf_counter()
+    try:
+        found = optimise_for_targets(fitted.model, targets, modes=inp.search_modes)
+    except InputError as exc:
+        return RefitOutcome(False, RefitStage.SOLVE, f"targets search failed: {exc}", fit_seconds=fitted.seconds,
+                            solve_seconds=time.perf_counter() - t1, deliveries=n)
+    summary = dict(fitted.summary)
+    summary["targets"] = {"met": dict(found.met), "status": found.status.value, "message": found.message}
+    if not found.success:
+        LOG.warning("event=targets_not_met policy=%s message=%r", found.policy, found.message)
+    result = PolicyFit(found.policy, found.policy.modes, found.policy.thresholds, found.measures,
+                       cost_of(found.measures, inp.costs), summary, fitted.model, n, inp.window)
+    message = "adopted" if found.success else f"adopted, targets not met: {found.message}"
+    return RefitOutcome(True, RefitStage.DONE, message, result, fit_seconds=fitted.seconds,
+                        solve_seconds=time.perf_counter() - t1, deliveries=n)
+
+
+def _optimise_stage(inp: RefitInput, fitted: _Fitted, optimise_fn: OptimiseFn) -> RefitOutcome:
+    """Optimise the thresholds under the fitted model; the outcome carries the policy to adopt."""
+    if inp.targets is not None:
+        return _targets_stage(inp, inp.targets, fitted)
+    n = int(inp.delivery_times.size)
+    t1 = time.perf_counter()
+    try:
+        search = optimise_fn(fitted.model, inp.costs, modes=inp.search_modes)
+    except Exception as exc:
+        if not isinstance(exc, InputError):
+            LOG.exception("event=optimise_crashed")
+        return RefitOutcome(False, RefitStage.SOLVE, f"optimise failed: {type(exc).__name__}: {exc}",
+                            fit_seconds=fitted.seconds, solve_seconds=time.perf_counter() - t1, deliveries=n)
+    solve_s = time.perf_counter() - t1
+    best = getattr(search, "best", None)
+    if best is None or not bool(getattr(search, "success", True)) or not math.isfinite(best.cost.total):
+        return RefitOutcome(False, RefitStage.SOLVE,
+                            f"optimise did not succeed: {getattr(search, 'message', 'no optimum')}",
+                            fit_seconds=fitted.seconds, solve_seconds=solve_s, deliveries=n)
+    result = PolicyFit(best.policy, tuple(best.modes), tuple(best.thresholds), best.measures, best.cost,
+                       fitted.summary, fitted.model, n, inp.window)
+    return RefitOutcome(True, RefitStage.DONE, "adopted", result, fit_seconds=fitted.seconds,
+                        solve_seconds=solve_s, deliveries=n)
+
+
+def compute_refit(inp: RefitInput, *, fit_fn: FitFn | None = None,
+                  optimise_fn: OptimiseFn | None = None) -> RefitOutcome:
+    """Fit the window and optimise; never raises.
+
+    Parameters
+    ----------
+    inp : RefitInput
+    fit_fn, optimise_fn : callable, optional
+        Stand-ins for ``fitting.fit_model`` and ``policies.optimise`` (tests inject failures here).
+    """
+    if fit_fn is None:
+        from robotctl.fitting import fit_model
+
+        fit_fn = fit_model
+    if optimise_fn is None:
+        from robotctl.policies import optimise
+
+        optimise_fn = optimise
+    fitted = _fit_stage(inp, fit_fn)
+    if isinstance(fitted, RefitOutcome):
+        return fitted
+    return _optimise_stage(inp, fitted, optimise_fn)
+
+
+__all__ = [
+    "RefitInput",
+    "RefitOutcome",
+    "RefitStage",
+    "compute_refit",
+    "fit_summary",
+]

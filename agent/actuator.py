@@ -234,6 +234,15 @@ class Actuator:
         self._apply(target, now, "policy")
         return True
 
+    def force(self, target: int, now: float, reason: str) -> bool:
+        """Apply ``target`` at once, past any dwell (an operator's override); True when the mode changed."""
+        self.target = target
+        self.deferred_until = None
+        if target == self.mode:
+            return False
+        self._apply(target, now, reason)
+        return True
+
     def tick(self, now: float) -> bool:
         """Apply a deferred change whose dwell has ended."""
         if self.deferred_until is not None and now >= self.deferred_until:

@@ -45,6 +45,7 @@ from .api import Completion, Delivery, NotFoundError
 from .clock import Clock, Scheduler
 from .compute import RefitInput
 from .config import AgentConfig
+from .control import ACTIONS, ControlMode, ControlState
 from .log import DeliveryLog, Durability, LogStats, read_records
 from .policy import PolicyFit, PolicyHolder, PolicySnapshot
 from .queue import (
@@ -235,6 +236,7 @@ class Agent:
         self._robot_json: dict[str, str] = {}
         self._pending_lines: list[str] = []
         self._scheduler = scheduler
+        self._control = ControlState(since=now)
         self._ready = False
         # (start time, mode) of every stretch of one mode, for the exact time spent in each mode
         self._segments: deque[tuple[float, int]] = deque([(now, self.actuator.mode)])
@@ -527,13 +529,55 @@ class Agent:
         self.window.hold(now, EMPTY, 1.0 if i == 0 else 0.0)
         self.window.hold(now, WAITING, float(max(i - 1, 0)))
         old = self.actuator.mode
-        r = self.holder.current.policy.robots_at_level
-        self.actuator.set_target(r[min(i, len(r) - 1)], now)
+        ctl = self._control
+        if ctl.expired(now):
+            self._set_control(ControlState(since=now, reason="duration ended"), now)
+            ctl = self._control
+        if ctl.overridden:
+            assert ctl.robots is not None
+            self.actuator.force(ctl.robots, now, "override")
+        else:
+            r = self.holder.current.policy.robots_at_level
+            self.actuator.set_target(r[min(i, len(r) - 1)], now)
         if self.actuator.mode != old:
             self._hold_mode(now, old, self.actuator.mode)
         if self.actuator.deferred_until is not None and self._scheduler is not None:
             self._scheduler.call_at(self.actuator.deferred_until, self.tick)
         self._flush_pending()
+
+    # -- the runtime override (agent/control.py) ------------------------------------------------------
+    def control(self, action: str, robots: int | None = None, duration_s: float | None = None,
+                reason: str = "") -> dict[str, Any]:
+        """Pause control (hold the fleet in force), pin ``robots`` active virtual robots, or resume control
+        by the policy; a pause or pin with ``duration_s`` ends by itself. Returns :meth:`control_view`."""
+        now = self._stamp()
+        until = None if duration_s is None else now + duration_s
+        mode = ACTIONS[action]
+        held = {ControlMode.AUTO: None, ControlMode.PAUSED: self.actuator.mode, ControlMode.PINNED: robots}[mode]
+        self._set_control(ControlState(mode, held, now, until, reason), now)
+        if until is not None and self._scheduler is not None:
+            self._scheduler.call_at(until, self._control_due)
+        self._queue_changed(now)
+        return self.control_view()
+
+    def _set_control(self, state: ControlState, now: float) -> None:
+        self._control = state
+        LOG.info("event=control mode=%s robots=%s until=%s reason=%r t=%s", state.mode.value, state.robots,
+                 state.until, state.reason, now)
+
+    def _control_due(self) -> None:
+        """An override's duration may have ended: re-apply (which resumes control by the policy)."""
+        self._queue_changed(self._stamp())
+
+    def control_view(self) -> dict[str, Any]:
+        d = self._control.to_dict()
+        d["active_robots"] = self.actuator.mode
+        d["desired"] = self.desired()
+        return d
+
+    @property
+    def control_state(self) -> ControlState:
+        return self._control
 
     def tick(self) -> None:
         """A dwell ended: apply the deferred change."""
@@ -809,11 +853,12 @@ class Agent:
 
     def policy_max_robots(self) -> int:
         """Real robots the policy in force can ever keep active (those of virtual robots 1..max_i r(i));
-        every robot during the start-up probe. It changes only when a policy is adopted: the pool of robot
-        workers an autoscaler sizes (deploy/README.md)."""
+        every robot during the start-up probe; at least the fleet an override holds. It changes only when a
+        policy is adopted or control is overridden: the pool of robot workers an autoscaler sizes
+        (deploy/README.md)."""
         snap = self.holder.current
         top = self.config.robots.n if snap.source == "probe" else max(snap.policy.robots_at_level)
-        return self.actuator.robots_up_to(top)
+        return self.actuator.robots_up_to(max(top, self._control.robots or 0))
 
     def commands_issued(self) -> dict[str, int]:
         """Park and resume commands issued so far, by the state commanded."""
@@ -864,6 +909,7 @@ class Agent:
             "robots": {"virtual": self.config.robots.n, "mode": act.mode, "desired": self.desired(),
                        "deferred_until": act.deferred_until, "counts": act.counts(now),
                        "registered": self.robots_view()["robots"]},
+            "control": self.control_view(),
             "policy": {"version": self.holder.current.version, "source": self.holder.current.source,
                        "robots_at_level": list(self.holder.current.policy.robots_at_level)},
             "totals": self.totals.to_dict(),

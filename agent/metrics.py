@@ -44,6 +44,7 @@ from prometheus_client.registry import Collector
 from robotctl import __version__
 
 from .compute import RefitOutcome
+from .control import ControlMode
 from .core import Agent
 from .refit import RefitRecord
 
@@ -125,6 +126,16 @@ class AgentCollector(Collector):
 
         yield gauge("policy_max_robots", "Real robots the policy in force keeps active at its largest mode; "
                     "changes only when a policy is adopted: the pool an autoscaler sizes.", a.policy_max_robots())
+        ctl = a.control_state
+        override = gauge("control_override", "1 for who sets the active robots: auto (the policy), paused or "
+                         "pinned (POST /v1/control).", labels=["mode"])
+        for mode in ControlMode:
+            override.add_metric([mode.value], float(ctl.mode is mode))
+        yield override
+        yield gauge("control_robots", "Active virtual robots held by an override (absent under the policy).",
+                    None if ctl.robots is None else float(ctl.robots))
+        yield gauge("control_until_timestamp_seconds", "Agent time an override ends by itself (NaN: until "
+                    "resumed).", ctl.until)
         yield gauge("policy_version", "Version of the policy in force.", snap.version)
         yield gauge("policy_adopted_timestamp_seconds", "Agent time the policy in force was adopted.",
                     snap.adopted_at)

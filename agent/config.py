@@ -99,6 +99,15 @@ def _mapping(v: Any) -> Mapping[str, Any]:
     return dict(v)
 
 
+def _dwell(v: Any) -> float | str:
+    if v == "auto":
+        return "auto"
+    try:
+        return _float()(v)
+    except InputError as exc:
+        raise InputError("", exc.problem, "write auto, or seconds, e.g. 0.5 (0: off)") from None
+
+
 def _robot_ids(v: Any) -> tuple[tuple[str, ...], ...]:
     """``[a, b, [c1, c2]]``: one entry per virtual robot, rank order; a list groups real robots."""
     if v is None:
@@ -247,7 +256,11 @@ class RobotsConfig(_Section):
     default_state: str = _spec("active", _choice("active", "parked"),
                                "what a robot does when it loses the agent")
     lease_s: float = _spec(10.0, _float(positive=True), "a command is valid this long without contact")
-    dwell_s: float = _spec(0.0, _float(), "minimum time between two changes of the active count (0: off)")
+    dwell_s: float | str = _spec("auto", _dwell,
+                                 "minimum time between two changes of the active count: seconds (0: off) or auto "
+                                 "(one mean time between queue events of the fitted model)")
+    max_commands_per_min: int = _spec(6, _int(0), "park/resume commands a robot receives in any 60 s at most "
+                                      "(0: no limit)")
     allow_unregistered: bool = _spec(False, _bool, "accept deliveries naming robots that never registered")
 
     def __post_init__(self) -> None:

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from robotctl.model import Admission, InputError, ThresholdPolicy
+from robotctl.model import Admission, InputError, Measures, ThresholdPolicy
 
 from .actuator import Actuator, Command, Robot
 from .api import Completion, Delivery, NotFoundError
@@ -191,6 +191,14 @@ def _fmt(x: float) -> str:
     return repr(float(x))
 
 
+def auto_dwell_s(measures: Measures) -> float:
+    """``robots.dwell_s: auto``: one mean time between queue events under the fitted model and the policy,
+    1 / (2 lambda (1 - P_loss)): pages admitted and pages leaving (indexed or obsolete) each move the queue
+    once. A change of mode that would be undone by the next event is then not sent; 0 without traffic."""
+    rate = 2.0 * measures.arrival_rate * (1.0 - measures.p_loss)
+    return 1.0 / rate if rate > 0 and math.isfinite(rate) else 0.0
+
+
 class Agent:
     """See the module docstring.
 
@@ -223,7 +231,8 @@ class Agent:
         rc = config.robots
         self.actuator = Actuator(rc.n, fixed_ids=rc.ids, group_size=rc.group_size,
                                  default_state=Command(rc.default_state), lease_s=rc.lease_s,
-                                 dwell_s=rc.dwell_s,
+                                 dwell_s=rc.dwell_s if isinstance(rc.dwell_s, float) else 0.0,
+                                 max_commands_per_min=rc.max_commands_per_min,
                                  initial_mode=startup.robots_at_level[0], listener=self._on_command)
         self.totals = Totals()
         self.deliveries = Ring(config.refit.max_samples, {"t": np.float64, "pages": np.int32, "mode": np.int16,
@@ -708,6 +717,8 @@ class Agent:
         """Put a refit's result in force (one assignment), save it for a restart, and re-apply r(i) at the
         current queue length."""
         snap = self.holder.adopt(result, now, "fit")
+        if self.config.robots.dwell_s == "auto" and result.measures is not None:
+            self.actuator.dwell_s = auto_dwell_s(result.measures)
         self._save_policy(snap)
         self._queue_changed(self._stamp())
         return snap
@@ -907,6 +918,7 @@ class Agent:
             "queue": {"length": self.queue.length, "capacity": self.config.capacity,
                       "admission": self.config.queue.admission},
             "robots": {"virtual": self.config.robots.n, "mode": act.mode, "desired": self.desired(),
+                       "dwell_s": act.dwell_s, "max_commands_per_min": act.max_commands_per_min,
                        "deferred_until": act.deferred_until, "counts": act.counts(now),
                        "registered": self.robots_view()["robots"]},
             "control": self.control_view(),

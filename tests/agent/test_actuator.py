@@ -114,3 +114,35 @@ async def test_long_poll_wakes_on_change_and_times_out_on_the_clock() -> None:
     clock.advance(0.2)
     await ManualClock.settle()
     assert idle.done() and r2.command is Command.ACTIVE
+
+
+def test_rate_limit_caps_commands_per_robot_in_any_minute() -> None:
+    sent: list[tuple[float, str]] = []
+    act = Actuator(3, initial_mode=3, max_commands_per_min=2,
+                   listener=lambda t, r, c, m: sent.append((t, r.robot_id)))
+    for i in range(1, 4):
+        act.register(f"r{i}", 0.0)
+    assert act.set_target(1, 0.0) and act.mode == 1          # r2, r3: one command each
+    assert act.set_target(3, 1.0) and act.mode == 3          # two each: their budgets are spent
+    assert act.set_target(1, 2.0) is False and act.mode == 3  # held: r3 (slot 3) would get a third
+    assert act.deferred_until == pytest.approx(60.0)         # when r3's first command is a minute old
+    assert act.tick(59.0) is False and act.mode == 3
+    assert act.tick(60.0) is True and act.mode == 1
+    for t in range(600):  # a target flapping every second
+        act.set_target(1 if t % 2 else 3, 61.0 + t)
+        act.tick(61.0 + t)
+    for rid in ("r1", "r2", "r3"):
+        times = [t for t, r in sent if r == rid]
+        assert all(b - a >= 60.0 for a, b in zip(times, times[2:])), rid  # at most 2 in any 60 s
+    assert len([t for t, r in sent if r == "r3"]) >= 2 * 600 // 61  # and the budget is used
+
+
+def test_rate_limit_moves_the_mode_as_far_as_the_budgets_allow() -> None:
+    act = Actuator(4, initial_mode=4, max_commands_per_min=1)
+    for i in range(1, 5):
+        act.register(f"r{i}", 0.0)
+    assert act.set_target(3, 0.0) and act.mode == 3  # r4 parked: its budget is spent
+    assert act.set_target(1, 1.0) and act.mode == 1  # r3 and r2 parked; r4 is not crossed
+    assert act.set_target(4, 2.0) is False and act.mode == 1  # r2 (slot 2) blocks the way up
+    assert act.deferred_until == pytest.approx(61.0)
+    assert act.tick(61.0) and act.mode == 4          # every budget is free again by then

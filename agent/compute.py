@@ -77,6 +77,9 @@ class RefitInput:
         useful life when ``mean_useful_life_s`` is not configured.
     previous_fit : mapping
         The fit summary of the policy in force (where remembered modes were last observed).
+    choose_dwell, max_commands_per_min
+        ``robots.dwell_s: auto``: choose the dwell for the adopted policy in the simulator
+        (:func:`agent.damping.choose_dwell`; the fit summary's ``damping`` holds it and its price).
     targets : Targets or None
         ``targets:`` of the configuration: the policy of least robot time that meets them
         (``policies.optimise_for_targets``) instead of the cost optimum; the costs then only price it.
@@ -102,6 +105,8 @@ class RefitInput:
     obsolete_exposure_s: float | None = None
     previous_fit: Mapping[str, Any] = field(default_factory=dict)
     targets: Targets | None = None
+    choose_dwell: bool = False
+    max_commands_per_min: int = 0
 
 
 @dataclass(frozen=True, eq=False)
@@ -317,6 +322,29 @@ def _optimise_stage(inp: RefitInput, fitted: _Fitted, optimise_fn: OptimiseFn) -
                         solve_seconds=solve_s, deliveries=n)
 
 
+def _with_damping(inp: RefitInput, out: RefitOutcome) -> RefitOutcome:
+    """``robots.dwell_s: auto``: the dwell for the adopted policy, chosen in the simulator, with its price."""
+    res = out.result
+    if not inp.choose_dwell or res is None or res.model is None or res.measures is None:
+        return out
+    from dataclasses import replace
+
+    from .damping import choose_dwell
+
+    try:
+        dwell, base, chosen = choose_dwell(res.model, inp.costs, res.policy, res.measures,
+                                           max_commands_per_min=inp.max_commands_per_min)
+    except Exception:  # the simulation is advice: a failure leaves the dwell off
+        LOG.exception("event=damping_failed")
+        return out
+    fit = dict(res.fit)
+    fit["damping"] = {"dwell_s": dwell, "max_commands_per_min": inp.max_commands_per_min,
+                      "commands_per_robot_per_min": chosen.commands_per_robot_per_min, "cost": chosen.cost,
+                      "undamped_commands_per_robot_per_min": base.commands_per_robot_per_min,
+                      "undamped_cost": base.cost}
+    return replace(out, result=replace(res, fit=fit))
+
+
 def compute_refit(inp: RefitInput, *, fit_fn: FitFn | None = None,
                   optimise_fn: OptimiseFn | None = None) -> RefitOutcome:
     """Fit the window and optimise; never raises.
@@ -338,7 +366,7 @@ def compute_refit(inp: RefitInput, *, fit_fn: FitFn | None = None,
     fitted = _fit_stage(inp, fit_fn)
     if isinstance(fitted, RefitOutcome):
         return fitted
-    return _optimise_stage(inp, fitted, optimise_fn)
+    return _with_damping(inp, _optimise_stage(inp, fitted, optimise_fn))
 
 
 __all__ = [

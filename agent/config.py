@@ -258,8 +258,8 @@ class RobotsConfig(_Section):
     lease_s: float = _spec(10.0, _float(positive=True), "a command is valid this long without contact")
     dwell_s: float | str = _spec("auto", _dwell,
                                  "minimum time between two changes of the active count: seconds (0: off) or auto "
-                                 "(one mean time between queue events of the fitted model)")
-    max_commands_per_min: int = _spec(6, _int(0), "park/resume commands a robot receives in any 60 s at most "
+                                 "(after each fit, the largest that costs at most 2% in the simulator)")
+    max_commands_per_min: int = _spec(0, _int(0), "park/resume commands a robot receives in any 60 s at most "
                                       "(0: no limit)")
     allow_unregistered: bool = _spec(False, _bool, "accept deliveries naming robots that never registered")
 

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from robotctl.model import Admission, InputError, Measures, ThresholdPolicy
+from robotctl.model import Admission, InputError, ThresholdPolicy
 
 from .actuator import Actuator, Command, Robot
 from .api import Completion, Delivery, NotFoundError
@@ -189,14 +189,6 @@ def _atomic_write_json(path: Path, obj: Any) -> None:
 
 def _fmt(x: float) -> str:
     return repr(float(x))
-
-
-def auto_dwell_s(measures: Measures) -> float:
-    """``robots.dwell_s: auto``: one mean time between queue events under the fitted model and the policy,
-    1 / (2 lambda (1 - P_loss)): pages admitted and pages leaving (indexed or obsolete) each move the queue
-    once. A change of mode that would be undone by the next event is then not sent; 0 without traffic."""
-    rate = 2.0 * measures.arrival_rate * (1.0 - measures.p_loss)
-    return 1.0 / rate if rate > 0 and math.isfinite(rate) else 0.0
 
 
 class Agent:
@@ -717,8 +709,8 @@ class Agent:
         """Put a refit's result in force (one assignment), save it for a restart, and re-apply r(i) at the
         current queue length."""
         snap = self.holder.adopt(result, now, "fit")
-        if self.config.robots.dwell_s == "auto" and result.measures is not None:
-            self.actuator.dwell_s = auto_dwell_s(result.measures)
+        if self.config.robots.dwell_s == "auto":  # chosen in the simulator by the refit (agent/damping.py)
+            self.actuator.dwell_s = float(result.fit.get("damping", {}).get("dwell_s", 0.0))
         self._save_policy(snap)
         self._queue_changed(self._stamp())
         return snap
@@ -819,7 +811,8 @@ class Agent:
             window=(float(times[0]), now), mode_exposure_s=exposure,
             rate_from_exposure=cfg.fit.rate_from_exposure, remembered=remembered,
             obsolete_drops=obs_drops, obsolete_exposure_s=obs_exposure, previous_fit=dict(snap.fit),
-            targets=cfg.targets.as_targets())
+            targets=cfg.targets.as_targets(), choose_dwell=cfg.robots.dwell_s == "auto",
+            max_commands_per_min=cfg.robots.max_commands_per_min)
 
     def drift(self, now: float) -> str | None:
         """Why the observed traffic no longer matches the fitted model, or None."""

@@ -310,7 +310,7 @@ class _Cache:
 
 def _neighbours(r: tuple[int, ...], pool: tuple[int, ...]) -> list[tuple[int, ...]]:
     """Policies that differ from ``r`` at one level, still non-increasing."""
-    out = []
+    out: list[tuple[int, ...]] = []
     for i, x in enumerate(r):
         upper = r[i - 1] if i > 0 else max(pool)
         lower = r[i + 1] if i + 1 < len(r) else min(pool)

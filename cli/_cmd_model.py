@@ -43,13 +43,30 @@ example:
       model of Poisson robots (one mode per number of robots, consecutive), exponential service, no
       obsolescence and no response cost; --method mdp is the same (see `robotctl mdp`)
 
+  robotctl optimise config/paper-example.yaml --max-loss 0.18 --max-starvation 0.07
+      targets instead of weights: the policy of least robot time (mean active robots) whose exact
+      P_loss <= 0.18 and P_starvation <= 0.07 (3,3,3,1,1,1 here); exit 1 and "infeasible: the best any
+      policy can do is ..." when no policy meets them
+
 Modes are numbers of active robots. For modes m_1 > ... > m_n the paper's thresholds
 j_1 <= ... <= j_{n-1} (each in 0..K-1) run m_r robots at queue lengths j_{r-1}+1 .. j_r
 (j_0 = -1, j_n = K): the largest mode at an empty queue, the smallest at a full one.
 Without --modes the search covers every subset of the model's modes.
+With any of --max-loss, --max-obsolete, --max-starvation the search minimises robot time under those
+bounds (the cost weights then only price the answer); --search local is then the Lagrangian search.
 Exit status: 0 optimum found, 1 some policy could not be solved (or the MDP or the bound did not
-converge), 2 bad input.
+converge, or no policy meets the targets), 2 bad input.
 """
+
+
+def _fraction_arg(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; write a fraction, e.g. 0.01 for 1%") from exc
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a target is a fraction above 0 and at most 1, e.g. 0.01 for 1%")
+    return value
 
 
 def _modes_arg(text: str) -> tuple[int, ...]:
@@ -91,6 +108,12 @@ def register(sub: Any) -> None:
                    help="thresholds: the best r(i) of paper 000; mdp: paper 001's dynamic control (Poisson robots)")
     o.add_argument("--certify", action="store_true",
                    help="also compute a lower bound on the cost of every policy (lower_bound, gap_percent)")
+    o.add_argument("--max-loss", type=_fraction_arg, default=None, metavar="FRACTION",
+                   help="target: at most this fraction of offered pages lost at the full buffer (P_loss)")
+    o.add_argument("--max-obsolete", type=_fraction_arg, default=None, metavar="FRACTION",
+                   help="target: at most this fraction of offered pages dropped as obsolete (P_obsolete)")
+    o.add_argument("--max-starvation", type=_fraction_arg, default=None, metavar="FRACTION",
+                   help="target: the indexer idle at most this fraction of the time (P_starvation)")
     o.add_argument("--json", action="store_true", help="machine-readable output")
     o.set_defaults(func=lazy("robotctl.cli._run_model", "run_optimise"))
 

@@ -101,6 +101,10 @@ def _table(search: PolicySearch) -> list[str]:
 
 
 def run_optimise(args: argparse.Namespace) -> int:
+    from ._run_targets import run_targets, targets_given  # targets instead of weights
+
+    if targets_given(args):
+        return run_targets(args)
     model, costs = load_model_file(args.model_file)
     if args.control == "mdp" or args.method == "mdp":
         from ._run_mdp import run_optimise_mdp

@@ -1,9 +1,9 @@
-"""Decisions, pure: cost-optimal threshold policies for the model core (paper 000); optimal dynamic
-control by MDP and the static-fleet baseline (paper 001), and a lower bound on every policy's cost from
-a full-information MDP; revisit scheduling (paper 002) with correlated fetch times (paper 003,
-Section 6); open-loop routing to bufferless servers (paper 003); change rates of pages estimated from
-revisits; the cost-minimising renovation law and RED parameters, and the comparison of buffer policies
-(paper 004)."""
+"""Decisions, pure: cost-optimal threshold policies for the model core (paper 000), and the policy of least
+robot time that meets service targets; optimal dynamic control by MDP and the static-fleet baseline
+(paper 001), and a lower bound on every policy's cost from a full-information MDP; revisit scheduling
+(paper 002) with correlated fetch times (paper 003, Section 6); open-loop routing to bufferless servers
+(paper 003); change rates of pages estimated from revisits; the cost-minimising renovation law and RED
+parameters, and the comparison of buffer policies (paper 004)."""
 
 from ._buffers import (
     BufferChoice,
@@ -109,6 +109,16 @@ from ._routing import (
 )
 from ._simplex import GRID_LIMIT, SimplexOptimum, simplex_pattern_search
 from ._simulate import simulate_routing_losses, simulate_staleness
+from ._targets import (
+    MEASURE_OF,
+    TARGET_METHODS,
+    BestPossible,
+    Targets,
+    TargetSearch,
+    TargetStatus,
+    every_policy,
+    optimise_for_targets,
+)
 from ._thresholds import (
     EXHAUSTIVE_LIMIT,
     SEARCH_METHODS,
@@ -132,11 +142,14 @@ __all__ = [
     "GRID_LIMIT",
     "LOCAL_PERIOD_LIMIT",
     "MDP_STATE_LIMIT",
+    "MEASURE_OF",
     "MIN_OBSERVATIONS",
     "PHI",
     "REVISIT_POLICIES",
     "ROUTING_METHODS",
     "SEARCH_METHODS",
+    "TARGET_METHODS",
+    "BestPossible",
     "BoundStatus",
     "BufferChoice",
     "BufferComparison",
@@ -166,6 +179,9 @@ __all__ = [
     "ServerCosts",
     "SimplexOptimum",
     "StaticFleet",
+    "TargetSearch",
+    "TargetStatus",
+    "Targets",
     "ThresholdOptimum",
     "build_mdp",
     "certified_distance_bound",
@@ -177,6 +193,7 @@ __all__ = [
     "cyclic_cost",
     "estimate_change_rate",
     "estimate_change_rates",
+    "every_policy",
     "fetch_law_from_dict",
     "fibonacci",
     "fibonacci_lengths",
@@ -205,6 +222,7 @@ __all__ = [
     "optimal_frequencies",
     "optimal_routing",
     "optimise",
+    "optimise_for_targets",
     "optimise_red",
     "optimise_renovation",
     "optimise_thresholds",

@@ -7,18 +7,27 @@ STAMP  := $(VENV)/.installed
 export OPENBLAS_NUM_THREADS ?= 1
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: demo test bench lint clean servers
+.PHONY: demo test bench lint clean servers scrapy-demo scrapy-compare
 # root installs system packages directly; anyone else through sudo
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip "setuptools>=68" wheel
-	$(BIN)/pip install --quiet -e '.[test,lint]'
+	$(BIN)/pip install --quiet -e '.[test,lint,scrapy]'
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/robotctl demo
+
+# Scrapy crawls the demo site under robotctl's control (examples/scrapy_demo/). Run from that folder:
+# at the repository's root, the folder scrapy/ (robotctl.scrapy) would shadow Scrapy.
+scrapy-demo: $(STAMP)
+	cd examples/scrapy_demo && $(CURDIR)/$(BIN)/python run.py
+
+# Scrapy with AutoThrottle, with fixed concurrencies and under robotctl, same site, seed and duration
+scrapy-compare: $(STAMP)
+	$(BIN)/python bench/scrapy_compare.py
 
 # Debian's prometheus (promtool and the server) for the server tests of tests/agent/test_deploy.py.
 # A failed install fails `make test`, so those tests never skip unnoticed in CI.
@@ -40,7 +49,7 @@ bench: $(STAMP)
 # it, so that the repository's robotctl/ folder does not shadow it. The layer contracts are in pyproject.toml.
 LINT_TREE := build/lint-tree
 lint: $(STAMP)
-	$(BIN)/ruff check robotctl model fitting policies agent crawler cli bench tests tools
+	$(BIN)/ruff check robotctl model fitting policies agent crawler scrapy cli bench tests tools examples
 	$(BIN)/python tools/lint_tree.py $(LINT_TREE) >/dev/null
 	cd $(LINT_TREE) && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml \
 	    --cache-dir $(CURDIR)/.mypy_cache -p robotctl

@@ -12,10 +12,13 @@ Mode
     others parked, so robot 1 parks last and is resumed first (paper 000: "the first robot is always
     active ... the Nth robot is the most rarely activated"). A change of mode parks or resumes the
     lowest-ranked affected robots first.
-Hysteresis
+Damping
     ``robots.dwell_s`` > 0 keeps a mode for at least that long; a change asked for sooner is applied
-    when the dwell ends, with the then-current target. Off (0) by default: switching is instant, as
-    in the model.
+    when the dwell ends, with the then-current target (the agent sets it from the fitted traffic by
+    default, ``dwell_s: auto``; 0 switches instantly, as in the model). ``robots.max_commands_per_min``
+    > 0 caps the park/resume commands each robot receives in any 60 s: a change that would exceed a
+    robot's budget moves the mode only as far as the budgets allow, and the rest waits until the
+    oldest command of the blocking robot is 60 s old.
 Commands and leases
     Each robot's command (``active`` or ``parked``) has a version that grows with every change; a
     robot long-polls with the version it knows and is answered at once when it differs. Every answer
@@ -33,6 +36,7 @@ import enum
 import hashlib
 import hmac
 import secrets
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -137,8 +141,12 @@ class Actuator:
 
     def __init__(self, n_virtual: int, *, fixed_ids: tuple[tuple[str, ...], ...] = (), group_size: int = 1,
                  default_state: Command = Command.ACTIVE, lease_s: float = 10.0, dwell_s: float = 0.0,
-                 initial_mode: int = 0, listener: CommandListener | None = None) -> None:
+                 initial_mode: int = 0, listener: CommandListener | None = None,
+                 max_commands_per_min: int = 0) -> None:
         self.n_virtual = n_virtual
+        self.max_commands_per_min = max_commands_per_min
+        # times of the commands each virtual robot (slot) received in the last 60 s (rate limit)
+        self._slot_commands: dict[int, deque[float]] = {}
         self.group_size = group_size
         self.default_state = default_state
         self.lease_s = lease_s
@@ -170,6 +178,12 @@ class Actuator:
                 if r == rank:
                     return s
         return self._n_fixed_slots + (rank - self._n_fixed - 1) // self.group_size + 1
+
+    def robots_up_to(self, mode: int) -> int:
+        """Real robots in virtual robots 1..``mode``: the ranks that a mode of ``mode`` keeps active."""
+        listed = sum(1 for _, slot in self._fixed_rank.values() if slot <= mode)
+        unlisted = max(0, min(mode, self.n_virtual) - self._n_fixed_slots)
+        return listed + unlisted * self.group_size
 
     @property
     def max_rank(self) -> int:
@@ -297,7 +311,42 @@ class Actuator:
             self.deferred_until = self.changed_at + self.dwell_s
             return False
         self.deferred_until = None
-        self._apply(target, now, "policy")
+        reach, free_at = self._within_budget(target, now)
+        if reach != target:
+            self.deferred_until = free_at
+        if reach == self.mode:
+            return False
+        self._apply(reach, now, "policy")
+        return True
+
+    def _budget(self, slot: int, now: float) -> deque[float]:
+        q = self._slot_commands.setdefault(slot, deque())
+        while q and q[0] <= now - 60.0:
+            q.popleft()
+        return q
+
+    def _within_budget(self, target: int, now: float) -> tuple[int, float]:
+        """The mode nearest ``target`` (from the current one) that no virtual robot's command budget
+        forbids, and when the first blocking budget frees up."""
+        limit = self.max_commands_per_min
+        if limit <= 0:
+            return target, now
+        step = 1 if target > self.mode else -1
+        m = self.mode
+        while m != target:
+            q = self._budget(m + 1 if step > 0 else m, now)  # resuming slot m + 1, parking slot m
+            if len(q) >= limit:
+                return m, q[0] + 60.0
+            m += step
+        return m, now
+
+    def force(self, target: int, now: float, reason: str) -> bool:
+        """Apply ``target`` at once, past any dwell (an operator's override); True when the mode changed."""
+        self.target = target
+        self.deferred_until = None
+        if target == self.mode:
+            return False
+        self._apply(target, now, reason)
         return True
 
     def tick(self, now: float) -> bool:
@@ -305,8 +354,9 @@ class Actuator:
         if self.deferred_until is not None and now >= self.deferred_until:
             self.deferred_until = None
             if self.target != self.mode:
-                self._apply(self.target, now, "policy")
-                return True
+                before = self.mode
+                self.set_target(self.target, now)
+                return self.mode != before
         return False
 
     def _apply(self, mode: int, now: float, reason: str) -> None:
@@ -315,6 +365,8 @@ class Actuator:
         self.changed_at = now
         if self.shutting_down:
             return
+        for slot in range(min(old, mode) + 1, max(old, mode) + 1):  # the virtual robots commanded
+            self._budget(slot, now).append(now)
         # lowest-ranked first: parking goes down from the top rank, resuming up from the lowest slot
         robots = sorted(self.robots.values(), key=lambda r: r.rank, reverse=mode < old)
         for robot in robots:
@@ -365,12 +417,11 @@ class Actuator:
                 robot.waiters.remove(fut)
 
     def counts(self, now: float) -> dict[str, int]:
-        """Real robots by effective state: active, parked, and lost (lease expired)."""
+        """Real robots by state, each counted once: active and parked (as commanded, lease alive), and
+        lost (lease expired; such a robot runs its default state)."""
         out = {"active": 0, "parked": 0, "lost": 0}
         for robot in self.robots.values():
-            if not robot.alive(now, self.lease_s):
-                out["lost"] += 1
-            out[robot.effective(now, self.lease_s).value] += 1
+            out[robot.command.value if robot.alive(now, self.lease_s) else "lost"] += 1
         return out
 
     def lost(self, now: float) -> list[Robot]:

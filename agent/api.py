@@ -19,6 +19,9 @@ Bodies (JSON):
     ``{"length": 4}``: the indexer's own count of pages in the system, 0..K.
 ``POST /v1/robots``
     ``{"robot": "r1", "rank": 2, "default_state": "active"}``, every key optional.
+``POST /v1/control``
+    ``{"action": "pause"|"pin"|"resume", "robots": 2, "duration_s": 600, "reason": "..."}``: ``robots``
+    (active virtual robots, 0..N) only and always with ``pin``; ``duration_s`` optional with pause and pin.
 """
 
 from __future__ import annotations
@@ -288,3 +291,37 @@ def query_float(where: str, text: str | None, *, default: float) -> float:
     if not math.isfinite(v) or v < 0:
         raise InputError(where, f"must be a finite number >= 0, got {text!r}", f"send ?{where}=seconds")
     return v
+
+
+class ControlRequest(NamedTuple):
+    action: str
+    robots: int | None
+    duration_s: float | None
+    reason: str
+
+
+def parse_control(obj: Any, *, max_robots: int) -> ControlRequest:
+    """``POST /v1/control``: pause, pin a fleet size (optionally for a duration) or resume."""
+    keys = '"action": "pause"|"pin"|"resume", "robots": n, "duration_s": s, "reason": text'
+    d = _object("", obj, ("action", "robots", "duration_s", "reason"), keys)
+    action = d.get("action")
+    if action not in ("pause", "pin", "resume"):
+        raise InputError("action", f"is {action!r}", "send pause, pin (with robots) or resume")
+    robots = d.get("robots")
+    if action == "pin":
+        if robots is None:
+            raise InputError("robots", "is missing", f"pin a number of active virtual robots, 0..{max_robots}")
+        robots = _int("robots", robots, minimum=0, maximum=max_robots)
+    elif robots is not None:
+        raise InputError("robots", f"does not apply to {action}", "send robots only with pin")
+    duration = d.get("duration_s")
+    if duration is not None:
+        if action == "resume":
+            raise InputError("duration_s", "does not apply to resume", "send duration_s with pause or pin")
+        duration = _float("duration_s", duration)
+        if duration <= 0:
+            raise InputError("duration_s", f"must be > 0, got {duration:g}", "leave it out to hold until resume")
+    reason = d.get("reason", "")
+    if not isinstance(reason, str) or len(reason) > 500:
+        raise InputError("reason", "must be text of at most 500 characters", "say why, e.g. incident 1234")
+    return ControlRequest(action, robots, duration, reason)

@@ -14,6 +14,7 @@ Endpoints (JSON, versioned under ``/v1``; bodies in :mod:`agent.api`):
 ``GET /v1/robots/{id}/command``             long-poll: ``?version=n&wait_s=t``; answers at once when the
                                             command's version differs from ``n``
 ``POST /v1/refit``                          refit now and answer with the outcome
+``POST /v1/control``, ``GET /v1/control``   pause control, pin a fleet size (for a duration), resume
 ``GET /v1/policy``                          the policy in force, its fit and predicted measures
 ``GET /v1/status``                          queue, robots, counters, observed measures, last refit, log
 ``GET /healthz``, ``GET /readyz``           liveness; readiness (log open, not shutting down)
@@ -74,6 +75,7 @@ from .actuator import ConflictError, ForbiddenError
 from .api import (
     NotFoundError,
     parse_completions,
+    parse_control,
     parse_deliveries,
     parse_json,
     parse_obsolete,
@@ -88,6 +90,7 @@ from .config import AgentConfig
 from .core import Agent
 from .log import LogWriteError
 from .metrics import AgentMetrics
+from .openapi import openapi_handler
 from .refit import RefitLoop
 from .revisit import install as install_revisit
 from .worker import RefitWorker
@@ -242,6 +245,19 @@ async def _post_refit(request: web.Request) -> web.Response:
                               "policy": request.app[AGENT].policy.to_dict()})
 
 
+async def _post_control(request: web.Request) -> web.Response:
+    """Pause control, pin a fleet size or resume (agent/control.py); guarded by the token like every POST."""
+    agent = request.app[AGENT]
+    req = parse_control(parse_json(await request.read()), max_robots=request.app[CONFIG].robots.n)
+    view = agent.control(req.action, req.robots, req.duration_s, req.reason)
+    await agent.commit()
+    return web.json_response(view)
+
+
+async def _get_control(request: web.Request) -> web.Response:
+    return web.json_response(request.app[AGENT].control_view())
+
+
 async def _get_policy(request: web.Request) -> web.Response:
     return json_response(request.app[AGENT].policy_view())
 
@@ -393,8 +409,11 @@ def create_app(config: AgentConfig, *, registry: CollectorRegistry | None = None
     r.add_delete("/v1/robots/{robot_id}", _delete_robot)
     r.add_get("/v1/robots/{robot_id}/command", _get_command)
     r.add_post("/v1/refit", _post_refit)
+    r.add_post("/v1/control", _post_control)
+    r.add_get("/v1/control", _get_control)
     r.add_get("/v1/policy", _get_policy)
     r.add_get("/v1/status", _get_status)
+    r.add_get("/v1/openapi.json", openapi_handler)
     r.add_get("/healthz", _healthz)
     r.add_get("/readyz", _readyz)
     r.add_get("/metrics", make_aiohttp_handler(registry))

@@ -490,20 +490,27 @@ class AgentClient:
         result: dict[str, Any] = await self._request("POST", "/v1/deliveries", json=body, robot_id=robot_id)
         return result
 
-    async def deliver_many(self, deliveries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-        """Report many deliveries (dicts with ``robot``, ``pages``, ``bytes``, ``client_time``) in batches
-        of at most ``batch_limit``; returns the summed acknowledgement."""
-        total: dict[str, Any] = {"accepted": 0, "pages": 0, "admitted": 0, "lost": 0}
+    async def _post_many(self, path: str, key: str, items: Sequence[Mapping[str, Any]],
+                         counts: tuple[str, ...]) -> dict[str, Any]:
+        """POST ``{key: [...]}`` in chunks of at most ``batch_limit``; the acknowledgements' ``counts`` summed,
+        the last one's ``t``, ``queue`` and ``active``."""
+        total: dict[str, Any] = dict.fromkeys(counts, 0)
         last: dict[str, Any] = {}
-        for start in range(0, len(deliveries), self.batch_limit):
-            chunk = [dict(d) for d in deliveries[start:start + self.batch_limit]]
-            last = await self._request("POST", "/v1/deliveries", json={"deliveries": chunk})
-            for k in total:
+        for start in range(0, len(items), self.batch_limit):
+            chunk = [dict(d) for d in items[start:start + self.batch_limit]]
+            last = await self._request("POST", path, json={key: chunk})
+            for k in counts:
                 total[k] += int(last.get(k, 0))
         for k in ("t", "queue", "active"):
             if k in last:
                 total[k] = last[k]
         return total
+
+    async def deliver_many(self, deliveries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """Report many deliveries (dicts with ``robot``, ``pages``, ``bytes``, ``client_time``) in batches
+        of at most ``batch_limit``; returns the summed acknowledgement."""
+        return await self._post_many("/v1/deliveries", "deliveries", deliveries,
+                                     ("accepted", "pages", "admitted", "lost"))
 
     async def complete(self, pages: int = 1, service_s: float | None = None,
                        bytes: int | None = None) -> dict[str, Any]:
@@ -515,6 +522,12 @@ class AgentClient:
             body["bytes"] = bytes
         result: dict[str, Any] = await self._request("POST", "/v1/completions", json=body)
         return result
+
+    async def complete_many(self, completions: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """Report many completions (dicts with ``pages``, ``service_s``, ``bytes``) in batches of at most
+        ``batch_limit``; returns the summed acknowledgement."""
+        return await self._post_many("/v1/completions", "completions", completions,
+                                     ("accepted", "pages", "removed", "unmatched"))
 
     async def obsolete(self, pages: int = 1) -> dict[str, Any]:
         """Report ``pages`` waiting pages dropped as stale."""

@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from robotctl.model import BMAP, Costs, InputError, QueueModel, ThresholdPolicy
+from robotctl.model import BMAP, Costs, InputError, QueueModel, ThresholdPolicy, cost_of
+from robotctl.policies import Targets
 
 from .policy import PolicyFit, finite
 
@@ -76,6 +77,12 @@ class RefitInput:
         useful life when ``mean_useful_life_s`` is not configured.
     previous_fit : mapping
         The fit summary of the policy in force (where remembered modes were last observed).
+    choose_dwell, max_commands_per_min
+        ``robots.dwell_s: auto``: choose the dwell for the adopted policy in the simulator
+        (:func:`agent.damping.choose_dwell`; the fit summary's ``damping`` holds it and its price).
+    targets : Targets or None
+        ``targets:`` of the configuration: the policy of least robot time that meets them
+        (``policies.optimise_for_targets``) instead of the cost optimum; the costs then only price it.
     """
 
     delivery_times: NDArray[np.float64]
@@ -97,6 +104,9 @@ class RefitInput:
     obsolete_drops: int | None = None
     obsolete_exposure_s: float | None = None
     previous_fit: Mapping[str, Any] = field(default_factory=dict)
+    targets: Targets | None = None
+    choose_dwell: bool = False
+    max_commands_per_min: int = 0
 
 
 @dataclass(frozen=True, eq=False)
@@ -263,8 +273,34 @@ def _fit_stage(inp: RefitInput, fit_fn: FitFn) -> _Fitted | RefitOutcome:
     return _Fitted(fitted, fit_summary(fitted, fit, sources, inp.window[1], inp.previous_fit), seconds)
 
 
+def _targets_stage(inp: RefitInput, targets: Targets, fitted: _Fitted) -> RefitOutcome:
+    """The policy of least robot time that meets ``targets`` under the fitted model. When none does, the
+    one closest to them is adopted all the same (it is the best the fitted traffic allows), and the fit
+    summary's ``targets`` says which bounds hold (on /v1/policy, /metrics and in the log)."""
+    from robotctl.policies import optimise_for_targets
+
+    n = int(inp.delivery_times.size)
+    t1 = time.perf_counter()
+    try:
+        found = optimise_for_targets(fitted.model, targets, modes=inp.search_modes)
+    except InputError as exc:
+        return RefitOutcome(False, RefitStage.SOLVE, f"targets search failed: {exc}", fit_seconds=fitted.seconds,
+                            solve_seconds=time.perf_counter() - t1, deliveries=n)
+    summary = dict(fitted.summary)
+    summary["targets"] = {"met": dict(found.met), "status": found.status.value, "message": found.message}
+    if not found.success:
+        LOG.warning("event=targets_not_met policy=%s message=%r", found.policy, found.message)
+    result = PolicyFit(found.policy, found.policy.modes, found.policy.thresholds, found.measures,
+                       cost_of(found.measures, inp.costs), summary, fitted.model, n, inp.window)
+    message = "adopted" if found.success else f"adopted, targets not met: {found.message}"
+    return RefitOutcome(True, RefitStage.DONE, message, result, fit_seconds=fitted.seconds,
+                        solve_seconds=time.perf_counter() - t1, deliveries=n)
+
+
 def _optimise_stage(inp: RefitInput, fitted: _Fitted, optimise_fn: OptimiseFn) -> RefitOutcome:
     """Optimise the thresholds under the fitted model; the outcome carries the policy to adopt."""
+    if inp.targets is not None:
+        return _targets_stage(inp, inp.targets, fitted)
     n = int(inp.delivery_times.size)
     t1 = time.perf_counter()
     try:
@@ -284,6 +320,29 @@ def _optimise_stage(inp: RefitInput, fitted: _Fitted, optimise_fn: OptimiseFn) -
                        fitted.summary, fitted.model, n, inp.window)
     return RefitOutcome(True, RefitStage.DONE, "adopted", result, fit_seconds=fitted.seconds,
                         solve_seconds=solve_s, deliveries=n)
+
+
+def _with_damping(inp: RefitInput, out: RefitOutcome) -> RefitOutcome:
+    """``robots.dwell_s: auto``: the dwell for the adopted policy, chosen in the simulator, with its price."""
+    res = out.result
+    if not inp.choose_dwell or res is None or res.model is None or res.measures is None:
+        return out
+    from dataclasses import replace
+
+    from .damping import choose_dwell
+
+    try:
+        dwell, base, chosen = choose_dwell(res.model, inp.costs, res.policy, res.measures,
+                                           max_commands_per_min=inp.max_commands_per_min)
+    except Exception:  # the simulation is advice: a failure leaves the dwell off
+        LOG.exception("event=damping_failed")
+        return out
+    fit = dict(res.fit)
+    fit["damping"] = {"dwell_s": dwell, "max_commands_per_min": inp.max_commands_per_min,
+                      "commands_per_robot_per_min": chosen.commands_per_robot_per_min, "cost": chosen.cost,
+                      "undamped_commands_per_robot_per_min": base.commands_per_robot_per_min,
+                      "undamped_cost": base.cost}
+    return replace(out, result=replace(res, fit=fit))
 
 
 def compute_refit(inp: RefitInput, *, fit_fn: FitFn | None = None,
@@ -307,7 +366,7 @@ def compute_refit(inp: RefitInput, *, fit_fn: FitFn | None = None,
     fitted = _fit_stage(inp, fit_fn)
     if isinstance(fitted, RefitOutcome):
         return fitted
-    return _optimise_stage(inp, fitted, optimise_fn)
+    return _with_damping(inp, _optimise_stage(inp, fitted, optimise_fn))
 
 
 __all__ = [

@@ -33,6 +33,7 @@ from typing import Any, ClassVar
 import yaml
 
 from robotctl.model import Admission, Costs, InputError, ThresholdPolicy
+from robotctl.policies import Targets
 
 ENV_PREFIX = "ROBOTCTL_"
 
@@ -117,6 +118,15 @@ def _mapping(v: Any) -> Mapping[str, Any]:
     if not isinstance(v, Mapping):
         raise InputError("", f"must be a mapping, got {type(v).__name__}", "write it as key: value lines")
     return dict(v)
+
+
+def _dwell(v: Any) -> float | str:
+    if v == "auto":
+        return "auto"
+    try:
+        return _float()(v)
+    except InputError as exc:
+        raise InputError("", exc.problem, "write auto, or seconds, e.g. 0.5 (0: off)") from None
 
 
 def _robot_ids(v: Any) -> tuple[tuple[str, ...], ...]:
@@ -382,7 +392,11 @@ class RobotsConfig(_Section):
     default_state: str = _spec("active", _choice("active", "parked"),
                                "what a robot does when it loses the agent")
     lease_s: float = _spec(10.0, _float(positive=True), "a command is valid this long without contact")
-    dwell_s: float = _spec(0.0, _float(), "minimum time between two changes of the active count (0: off)")
+    dwell_s: float | str = _spec("auto", _dwell,
+                                 "minimum time between two changes of the active count: seconds (0: off) or auto "
+                                 "(after each fit, the largest that costs at most 2% in the simulator)")
+    max_commands_per_min: int = _spec(0, _int(0), "park/resume commands a robot receives in any 60 s at most "
+                                      "(0: no limit)")
     allow_unregistered: bool = _spec(False, _bool, "accept deliveries naming robots that never registered")
 
     def __post_init__(self) -> None:
@@ -464,6 +478,33 @@ class LogConfig(_Section):
     fsync_interval_ms: int = _spec(200, _int(1), "period of fsync when fsync is interval")
 
 
+def _fraction(v: Any) -> float:
+    v = _float(positive=True)(v)
+    if v > 1.0:
+        raise InputError("", f"must be a fraction above 0 and at most 1, got {v:g}", "write e.g. 0.01 for 1%")
+    return v
+
+
+@dataclass(frozen=True)
+class TargetsConfig(_Section):
+    """Targets instead of weights: with any bound set, refits choose the policy of least robot time that
+    meets every bound (robotctl.policies.optimise_for_targets); the costs then only price it."""
+
+    SECTION: ClassVar[str] = "targets"
+    max_loss: float | None = _spec(None, _optional(_fraction),
+                                   "at most this fraction of offered pages lost at the full buffer (P_loss)")
+    max_obsolete: float | None = _spec(None, _optional(_fraction),
+                                       "at most this fraction of offered pages dropped as obsolete (P_obs)")
+    max_starvation: float | None = _spec(None, _optional(_fraction),
+                                         "the indexer idle at most this fraction of the time (P_star)")
+
+    def as_targets(self) -> Targets | None:
+        """The bounds as :class:`robotctl.policies.Targets`, or None when none is set (weights mode)."""
+        if self.max_loss is None and self.max_obsolete is None and self.max_starvation is None:
+            return None
+        return Targets(self.max_loss, self.max_obsolete, self.max_starvation)
+
+
 def _fetch_law(v: Any) -> Any:
     """A fetch-time law: a mapping in one of the forms of robotctl.policies (checked here) or a YAML path."""
     if isinstance(v, str) and v:
@@ -502,6 +543,7 @@ class RevisitConfig(_Section):
 SECTIONS: dict[str, type[_Section]] = {
     "server": ServerConfig, "queue": QueueConfig, "robots": RobotsConfig, "policy": PolicyConfig,
     "refit": RefitConfig, "fit": FitConfig, "log": LogConfig, "revisit": RevisitConfig,
+    "targets": TargetsConfig,
 }
 
 
@@ -522,6 +564,7 @@ class AgentConfig:
     fit: FitConfig = field(default_factory=FitConfig)
     log: LogConfig = field(default_factory=LogConfig)
     revisit: RevisitConfig = field(default_factory=RevisitConfig)
+    targets: TargetsConfig = field(default_factory=TargetsConfig)
 
     def __post_init__(self) -> None:
         K, N = self.queue.capacity, self.robots.n
@@ -744,6 +787,7 @@ __all__ = [
     "RevisitConfig",
     "RobotsConfig",
     "ServerConfig",
+    "TargetsConfig",
     "documented_keys",
     "env_overrides",
     "is_loopback",

@@ -45,6 +45,7 @@ from .api import Completion, Delivery, NotFoundError
 from .clock import Clock, Scheduler
 from .compute import RefitInput
 from .config import AgentConfig
+from .control import ACTIONS, ControlMode, ControlState
 from .log import DeliveryLog, Durability, LogStats
 from .policy import PolicyFit, PolicyHolder, PolicySnapshot
 from .queue import (
@@ -222,7 +223,8 @@ class Agent:
         rc = config.robots
         self.actuator = Actuator(rc.n, fixed_ids=rc.ids, group_size=rc.group_size,
                                  default_state=Command(rc.default_state), lease_s=rc.lease_s,
-                                 dwell_s=rc.dwell_s,
+                                 dwell_s=rc.dwell_s if isinstance(rc.dwell_s, float) else 0.0,
+                                 max_commands_per_min=rc.max_commands_per_min,
                                  initial_mode=startup.robots_at_level[0], listener=self._on_command)
         self.totals = Totals()
         self.deliveries = Ring(config.refit.max_samples, {"t": np.float64, "pages": np.int32, "mode": np.int16,
@@ -235,6 +237,7 @@ class Agent:
         self._robot_json: dict[str, str] = {}
         self._pending_lines: list[str] = []
         self._scheduler = scheduler
+        self._control = ControlState(since=now)
         self._ready = False
         # (start time, mode) of every stretch of one mode, for the exact time spent in each mode
         self._segments: deque[tuple[float, int]] = deque([(now, self.actuator.mode)])
@@ -527,13 +530,55 @@ class Agent:
         self.window.hold(now, EMPTY, 1.0 if i == 0 else 0.0)
         self.window.hold(now, WAITING, float(max(i - 1, 0)))
         old = self.actuator.mode
-        r = self.holder.current.policy.robots_at_level
-        self.actuator.set_target(r[min(i, len(r) - 1)], now)
+        ctl = self._control
+        if ctl.expired(now):
+            self._set_control(ControlState(since=now, reason="duration ended"), now)
+            ctl = self._control
+        if ctl.overridden:
+            assert ctl.robots is not None
+            self.actuator.force(ctl.robots, now, "override")
+        else:
+            r = self.holder.current.policy.robots_at_level
+            self.actuator.set_target(r[min(i, len(r) - 1)], now)
         if self.actuator.mode != old:
             self._hold_mode(now, old, self.actuator.mode)
         if self.actuator.deferred_until is not None and self._scheduler is not None:
             self._scheduler.call_at(self.actuator.deferred_until, self.tick)
         self._flush_pending()
+
+    # -- the runtime override (agent/control.py) ------------------------------------------------------
+    def control(self, action: str, robots: int | None = None, duration_s: float | None = None,
+                reason: str = "") -> dict[str, Any]:
+        """Pause control (hold the fleet in force), pin ``robots`` active virtual robots, or resume control
+        by the policy; a pause or pin with ``duration_s`` ends by itself. Returns :meth:`control_view`."""
+        now = self._stamp()
+        until = None if duration_s is None else now + duration_s
+        mode = ACTIONS[action]
+        held = {ControlMode.AUTO: None, ControlMode.PAUSED: self.actuator.mode, ControlMode.PINNED: robots}[mode]
+        self._set_control(ControlState(mode, held, now, until, reason), now)
+        if until is not None and self._scheduler is not None:
+            self._scheduler.call_at(until, self._control_due)
+        self._queue_changed(now)
+        return self.control_view()
+
+    def _set_control(self, state: ControlState, now: float) -> None:
+        self._control = state
+        LOG.info("event=control mode=%s robots=%s until=%s reason=%r t=%s", state.mode.value, state.robots,
+                 state.until, state.reason, now)
+
+    def _control_due(self) -> None:
+        """An override's duration may have ended: re-apply (which resumes control by the policy)."""
+        self._queue_changed(self._stamp())
+
+    def control_view(self) -> dict[str, Any]:
+        d = self._control.to_dict()
+        d["active_robots"] = self.actuator.mode
+        d["desired"] = self.desired()
+        return d
+
+    @property
+    def control_state(self) -> ControlState:
+        return self._control
 
     def tick(self) -> None:
         """A dwell ended: apply the deferred change."""
@@ -677,6 +722,8 @@ class Agent:
         """Put a refit's result in force (one assignment), save it for a restart, and re-apply r(i) at the
         current queue length."""
         snap = self.holder.adopt(result, now, "fit")
+        if self.config.robots.dwell_s == "auto":  # chosen in the simulator by the refit (agent/damping.py)
+            self.actuator.dwell_s = float(result.fit.get("damping", {}).get("dwell_s", 0.0))
         self._save_policy(snap)
         self._queue_changed(self._stamp())
         return snap
@@ -776,7 +823,9 @@ class Agent:
             mean_useful_life_s=cfg.fit.mean_useful_life_s, options=options,
             window=(float(times[0]), now), mode_exposure_s=exposure,
             rate_from_exposure=cfg.fit.rate_from_exposure, remembered=remembered,
-            obsolete_drops=obs_drops, obsolete_exposure_s=obs_exposure, previous_fit=dict(snap.fit))
+            obsolete_drops=obs_drops, obsolete_exposure_s=obs_exposure, previous_fit=dict(snap.fit),
+            targets=cfg.targets.as_targets(), choose_dwell=cfg.robots.dwell_s == "auto",
+            max_commands_per_min=cfg.robots.max_commands_per_min)
 
     def drift(self, now: float) -> str | None:
         """Why the observed traffic no longer matches the fitted model, or None."""
@@ -816,8 +865,17 @@ class Agent:
         return self.actuator.mode
 
     def robot_counts(self, now: float) -> dict[str, int]:
-        """Real robots by effective state: active, parked, and lost (lease expired)."""
+        """Real robots by state, each counted once: active, parked, and lost (lease expired)."""
         return self.actuator.counts(now)
+
+    def policy_max_robots(self) -> int:
+        """Real robots the policy in force can ever keep active (those of virtual robots 1..max_i r(i));
+        every robot during the start-up probe; at least the fleet an override holds. It changes only when a
+        policy is adopted or control is overridden: the pool of robot workers an autoscaler sizes
+        (deploy/README.md)."""
+        snap = self.holder.current
+        top = self.config.robots.n if snap.source == "probe" else max(snap.policy.robots_at_level)
+        return self.actuator.robots_up_to(max(top, self._control.robots or 0))
 
     def commands_issued(self) -> dict[str, int]:
         """Park and resume commands issued so far, by the state commanded."""
@@ -866,8 +924,10 @@ class Agent:
             "queue": {"length": self.queue.length, "capacity": self.config.capacity,
                       "admission": self.config.queue.admission},
             "robots": {"virtual": self.config.robots.n, "mode": act.mode, "desired": self.desired(),
+                       "dwell_s": act.dwell_s, "max_commands_per_min": act.max_commands_per_min,
                        "deferred_until": act.deferred_until, "counts": act.counts(now),
                        "registered": self.robots_view()["robots"]},
+            "control": self.control_view(),
             "policy": {"version": self.holder.current.version, "source": self.holder.current.source,
                        "robots_at_level": list(self.holder.current.policy.robots_at_level)},
             "totals": self.totals.to_dict(),

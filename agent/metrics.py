@@ -11,9 +11,17 @@ Two kinds:
   correlations per mode and the fallback rungs; and each predicted measure next to its observed
   counterpart over the same window (label ``source="predicted"|"observed"``).
 
-Names follow ``robotctl_<subsystem>_<name>_<unit>``; counters end in ``_total``. ``robotctl_desired_robots``
-is r(i) at the current queue length, the number an autoscaler (KEDA, an HPA on external metrics) can
-follow.
+Names follow ``robotctl_<subsystem>_<name>_<unit>``; counters end in ``_total``.
+
+Two signals for two time scales. ``robotctl_desired_robots`` is r(i) at the current queue length, in
+virtual robots: it changes at every delivery and completion, which the robots follow by long-poll, far
+faster than a scrape. ``robotctl_policy_max_robots`` is the pool of real robots the policy in force can
+ever keep active (the real robots of virtual robots 1..max_i r(i)); it changes only when a policy is
+adopted (or control is overridden), so an autoscaler (KEDA, an HPA on external metrics) can size the
+pool of robot workers on it (deploy/README.md).
+
+The registry also holds the standard ``process_*``, ``python_info`` and ``python_gc_*`` collectors and
+``robotctl_build_info{version}``.
 """
 
 from __future__ import annotations
@@ -21,11 +29,22 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    GCCollector,
+    Histogram,
+    Info,
+    PlatformCollector,
+    ProcessCollector,
+)
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from robotctl import __version__
+
 from .compute import RefitOutcome
+from .control import ControlMode
 from .core import Agent
 from .refit import RefitRecord
 
@@ -99,12 +118,24 @@ class AgentCollector(Collector):
         yield gauge("active_robots", "Virtual robots commanded active (the mode in force).", a.mode)
         yield gauge("desired_robots", "r(i): virtual robots the policy wants at the current queue length.",
                     a.desired())
-        robots = gauge("robots", "Registered real robots by effective state (lost: lease expired).",
-                       labels=["state"])
+        robots = gauge("robots", "Registered real robots by state, each once: active, parked, or lost (lease "
+                       "expired: it runs its default state).", labels=["state"])
         for state, n in a.robot_counts(now).items():
             robots.add_metric([state], n)
         yield robots
 
+        yield gauge("policy_max_robots", "Real robots the policy in force keeps active at its largest mode; "
+                    "changes only when a policy is adopted: the pool an autoscaler sizes.", a.policy_max_robots())
+        ctl = a.control_state
+        override = gauge("control_override", "1 for who sets the active robots: auto (the policy), paused or "
+                         "pinned (POST /v1/control).", labels=["mode"])
+        for mode in ControlMode:
+            override.add_metric([mode.value], float(ctl.mode is mode))
+        yield override
+        yield gauge("control_robots", "Active virtual robots held by an override (absent under the policy).",
+                    None if ctl.robots is None else float(ctl.robots))
+        yield gauge("control_until_timestamp_seconds", "Agent time an override ends by itself (NaN: until "
+                    "resumed).", ctl.until)
         yield gauge("policy_version", "Version of the policy in force.", snap.version)
         yield gauge("policy_adopted_timestamp_seconds", "Agent time the policy in force was adopted.",
                     snap.adopted_at)
@@ -132,6 +163,11 @@ class AgentCollector(Collector):
                 corr.add_metric([m], d["lag1_correlation"])
         yield rate
         yield corr
+        met = gauge("targets_met", "1 where the policy in force meets the target (targets:) on the fitted model, "
+                    "0 where it does not.", labels=["target"])
+        for target, ok in sorted(snap.fit.get("targets", {}).get("met", {}).items()):
+            met.add_metric([target], float(ok))
+        yield met
         rung = gauge("fit_fallback_rung", "1 for the fallback rung each part of the last fit used.",
                      labels=["part", "rung"])
         for part, name in sorted(snap.fit.get("rungs", {}).items()):
@@ -192,6 +228,12 @@ class AgentMetrics:
         self.ack_seconds = Histogram("delivery_ack_seconds", "Time from receiving a delivery request to its "
                                      "acknowledgement (log write and commit included).", namespace=NAMESPACE,
                                      buckets=ACK_BUCKETS, registry=registry)
+        self.build = Info("build", "The robotctl build serving these metrics.", namespace=NAMESPACE,
+                          registry=registry)
+        self.build.info({"version": __version__})
+        ProcessCollector(registry=registry)
+        PlatformCollector(registry=registry)
+        GCCollector(registry=registry)
         for stage in ("input", "fit", "solve", "timeout"):
             self.refit_failures.labels(stage)
         for outcome in ("adopted", "failed"):

@@ -6,18 +6,23 @@ import argparse
 from typing import Any
 
 from ._args import policy
+from ._cmd_buffers import add_buffer_arguments
 from ._parser import Formatter, lazy
 
 #: The exact solver's methods (``robotctl.model.METHODS``; a test keeps the two equal).
 SOLVER_METHODS = ("auto", "block", "qbd", "sparse")
 #: The threshold search's methods (``robotctl.policies.SEARCH_METHODS``; a test keeps the two equal).
 SEARCH_METHODS = ("auto", "exhaustive", "local")
+#: What ``optimise`` optimises: paper 000's thresholds or paper 001's dynamic control.
+CONTROLS = ("thresholds", "mdp")
 
 SOLVE_EXAMPLE = """\
 example:
   robotctl solve config/paper-example.yaml --policy 3,3,3,1,1,1
       three robots while at most two pages are in the system, one above: J = 63.54
   robotctl solve config/paper-example.yaml --policy 3,3,3,1,1,1 --json | jq .measures.p_loss
+  robotctl solve config/paper-example.yaml --policy 3,3,3,1,1,1 --buffer renovation --q 0.5,0.3,0.2
+      renovation (paper 004) instead of obsolescence timers; --q best searches the cheapest law
 
 --policy lists r(0), r(1), ..., r(K): the number of active robots at each queue length, non-increasing.
 Exit status: 0 solved, 1 the solver reports success=false, 2 bad input.
@@ -30,17 +35,42 @@ example:
       subset of modes, and the optimum (modes 3,1, threshold 2, J = 63.54, R = 28.9%)
   robotctl optimise config/paper-example.yaml --modes 3,1 --json
   robotctl fit trace.jsonl --yaml | robotctl optimise -
+  robotctl optimise config/paper-example.yaml --certify
+      adds a lower bound from a full-information MDP: no policy, threshold or not, can cost less;
+      gap_percent says how far the threshold optimum can be from the best policy of any form
+  robotctl optimise poisson-model.yaml --control mdp
+      paper 001's dynamic control (wake or park one robot at each event) instead of thresholds, for a
+      model of Poisson robots (one mode per number of robots, consecutive), exponential service, no
+      obsolescence and no response cost; --method mdp is the same (see `robotctl mdp`)
+
+  robotctl optimise config/paper-example.yaml --max-loss 0.18 --max-starvation 0.07
+      targets instead of weights: the policy of least robot time (mean active robots) whose exact
+      P_loss <= 0.18 and P_starvation <= 0.07 (3,3,3,1,1,1 here); exit 1 and "infeasible: the best any
+      policy can do is ..." when no policy meets them
 
 Modes are numbers of active robots. For modes m_1 > ... > m_n the paper's thresholds
 j_1 <= ... <= j_{n-1} (each in 0..K-1) run m_r robots at queue lengths j_{r-1}+1 .. j_r
 (j_0 = -1, j_n = K): the largest mode at an empty queue, the smallest at a full one.
 Without --modes the search covers every subset of the model's modes.
-Exit status: 0 optimum found, 1 some policy could not be solved, 2 bad input.
+With any of --max-loss, --max-obsolete, --max-starvation the search minimises robot time under those
+bounds (the cost weights then only price the answer); --search local is then the Lagrangian search.
+Exit status: 0 optimum found, 1 some policy could not be solved (or the MDP or the bound did not
+converge, or no policy meets the targets), 2 bad input.
 """
 
 
 #: Most modes ``--modes`` may list (the search covers every subset of them).
 MAX_MODES = 64
+
+
+def _fraction_arg(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; write a fraction, e.g. 0.01 for 1%") from exc
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a target is a fraction above 0 and at most 1, e.g. 0.01 for 1%")
+    return value
 
 
 def _modes_arg(text: str) -> tuple[int, ...]:
@@ -65,6 +95,7 @@ def register(sub: Any) -> None:
     p.add_argument("--policy", required=True, type=policy,
                    help="robots at queue length 0..K, comma-separated, non-increasing (e.g. 3,3,3,1,1,1)")
     p.add_argument("--method", choices=SOLVER_METHODS, default="auto", help="exact solver method")
+    add_buffer_arguments(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=lazy("robotctl.cli._run_model", "run_solve"))
 
@@ -78,9 +109,20 @@ def register(sub: Any) -> None:
                    help="also print the best thresholds of every subset of modes and the static costs (Table 1)")
     o.add_argument("--search", choices=SEARCH_METHODS, default="auto",
                    help="exhaustive over every threshold vector, or local descent (for large K or many modes)")
-    o.add_argument("--method", choices=SOLVER_METHODS, default="auto", help="exact solver method for each policy")
+    o.add_argument("--method", choices=(*SOLVER_METHODS, "mdp"), default="auto",
+                   help="exact solver method for each policy; mdp means --control mdp")
+    o.add_argument("--control", choices=CONTROLS, default="thresholds",
+                   help="thresholds: the best r(i) of paper 000; mdp: paper 001's dynamic control (Poisson robots)")
+    o.add_argument("--certify", action="store_true",
+                   help="also compute a lower bound on the cost of every policy (lower_bound, gap_percent)")
+    o.add_argument("--max-loss", type=_fraction_arg, default=None, metavar="FRACTION",
+                   help="target: at most this fraction of offered pages lost at the full buffer (P_loss)")
+    o.add_argument("--max-obsolete", type=_fraction_arg, default=None, metavar="FRACTION",
+                   help="target: at most this fraction of offered pages dropped as obsolete (P_obsolete)")
+    o.add_argument("--max-starvation", type=_fraction_arg, default=None, metavar="FRACTION",
+                   help="target: the indexer idle at most this fraction of the time (P_starvation)")
     o.add_argument("--json", action="store_true", help="machine-readable output")
     o.set_defaults(func=lazy("robotctl.cli._run_model", "run_optimise"))
 
 
-__all__ = ["MAX_MODES", "SEARCH_METHODS", "SOLVER_METHODS", "register"]
+__all__ = ["CONTROLS", "MAX_MODES", "SEARCH_METHODS", "SOLVER_METHODS", "register"]

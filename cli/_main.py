@@ -30,12 +30,15 @@ from ._parser import Formatter, Parser  # noqa: E402
 #: Subcommand modules, in the order ``--help`` lists them.
 COMMAND_MODULES = (
     "robotctl.cli._cmd_model",
+    "robotctl.cli._cmd_mdp",
     "robotctl.cli._cmd_fit",
     "robotctl.cli._cmd_serve",
     "robotctl.cli._cmd_simulate",
     "robotctl.cli._cmd_demo",
     "robotctl.cli._cmd_schedule",
     "robotctl.cli._cmd_route",
+    "robotctl.cli._cmd_renovation",
+    "robotctl.cli._cmd_buffers",
 )
 
 

@@ -10,10 +10,19 @@ from typing import Any
 
 from robotctl.agent._files import load_model_file
 from robotctl.agent._resources import check_solve_memory
-from robotctl.model import CostBreakdown, Measures, ThresholdPolicy, cost_of, solve
-from robotctl.policies import EXHAUSTIVE_LIMIT, PolicySearch, ThresholdOptimum, count_policies, optimise
+from robotctl.model import CostBreakdown, Costs, Measures, QueueModel, ThresholdPolicy, cost_of, solve
+from robotctl.policies import (
+    EXHAUSTIVE_LIMIT,
+    LowerBound,
+    PolicySearch,
+    ThresholdOptimum,
+    count_policies,
+    mdp_lower_bound,
+    optimise,
+)
 
 from ._progress import Progress
+from ._run_buffers import run_solve_buffer
 
 
 # -- output -----------------------------------------------------------------------------------
@@ -53,6 +62,8 @@ def _describe_policy(policy: ThresholdPolicy) -> str:
 
 
 def run_solve(args: argparse.Namespace) -> int:
+    if args.buffer != "timers" or args.q is not None or args.red is not None or args.with_timers:
+        return run_solve_buffer(args)  # renovation, RED or no rule (paper 004): cli/_run_buffers.py
     model, costs = load_model_file(args.model_file)
     check_solve_memory(model, field=f"{args.model_file}: model.capacity")
     model.check_policy(args.policy)
@@ -92,7 +103,15 @@ def _table(search: PolicySearch) -> list[str]:
 
 
 def run_optimise(args: argparse.Namespace) -> int:
+    from ._run_targets import run_targets, targets_given  # targets instead of weights
+
+    if targets_given(args):
+        return run_targets(args)
     model, costs = load_model_file(args.model_file)
+    if args.control == "mdp" or args.method == "mdp":
+        from ._run_mdp import run_optimise_mdp
+
+        return run_optimise_mdp(args, model, costs)
     check_solve_memory(model, field=f"{args.model_file}: model.capacity")
     pool = tuple(sorted(set(args.modes), reverse=True)) if args.modes else model.modes
     exhaustive = args.search == "exhaustive" or (
@@ -114,8 +133,13 @@ def run_optimise(args: argparse.Namespace) -> int:
         }
         if args.all_subsets:
             out["subsets"] = [_optimum_json(o) for o in search.subsets]
+        bound = _certify(args, model, costs)
+        if bound is not None:
+            from ._run_mdp import certify_json
+
+            out.update(certify_json(bound, best.cost.total))
         print(json.dumps(out, indent=2))
-        return 0 if search.success else 1
+        return 0 if search.success and (bound is None or bound.success) else 1
     if args.all_subsets:
         print("\n".join(_table(search)))
         print()
@@ -125,9 +149,19 @@ def run_optimise(args: argparse.Namespace) -> int:
     print("\n".join(_measure_lines(best.measures, best.cost)))
     print(f"relative profit R = {search.relative_profit:.2f}% over the best static fleet; "
           f"{search.policies_solved} policies solved exactly ({best.solver_method})")
+    bound = _certify(args, model, costs)
+    if bound is not None:
+        from ._run_mdp import certify_lines
+
+        print("\n".join(certify_lines(bound, best.cost.total)))
     if not search.success:
         print(f"warning: {search.message}", file=sys.stderr)
-    return 0 if search.success else 1
+    return 0 if search.success and (bound is None or bound.success) else 1
+
+
+def _certify(args: argparse.Namespace, model: QueueModel, costs: Costs) -> LowerBound | None:
+    """``--certify``: the full-information MDP's lower bound (robotctl.policies.mdp_lower_bound)."""
+    return mdp_lower_bound(model, costs) if args.certify else None
 
 
 __all__ = ["measures_json", "run_optimise", "run_solve"]

@@ -66,6 +66,8 @@ def format_report(report: DemoReport) -> str:
     lines.append(f"{'documents offered':24s}" + "".join(f"{r.counts['offered']:>{width}d}" for r in runs))
     lines.append(f"{'documents indexed':24s}" + "".join(f"{r.counts['indexed']:>{width}d}" for r in runs))
     lines.append(f"{'parks / resumes':24s}" + "".join(f"{f'{r.parks} / {r.resumes}':>{width}s}" for r in runs))
+    per_min = [(r.parks + r.resumes) / max(1, len(r.robots)) / (cfg.demo.duration_s / 60.0) for r in runs]
+    lines.append(f"{'commands/robot/min':24s}" + "".join(f"{x:>{width}.2f}" for x in per_min))
     lines.append("")
     me = report.run("robotctl")
     savings = report.savings()
@@ -98,6 +100,14 @@ def format_report(report: DemoReport) -> str:
             lines.append(f"fitted traffic: arrival rate per mode {rates}; service mean "
                          f"{_f(fit.get('service_mean_s'), 4)} s, SCV {_f(fit.get('service_scv'), 1)}; useful life "
                          f"{life_text}")
+        damping = fit.get("damping")
+        if damping:
+            lines.append(
+                f"damping (robots.dwell_s: auto, in the simulator under the fitted model and the policy): dwell "
+                f"{damping['dwell_s']:.3g} s gives {damping['commands_per_robot_per_min']:.1f} park/resume "
+                f"commands per robot per minute at cost {damping['cost']:.2f}; dwell 0 gives "
+                f"{damping['undamped_commands_per_robot_per_min']:.1f} at cost {damping['undamped_cost']:.2f} "
+                f"({100 * (damping['cost'] / damping['undamped_cost'] - 1):+.1f}%)")
         spans = "; ".join(f"{','.join(map(str, s.robots_at_level))} ({s.source}) from {s.adopted_at:.1f} s, "
                           f"{s.window_s:.1f} s measured" for s in me.policies)
         lines.append(f"robotctl's policies: {spans}")

@@ -46,7 +46,7 @@ from robotctl._errors import InputError
 
 from ._model import Admission, QueueModel
 from ._policy import ThresholdPolicy
-from ._sim_events import Controller, TraceKind, TraceRow
+from ._sim_events import Controller, EventKind, StateFeedback, TraceKind, TraceRow
 from ._sim_sources import BmapSource, exponential_stream, ph_stream, uniform_stream
 
 INF = math.inf
@@ -83,17 +83,23 @@ class Totals:
         self.size = self.mode_time + max_mode + 1
 
 
-def _as_controller(model: QueueModel, controller: ThresholdPolicy | Controller
-                   ) -> tuple[list[int] | None, Controller | None]:
+#: What drives a run: a policy r(i), a function of the state after each event, or a feedback controller.
+AnyController = ThresholdPolicy | Controller | StateFeedback
+
+
+def _as_controller(model: QueueModel, controller: AnyController
+                   ) -> tuple[list[int] | None, Controller | None, StateFeedback | None]:
     if isinstance(controller, ThresholdPolicy):
         model.check_policy(controller)
-        return list(controller.robots_at_level), None
+        return list(controller.robots_at_level), None, None
+    if isinstance(controller, StateFeedback):
+        return None, None, controller
     if not callable(controller):
         raise InputError("controller",
-                         f"is a {type(controller).__name__}, neither a ThresholdPolicy nor a callable",
-                         "pass a ThresholdPolicy or a function "
+                         f"is a {type(controller).__name__}, neither a ThresholdPolicy, a StateFeedback nor a "
+                         "callable", "pass a ThresholdPolicy or a function "
                          "(queue_length, active_robots, t) -> active_robots")
-    return None, controller
+    return None, controller, None
 
 
 class Simulation:
@@ -102,9 +108,10 @@ class Simulation:
     Parameters
     ----------
     model : QueueModel
-    controller : ThresholdPolicy or Controller
-        A policy r(0..K), or a callable ``(queue_length, active_robots, t) -> active_robots`` asked after
-        every event (see :data:`model._sim_events.Controller`).
+    controller : ThresholdPolicy, Controller or StateFeedback
+        A policy r(0..K), a callable ``(queue_length, active_robots, t) -> active_robots`` asked after
+        every event (see :data:`model._sim_events.Controller`), or a :class:`StateFeedback` asked after
+        every event with the event and the state before it.
     rng : numpy.random.Generator
         Spawns one child stream per source (:data:`STREAMS`).
     record : bool
@@ -116,11 +123,11 @@ class Simulation:
         teeth: the page in service also gets a fresh useful life and leaves obsolete if it ends first.
     """
 
-    def __init__(self, model: QueueModel, controller: ThresholdPolicy | Controller,
+    def __init__(self, model: QueueModel, controller: AnyController,
                  rng: np.random.Generator, *, record: bool = False,
                  obsolete_in_service: bool = False) -> None:
         self.model = model
-        self._table, self._ctrl = _as_controller(model, controller)
+        self._table, self._ctrl, self._feedback = _as_controller(model, controller)
         source = BmapSource.from_arrivals(model.arrivals)
         self._offsets = source.offsets
         self._rows_tab = source.rows
@@ -157,7 +164,12 @@ class Simulation:
         self._svc_start = 0.0
         self._svc_obs = False
         # initial mode and phase
-        mode = self._table[0] if self._table is not None else self._checked_mode(self._call(0, 0, 0.0))
+        if self._table is not None:
+            mode = self._table[0]
+        elif self._feedback is not None:
+            mode = self._checked_mode(self._feedback.initial())
+        else:
+            mode = self._checked_mode(self._call(0, 0, 0.0))
         self.mode = mode
         bmap = model.arrivals[mode]
         init = streams["initial_phase"]
@@ -249,6 +261,8 @@ class Simulation:
         partial = self.model.admission is Admission.PARTIAL
         table = self._table
         ctrl = self._ctrl
+        fb = self._feedback.decide if self._feedback is not None else None
+        BMAP, SERVICE, OBSOLESCENCE = EventKind.BMAP_TRANSITION, EventKind.SERVICE_COMPLETION, EventKind.OBSOLESCENCE
         rec = self.record
         put = self._rows.append
         mk = tuple.__new__  # builds a TraceRow without the Python-level NamedTuple.__new__ (twice as fast)
@@ -305,7 +319,12 @@ class Simulation:
                                     pid += 1
                                     waiting[pid] = t
                                     enqueue(pid)
-                new = table[n] if table is not None else ctrl(n, mode, t)  # type: ignore[misc]
+                if table is not None:
+                    new = table[n]
+                elif fb is None:
+                    new = ctrl(n, mode, t)  # type: ignore[misc]
+                else:
+                    new = fb(BMAP, k, K - free if k else n, n, mode, nu, t)
                 if new != mode:
                     new = self._checked_mode(new) if table is None else new
                     if rec:
@@ -354,7 +373,12 @@ class Simulation:
                     t_svc = INF
                     if fifo:
                         fifo.clear()
-                new = table[n] if table is not None else ctrl(n, mode, t)  # type: ignore[misc]
+                if table is not None:
+                    new = table[n]
+                elif fb is None:
+                    new = ctrl(n, mode, t)  # type: ignore[misc]
+                else:
+                    new = fb(SERVICE, 0, n + 1, n, mode, nu, t)
                 if new != mode:
                     new = self._checked_mode(new) if table is None else new
                     if rec:
@@ -381,7 +405,12 @@ class Simulation:
                 t_exp = expiry[0][0] if expiry else INF
                 if rec:
                     put(mk(TraceRow, (t, OBSOLETE, None, 1, None, mode)))
-                new = table[n] if table is not None else ctrl(n, mode, t)  # type: ignore[misc]
+                if table is not None:
+                    new = table[n]
+                elif fb is None:
+                    new = ctrl(n, mode, t)  # type: ignore[misc]
+                else:
+                    new = fb(OBSOLESCENCE, 0, n + 1, n, mode, nu, t)
                 if new != mode:
                     new = self._checked_mode(new) if table is None else new
                     if rec:

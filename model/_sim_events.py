@@ -11,7 +11,9 @@ be decided the same way every time) they are taken in the order of their values:
 3. ``BMAP_TRANSITION``: then the directing process of the arrivals jumps (with or without a batch).
 
 After every event the controller is asked for the number of active robots; a change takes effect at
-the same instant, before the next event.
+the same instant, before the next event. A :data:`Controller` sees the queue length after the event;
+a :class:`StateFeedback` controller also sees the event's kind, the pages it brought, the queue length
+before it and the arrival phase (the state of an MDP policy such as paper 001's).
 
 What the simulator records is a trace in the format of DESIGN.md, one immutable :class:`TraceRow` per
 line, of the kinds :class:`TraceKind` (whose values are DESIGN.md's event names).
@@ -19,6 +21,7 @@ line, of the kinds :class:`TraceKind` (whose values are DESIGN.md's event names)
 
 from __future__ import annotations
 
+import abc
 import enum
 from collections.abc import Callable
 from typing import NamedTuple
@@ -86,3 +89,39 @@ class TraceRow(NamedTuple):
 #: first call at t = 0) and returns the number of robots to keep active, which must be a mode that the
 #: model's arrivals define.
 Controller = Callable[[int, int, float], int]
+
+
+class StateFeedback(abc.ABC):
+    """A controller that decides at every event from the event and the observable state.
+
+    Paper 001's policies act at deliveries (keep or park the robot that delivered) and at service
+    completions (wake one more robot), from the queue length *before* the event and the number of
+    robots active: a :data:`Controller`, which sees only the state after the event, cannot tell a
+    delivery to a full buffer from one that filled it. The service and obsolescence phases are not
+    observable (the engine draws whole service times and useful lives), as in a real crawler.
+    """
+
+    @abc.abstractmethod
+    def initial(self) -> int:
+        """Active robots at t = 0, with an empty system."""
+
+    @abc.abstractmethod
+    def decide(self, kind: EventKind, pages: int, before: int, after: int, active: int, phase: int,
+               t: float) -> int:
+        """Active robots after an event.
+
+        Parameters
+        ----------
+        kind : EventKind
+        pages : int
+            Pages the event brought (offered, lost ones included): the batch size of a delivery, 0 for a
+            phase change of the arrivals without pages and for the other kinds.
+        before, after : int
+            Pages in the system before and after the event.
+        active : int
+            Robots active when the event happened.
+        phase : int
+            Phase nu of the arrival process after the event.
+        t : float
+            Simulated time.
+        """

@@ -26,9 +26,8 @@ import numpy as np
 from robotctl._errors import InputError
 
 from ._model import Costs, QueueModel
-from ._policy import ThresholdPolicy
-from ._sim_engine import Simulation
-from ._sim_events import Controller, TraceRow
+from ._sim_engine import AnyController, Simulation
+from ._sim_events import TraceRow
 from ._sim_stats import SimulationResult, StopRule, _check_level, estimate_from_batches
 
 #: Default number of batches.
@@ -61,7 +60,7 @@ def _seconds(field: str, value: object, *, positive: bool) -> float:
     return float(value)  # type: ignore[arg-type]
 
 
-def _engine(model: QueueModel, controller: ThresholdPolicy | Controller, rng: np.random.Generator,
+def _engine(model: QueueModel, controller: AnyController, rng: np.random.Generator,
             record: bool, obsolete_in_service: bool) -> Simulation:
     if not isinstance(rng, np.random.Generator):
         raise InputError("rng", f"must be a numpy.random.Generator, got {type(rng).__name__}",
@@ -69,7 +68,7 @@ def _engine(model: QueueModel, controller: ThresholdPolicy | Controller, rng: np
     return Simulation(model, controller, rng, record=record, obsolete_in_service=obsolete_in_service)
 
 
-def _events_steps(model: QueueModel, controller: ThresholdPolicy | Controller, rng: np.random.Generator, *,
+def _events_steps(model: QueueModel, controller: AnyController, rng: np.random.Generator, *,
                   events: int, warmup_events: int | None, batches: int, level: float, costs: Costs | None,
                   record: bool, obsolete_in_service: bool) -> Generator[Step, None, SimulationResult]:
     """Check the input now, then return the run as a generator."""
@@ -114,7 +113,7 @@ def _events_run(sim: Simulation, model: QueueModel, *, events: int, warm: int, b
                                  warmup_events=warm, warmup_s=warmup_s, costs=costs)
 
 
-def _horizon_steps(model: QueueModel, controller: ThresholdPolicy | Controller, rng: np.random.Generator, *,
+def _horizon_steps(model: QueueModel, controller: AnyController, rng: np.random.Generator, *,
                    horizon_s: float, warmup_s: float | None, batches: int, level: float, costs: Costs | None,
                    record: bool, obsolete_in_service: bool) -> Generator[Step, None, SimulationResult]:
     """Check the input now, then return the run as a generator."""
@@ -164,7 +163,7 @@ def _consume(steps: Generator[Step, None, SimulationResult], *, keep: bool, on_t
             on_progress(min(1.0, fraction))
 
 
-def simulate_events(model: QueueModel, controller: ThresholdPolicy | Controller, rng: np.random.Generator,
+def simulate_events(model: QueueModel, controller: AnyController, rng: np.random.Generator,
                     *, events: int, warmup_events: int | None = None, batches: int = BATCHES,
                     level: float = 0.99, costs: Costs | None = None, trace: bool = False,
                     on_trace: TraceSink | None = None, on_progress: ProgressSink | None = None,
@@ -174,9 +173,11 @@ def simulate_events(model: QueueModel, controller: ThresholdPolicy | Controller,
     Parameters
     ----------
     model : QueueModel
-    controller : ThresholdPolicy or callable
-        A policy r(0..K) (checked against the model), or ``f(queue_length, active_robots, t) ->
-        active_robots`` asked after every event; what it returns must be a mode of ``model.arrivals``.
+    controller : ThresholdPolicy, callable or StateFeedback
+        A policy r(0..K) (checked against the model), ``f(queue_length, active_robots, t) ->
+        active_robots`` asked after every event, or a :class:`StateFeedback` asked after every event
+        with the event and the state before it (an MDP policy); what it returns must be a mode of
+        ``model.arrivals``.
     rng : numpy.random.Generator
         The only source of randomness (child streams are spawned from it).
     events : int
@@ -209,7 +210,7 @@ def simulate_events(model: QueueModel, controller: ThresholdPolicy | Controller,
     return _consume(steps, keep=trace, on_trace=on_trace, on_progress=on_progress)
 
 
-def simulate_horizon(model: QueueModel, controller: ThresholdPolicy | Controller, rng: np.random.Generator, *,
+def simulate_horizon(model: QueueModel, controller: AnyController, rng: np.random.Generator, *,
                      horizon_s: float, warmup_s: float | None = None, batches: int = BATCHES,
                      level: float = 0.99, costs: Costs | None = None, trace: bool = False,
                      on_trace: TraceSink | None = None, on_progress: ProgressSink | None = None,
@@ -223,7 +224,7 @@ def simulate_horizon(model: QueueModel, controller: ThresholdPolicy | Controller
     return _consume(steps, keep=trace, on_trace=on_trace, on_progress=on_progress)
 
 
-def iter_simulate(model: QueueModel, controller: ThresholdPolicy | Controller, rng: np.random.Generator, *,
+def iter_simulate(model: QueueModel, controller: AnyController, rng: np.random.Generator, *,
                   events: int | None = None, horizon_s: float | None = None, warmup: float | None = None,
                   batches: int = BATCHES, level: float = 0.99, costs: Costs | None = None,
                   trace: bool = False) -> Generator[Step, None, SimulationResult]:
@@ -248,7 +249,7 @@ def iter_simulate(model: QueueModel, controller: ThresholdPolicy | Controller, r
                           level=level, costs=costs, record=trace, obsolete_in_service=False)
 
 
-def simulate(model: QueueModel, controller: ThresholdPolicy | Controller, rng: np.random.Generator, *,
+def simulate(model: QueueModel, controller: AnyController, rng: np.random.Generator, *,
              events: int | None = None, horizon_s: float | None = None, warmup: float | None = None,
              batches: int = BATCHES, level: float = 0.99, costs: Costs | None = None, trace: bool = False,
              on_trace: TraceSink | None = None, on_progress: ProgressSink | None = None) -> SimulationResult:

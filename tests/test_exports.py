@@ -9,7 +9,7 @@ import types
 import pytest
 
 PACKAGES = ["robotctl", "robotctl.model", "robotctl.fitting", "robotctl.policies", "robotctl.agent", "robotctl.crawler",
-            "robotctl.cli"]
+            "robotctl.scrapy", "robotctl.cli"]
 
 
 def isort_key(name: str) -> tuple[int, str]:

@@ -21,7 +21,9 @@ import lint_tree  # noqa: E402
 
 sys.path.remove(str(ROOT / "tools"))
 
-GENERIC_NAMES = ("model", "fitting", "policies", "agent", "crawler", "cli")
+GENERIC_NAMES = ("model", "fitting", "policies", "agent", "crawler", "scrapy", "cli")
+#: folders whose name is also a real distribution's import name: `import scrapy` must find Scrapy, never them
+SHADOWING = {"scrapy": "Spider"}
 
 
 def _python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -30,11 +32,34 @@ def _python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 def test_one_import_name(tmp_path: Path) -> None:
     out = _python("import robotctl.model, robotctl.fitting, robotctl.policies, robotctl.agent, robotctl.crawler, "
-                  "robotctl.cli; print('ok')", tmp_path)
+                  "robotctl.scrapy, robotctl.cli; print('ok')", tmp_path)
     assert out.stdout.strip() == "ok", out.stderr
     for name in GENERIC_NAMES:
+        if name in SHADOWING:  # the real package (installed by make test), not the repository's folder
+            out = _python(f"import {name}; print({name}.{SHADOWING[name]}.__module__, {name}.__file__)", tmp_path)
+            assert out.returncode == 0 and str(ROOT / name) not in out.stdout, out
+            continue
         out = _python(f"import {name}", tmp_path)
         assert out.returncode != 0 and "ModuleNotFoundError" in out.stderr, f"`import {name}` works: {out}"
+
+
+def test_robotctl_scrapy_imports_without_scrapy(tmp_path: Path) -> None:
+    """Without Scrapy, robotctl.scrapy imports (its settings and reporter work), and asking for the extension
+    says how to install Scrapy."""
+    code = ("import sys\nsys.modules['scrapy'] = None\nimport robotctl.scrapy as rs\n"
+            "print(rs.RobotctlSettings.from_settings({}).robots)\n"
+            "try:\n    rs.RobotctlExtension\nexcept ImportError as e:\n    print('hint:', e)\n")
+    out = _python(code, tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0] == "16"
+    assert "pip install 'robotctl[scrapy]'" in out.stdout.splitlines()[1]
+
+
+def test_the_root_folder_refuses_to_be_imported_as_scrapy() -> None:
+    """At the repository's root `import scrapy` would find robotctl's folder: it says so, instead of failing
+    somewhere inside Scrapy's users."""
+    out = _python("import scrapy", ROOT)
+    assert out.returncode != 0 and "robotctl's scrapy/ folder" in out.stderr and "not Scrapy" in out.stderr
 
 
 def test_package_dirs_match_the_layers() -> None:
@@ -113,6 +138,8 @@ def test_layer_contracts_hold() -> None:
 @pytest.mark.parametrize(("layer", "bad_import", "contract"), [
     ("robotctl.model", "import robotctl.agent.client", "Layers point down"),
     ("robotctl.agent", "import robotctl.crawler", "Layers point down"),
+    ("robotctl.scrapy", "import robotctl.crawler", "Layers point down"),
+    ("robotctl.agent", "import robotctl.scrapy", "Layers point down"),
     ("robotctl.fitting", "import robotctl.policies", "Layers point down"),
     ("robotctl.policies", "import asyncio", "Pure packages do no I/O"),
 ])

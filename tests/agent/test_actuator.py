@@ -72,9 +72,19 @@ def test_lease_loss_falls_back_to_the_default_state() -> None:
     r2 = act.register("r2", 0.0, default_state=Command.PARKED)
     assert act.counts(5.0) == {"active": 1, "parked": 1, "lost": 0}
     assert r2.effective(20.0, 10.0) is Command.PARKED
-    assert act.counts(20.0) == {"active": 1, "parked": 1, "lost": 2}
+    # each robot counted once: a lost robot is lost, not also active or parked by its default
+    assert act.counts(20.0) == {"active": 0, "parked": 0, "lost": 2}
     act.seen(r2, 20.0)
-    assert act.counts(20.0)["lost"] == 1
+    assert act.counts(20.0) == {"active": 0, "parked": 1, "lost": 1}
+    assert sum(act.counts(30.0).values()) == len(act.robots)
+
+
+def test_robots_up_to_a_mode_counts_real_robots_of_its_slots() -> None:
+    act = Actuator(4, fixed_ids=(("a",), ("b1", "b2")), group_size=3)
+    assert [act.robots_up_to(m) for m in range(6)] == [0, 1, 3, 6, 9, 9]
+    assert act.robots_up_to(4) == act.max_rank
+    plain = Actuator(3)
+    assert [plain.robots_up_to(m) for m in range(4)] == [0, 1, 2, 3]
 
 
 def test_shutdown_tells_every_robot_its_default() -> None:
@@ -107,3 +117,35 @@ async def test_long_poll_wakes_on_change_and_times_out_on_the_clock() -> None:
     clock.advance(0.2)
     await ManualClock.settle()
     assert idle.done() and r2.command is Command.ACTIVE
+
+
+def test_rate_limit_caps_commands_per_robot_in_any_minute() -> None:
+    sent: list[tuple[float, str]] = []
+    act = Actuator(3, initial_mode=3, max_commands_per_min=2,
+                   listener=lambda t, r, c, m: sent.append((t, r.robot_id)))
+    for i in range(1, 4):
+        act.register(f"r{i}", 0.0)
+    assert act.set_target(1, 0.0) and act.mode == 1          # r2, r3: one command each
+    assert act.set_target(3, 1.0) and act.mode == 3          # two each: their budgets are spent
+    assert act.set_target(1, 2.0) is False and act.mode == 3  # held: r3 (slot 3) would get a third
+    assert act.deferred_until == pytest.approx(60.0)         # when r3's first command is a minute old
+    assert act.tick(59.0) is False and act.mode == 3
+    assert act.tick(60.0) is True and act.mode == 1
+    for t in range(600):  # a target flapping every second
+        act.set_target(1 if t % 2 else 3, 61.0 + t)
+        act.tick(61.0 + t)
+    for rid in ("r1", "r2", "r3"):
+        times = [t for t, r in sent if r == rid]
+        assert all(b - a >= 60.0 for a, b in zip(times, times[2:])), rid  # at most 2 in any 60 s
+    assert len([t for t, r in sent if r == "r3"]) >= 2 * 600 // 61  # and the budget is used
+
+
+def test_rate_limit_moves_the_mode_as_far_as_the_budgets_allow() -> None:
+    act = Actuator(4, initial_mode=4, max_commands_per_min=1)
+    for i in range(1, 5):
+        act.register(f"r{i}", 0.0)
+    assert act.set_target(3, 0.0) and act.mode == 3  # r4 parked: its budget is spent
+    assert act.set_target(1, 1.0) and act.mode == 1  # r3 and r2 parked; r4 is not crossed
+    assert act.set_target(4, 2.0) is False and act.mode == 1  # r2 (slot 2) blocks the way up
+    assert act.deferred_until == pytest.approx(61.0)
+    assert act.tick(61.0) and act.mode == 4          # every budget is free again by then

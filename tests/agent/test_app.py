@@ -213,8 +213,8 @@ async def test_metrics_parse_and_count(running: tuple[str, Any], clock: ManualCl
     assert v("robotctl_http_bad_requests_total", endpoint="POST /v1/deliveries") == 1
     assert v("robotctl_delivery_ack_seconds_count") == 1  # one request, acknowledged once
     assert ("robotctl_loss_ratio", (("source", "predicted"),)) not in samples  # no fit yet
-    for name, _ in samples:
-        assert name.startswith("robotctl_"), name
+    for name, _ in samples:  # the agent's own, and the standard process and interpreter collectors
+        assert name.startswith(("robotctl_", "process_", "python_")), name
 
 
 async def test_readiness_and_shutdown_tell_robots_their_default(config_factory: Callable[..., AgentConfig],

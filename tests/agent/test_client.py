@@ -61,6 +61,23 @@ async def test_deliver_many_sends_batches_and_sums_the_acks() -> None:
         await client.status()
 
 
+async def test_complete_many_sends_batches_and_sums_the_acks() -> None:
+    batches: list[int] = []
+
+    def handler(req: Request) -> Response:
+        assert req.path == "/v1/completions"
+        items = req.json["completions"]
+        batches.append(len(items))
+        return Response(200, {"accepted": len(items), "pages": 2 * len(items), "removed": len(items),
+                              "unmatched": len(items), "queue": 0, "active": 1, "t": 2.0})
+
+    client = AgentClient("http://agent", transport=MockTransport(handler), batch_limit=3)
+    total = await client.complete_many([{"pages": 2, "service_s": 0.1}] * 7)
+    assert batches == [3, 3, 1]
+    assert total == {"accepted": 7, "pages": 14, "removed": 7, "unmatched": 7, "t": 2.0, "queue": 0, "active": 1}
+    await client.aclose()
+
+
 @pytest.mark.parametrize(("status", "exc"), [(400, AgentRejectedError), (401, AgentRejectedError),
                                              (404, RobotUnknownError), (409, AgentRejectedError),
                                              (500, AgentUnavailableError), (503, AgentUnavailableError)])

@@ -116,6 +116,19 @@ def test_sidecar_defaults_match_code_defaults() -> None:
             assert value == expected, f"{section}.{key}: file says {value!r}, code default is {expected!r}"
 
 
+def test_targets_section_gives_the_bounds_or_none() -> None:
+    from robotctl.policies import Targets
+
+    base = {"queue": {"capacity": 5}}
+    assert AgentConfig.from_dict(base).targets.as_targets() is None  # weights mode
+    cfg = AgentConfig.from_dict({**base, "targets": {"max_loss": 0.01, "max_starvation": 0.05}})
+    assert cfg.targets.as_targets() == Targets(max_loss=0.01, max_starvation=0.05)
+    for bad in (1.5, 0, "1%"):
+        with pytest.raises(InputError) as info:
+            AgentConfig.from_dict({**base, "targets": {"max_obsolete": bad}})
+        assert info.value.field == "targets.max_obsolete"
+
+
 # -- issue 11, finding 1: the token, from the environment or a file, never lost, never echoed -------------
 GOOD_TOKEN = "k9Vb2-Qx7_Lm4Ns8Tp1Wz"
 

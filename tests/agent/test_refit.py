@@ -318,6 +318,28 @@ async def test_cancel_and_wait_ends_a_task_that_absorbs_one_cancellation() -> No
     assert task.cancelled()
 
 
+def test_targets_choose_the_least_robot_time_that_meets_them_on_the_fitted_model() -> None:
+    """targets: in the configuration: the refit adopts the policy of least robot time that meets the bounds
+    on the fitted model (checked by solving every policy of that model), or the closest one, saying so."""
+    from robotctl.model import solve
+    from robotctl.policies import Targets, every_policy
+
+    tr = _trace(ThresholdPolicy((4, 4, 3, 2, 1, 1)), 2000.0, seed=13)
+    targets = Targets(max_loss=0.3, max_starvation=0.1)
+    out = compute_refit(_input(tr, targets=targets))
+    assert out.success and out.model is not None and out.policy is not None
+    assert out.fit["targets"]["met"] == {"max_loss": True, "max_starvation": True}
+    measures = {p.robots_at_level: solve(out.model, p).measures for p in every_policy((1, 2, 3, 4), 5)}
+    ok = {r: m.mean_active_robots for r, m in measures.items() if m.p_loss <= 0.3 and m.p_starvation <= 0.1}
+    assert measures[out.policy.robots_at_level].mean_active_robots == pytest.approx(min(ok.values()), rel=1e-12)
+    weights = compute_refit(_input(tr))
+    assert weights.policy is not None and "targets" not in weights.fit
+    impossible = compute_refit(_input(tr, targets=Targets(max_loss=1e-6)))
+    assert impossible.success and impossible.message.startswith("adopted, targets not met: infeasible")
+    assert impossible.fit["targets"] == {"met": {"max_loss": False}, "status": "infeasible",
+                                         "message": impossible.message.removeprefix("adopted, targets not met: ")}
+
+
 def test_shutdown_does_not_wait_for_a_running_refit_in_the_worker_process() -> None:
     """Issue 11, finding 10: SIGTERM took up to 7.5 s because the exit waited for the worker process to finish
     what it was computing (a refit, or the import of fitting and policies at start)."""

@@ -14,9 +14,11 @@ from robotctl.agent._files import load_model_file
 from robotctl.model import (
     BMAP,
     PH,
+    EventKind,
     InputError,
     QueueModel,
     Simulation,
+    StateFeedback,
     StopRule,
     ThresholdPolicy,
     random_model,
@@ -57,6 +59,50 @@ def test_callable_controller_reproduces_the_policy_exactly(paper: QueueModel) ->
     assert all(b[2] >= a[2] for a, b in itertools.pairwise(seen))
 
 
+class Recorder(StateFeedback):
+    """A feedback controller that runs a threshold policy from the state after each event and records
+    what it is shown."""
+
+    def __init__(self, policy: ThresholdPolicy) -> None:
+        self.r = policy.robots_at_level
+        self.calls: list[tuple[EventKind, int, int, int, int, int, float]] = []
+
+    def initial(self) -> int:
+        return self.r[0]
+
+    def decide(self, kind: EventKind, pages: int, before: int, after: int, active: int, phase: int,
+               t: float) -> int:
+        self.calls.append((kind, pages, before, after, active, phase, t))
+        return self.r[after]
+
+
+def test_state_feedback_sees_each_event_and_the_state_before_it(paper: QueueModel) -> None:
+    """A StateFeedback controller that applies the policy reproduces the policy's run exactly, and what
+    it is shown is consistent: a delivery of k pages to q admits min(k, K - q) (partial admission), a
+    phase change without pages and the others move the queue by 0 and -1, and ``active`` is the mode it
+    set at the previous event."""
+    K = paper.capacity
+    recorder = Recorder(OPTIMUM)
+    by_policy = Simulation(paper, OPTIMUM, np.random.default_rng(12))
+    by_feedback = Simulation(paper, recorder, np.random.default_rng(12))
+    by_policy.advance(20_000)
+    by_feedback.advance(20_000)
+    assert np.array_equal(by_policy.totals(), by_feedback.totals())
+    assert len(recorder.calls) == 20_000
+    previous = OPTIMUM.robots_at_level[0]
+    kinds = set()
+    for kind, pages, before, after, active, phase, _ in recorder.calls:
+        kinds.add((kind, pages > 0))
+        assert active == previous and 0 <= phase < paper.arrivals.order
+        if kind is EventKind.BMAP_TRANSITION:
+            assert after == before + min(pages, K - before)
+        else:
+            assert pages == 0 and after == before - 1
+        previous = OPTIMUM.robots_at_level[after]
+    assert kinds == {(EventKind.BMAP_TRANSITION, True), (EventKind.BMAP_TRANSITION, False),
+                     (EventKind.SERVICE_COMPLETION, False), (EventKind.OBSOLESCENCE, False)}
+
+
 def test_time_driven_controller(paper: QueueModel) -> None:
     """A controller that ignores the queue and runs 3 robots until t = 100 s, then 1: after the
     warm-up the run is the static policy 1 and matches its exact measures."""
@@ -78,7 +124,7 @@ def test_controller_returning_an_unknown_mode(paper: QueueModel) -> None:
 
 
 def test_controller_must_be_a_policy_or_callable(paper: QueueModel) -> None:
-    with pytest.raises(InputError, match=r"^controller: is a list"):
+    with pytest.raises(InputError, match=r"^controller: is a list, neither a ThresholdPolicy, a StateFeedback"):
         Simulation(paper, [3, 3, 3, 1, 1, 1], np.random.default_rng(0))  # type: ignore[arg-type]
 
 

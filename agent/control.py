@@ -1,0 +1,68 @@
+"""The runtime override of control (``POST /v1/control``): an operator pauses control (the fleet in force
+stays as it is), pins a fleet size, optionally for a duration, or resumes control by the policy.
+
+While an override holds, the agent ignores r(i) and keeps the held number of active virtual robots,
+applied at once (no dwell, no rate limit: an operator's word is final); when its duration ends, control
+by the policy resumes by itself. The state is on ``GET /v1/control``, ``GET /v1/status``, /metrics
+(``robotctl_control_override{mode}``, ``robotctl_control_robots``, ``robotctl_control_until_timestamp_seconds``)
+and in the log (``event=control``).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+
+class ControlMode(enum.Enum):
+    """Who sets the number of active robots."""
+
+    #: the policy, r(i) at the current queue length
+    AUTO = "auto"
+    #: nobody: the fleet in force when control was paused stays
+    PAUSED = "paused"
+    #: the operator: a pinned number of active virtual robots
+    PINNED = "pinned"
+
+
+#: ``action`` of POST /v1/control -> the mode it sets
+ACTIONS = {"resume": ControlMode.AUTO, "pause": ControlMode.PAUSED, "pin": ControlMode.PINNED}
+
+
+@dataclass(frozen=True)
+class ControlState:
+    """The override in force.
+
+    Attributes
+    ----------
+    mode : ControlMode
+    robots : int or None
+        The active virtual robots held (paused: the mode when paused; pinned: the pinned count).
+    since : float
+        Agent time the override (or the return to the policy) began.
+    until : float or None
+        Agent time it ends by itself (None: until resumed).
+    reason : str
+        Free text from the request, for the log and the dashboard.
+    """
+
+    mode: ControlMode = ControlMode.AUTO
+    robots: int | None = None
+    since: float = 0.0
+    until: float | None = None
+    reason: str = ""
+
+    @property
+    def overridden(self) -> bool:
+        return self.mode is not ControlMode.AUTO
+
+    def expired(self, now: float) -> bool:
+        return self.overridden and self.until is not None and now >= self.until
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mode": self.mode.value, "robots": self.robots, "since": self.since, "until": self.until,
+                "reason": self.reason}
+
+
+__all__ = ["ACTIONS", "ControlMode", "ControlState"]

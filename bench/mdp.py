@@ -1,0 +1,114 @@
+"""Benchmark of the MDP layer (issue 14), measured side by side in one run.
+
+1. Paper 001's relative value iteration for N = 16, 64, 160 robots and K = 5..50 (lambda = 1.6 / N, so
+   the whole fleet offers 1.6 times the service rate mu = 1; gamma = 1): states, iterations, time, time
+   per iteration against the N = 16, K = 5 baseline, and the error of the iteration's estimate (midpoint
+   of Odoni's bracket) against the exact cost of its policy from the policy's own chain; the best static
+   fleet and the gain.
+2. The certificate (full-information MDP lower bound): paper 000's example at K = 5 and at K = 50, the
+   same with a two-phase obsolescence law that does not reduce (exact ordered state at K = 5 and 7, the
+   counts relaxation at K = 50), and a 16-robot, K = 50 random model with two-phase obsolescence (issue
+   13's size): states, actions, time, the bound, the cost of the best threshold policy found, and the gap.
+
+Usage: python bench/mdp.py [--quick]   (--quick: N = 16 and 64, K <= 20; certificate at K = 5 only)
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import argparse
+import dataclasses
+import time
+from pathlib import Path
+
+import numpy as np
+
+from robotctl.agent._files import load_model_file
+from robotctl.model import PH, Costs, QueueModel, random_model
+from robotctl.policies import RobotsProblem, mdp_lower_bound, optimise, solve_dynamic
+
+ROOT = Path(__file__).resolve().parents[1]
+TWO_PHASES = PH(np.array([0.3, 0.7]), np.array([[-0.6, 0.4], [0.1, -0.5]]))
+
+
+def value_iteration(quick: bool) -> None:
+    print("== 1. paper 001: relative value iteration (lambda = 1.6 / N, mu = 1, gamma = 1)")
+    print(f"   {'N':>4} {'K':>3} {'states':>7} {'iter':>6} {'time s':>8} {'us/iter/state':>14} {'x base':>7} "
+          f"{'cost C_d':>10} {'|est - exact|':>13} {'robots':>8} {'static':>10} {'gain %':>9}")
+    base = None
+    for N in (16, 64) if quick else (16, 64, 160):
+        for K in (5, 10, 20) if quick else (5, 10, 20, 50):
+            problem = RobotsProblem.paper(N, K, 1.6 / N, 1.0, 1.0)
+            start = time.perf_counter()
+            opt = solve_dynamic(problem)
+            seconds = time.perf_counter() - start
+            states = (K + 1) * (N + 1) * 3
+            per = seconds / opt.iterations / states * 1e6
+            base = base if base is not None else per
+            estimate = 0.5 * sum(opt.value_bounds)
+            lo, hi = opt.active_range
+            flag = "" if opt.success else f"  ({opt.message})"
+            print(f"   {N:>4} {K:>3} {states:>7} {opt.iterations:>6} {seconds:>8.3f} {per:>14.4f} {per / base:>7.2f} "
+                  f"{opt.cost:>10.6f} {abs(estimate - opt.cost):>13.2e} {f'{lo}..{hi}':>8} {opt.static.cost:>10.6f} "
+                  f"{opt.gain_percent:>9.4g}{flag}")
+
+
+def certificate(quick: bool) -> None:
+    print("== 2. certificate: lower bound on every policy from the full-information MDP")
+    print("   (threshold: the best threshold policy by robotctl.policies.optimise, where the exact solver reaches;")
+    print("   the paper example's obsolescence law has equal exit rates, so it is solved as the exact exponential")
+    print("   law of rate 0.2 there; with two phases that do not reduce, K = 50 is beyond the exact solver)")
+    model, costs = load_model_file(str(ROOT / "config" / "paper-example.yaml"))
+    exponential = dataclasses.replace(model, obsolescence=PH.exponential(0.2))
+    two = dataclasses.replace(model, obsolescence=TWO_PHASES)
+    Case = tuple[str, QueueModel, Costs, str, QueueModel | None]
+    cases: list[Case] = [("paper example, K = 5", model, costs, "auto", exponential)]
+    if not quick:
+        big = random_model(np.random.default_rng(1), capacity=50, modes=tuple(range(1, 17)), max_batch=2)
+        cases += [
+            ("paper example, K = 50", dataclasses.replace(model, capacity=50), costs, "auto",
+             dataclasses.replace(exponential, capacity=50)),
+            ("two-phase obsolescence, K = 5", two, costs, "ordered", two),
+            ("two-phase obsolescence, K = 5", two, costs, "counts", two),
+            ("two-phase obsolescence, K = 7", dataclasses.replace(two, capacity=7), costs, "ordered",
+             dataclasses.replace(two, capacity=7)),
+            ("two-phase obsolescence, K = 50", dataclasses.replace(two, capacity=50), costs, "counts", None),
+            ("16 robots, K = 50, random, 2-phase obs.", big,
+             Costs(loss=2, obsolescence=3, response=1, robot=1, starvation=30), "auto", None),
+        ]
+    print(f"   {'model':<40} {'form':<8} {'states':>7} {'acts':>5} {'solves':>6} {'time s':>7} {'bound':>10} "
+          f"{'MDP best':>10} {'threshold':>10} {'search':>15} {'gap %':>7}  response")
+    for name, m, c, form, searched in cases:
+        start = time.perf_counter()
+        bound = mdp_lower_bound(m, c, formulation=form)
+        seconds = time.perf_counter() - start
+        best_text, search_text, gap_text = "-", "-", "-"
+        if searched is not None:
+            start = time.perf_counter()
+            search = optimise(searched, c)
+            search_s = time.perf_counter() - start
+            best = search.best.cost.total
+            kind = "exhaustive" if search.best.exact else "local"
+            best_text, search_text = f"{best:.4f}", f"{kind} {search_s:.1f}s"
+            gap_text = f"{bound.gap_percent(best):.2f}"
+        flag = "" if bound.success else f"  ({bound.message})"
+        print(f"   {name:<40} {bound.formulation:<8} {bound.n_states:>7} {bound.n_actions:>5} {bound.solves:>6} "
+              f"{seconds:>7.2f} {bound.value:>10.4f} {bound.upper:>10.4f} {best_text:>10} {search_text:>15} "
+              f"{gap_text:>7}  {bound.response}{flag}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smaller grid")
+    args = parser.parse_args()
+    value_iteration(args.quick)
+    certificate(args.quick)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

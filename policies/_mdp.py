@@ -1,0 +1,715 @@
+"""Optimal dynamic control of the robots by a Markov decision process (paper 001, Sections 2-4).
+
+The model (Talim, Liu, Nain, Coffman, "Controlling the robots of web search engines"): N robots, each
+bringing pages in a Poisson stream of rate lambda while active; one indexer with exponential service of
+rate mu; at most K pages in the system, the one being indexed included. At an *arrival* the robot that
+delivered is deactivated and the controller decides whether to reactivate it (a = 1) or not; at a
+*departure* the controller may activate one more robot (a = 1), if one is idle. The cost is
+gamma P(starvation) + loss rate.
+
+Uniformisation (Section 2). Decision epochs are the jumps of a Poisson process of rate
+nu = lambda N + mu. The state x = (q, r, s) holds the queue length q and the number of active robots r
+just before the epoch, and its type s: 0 departure, 1 arrival, 2 fictitious. The printed transition law
+(2)-(4) carries typos: in (2) the next epoch is an arrival with probability lambda r / nu where the
+post-decision count min(r + a, N) is meant, and the fictitious probability is printed
+1 - (mu 1(q > 1) - lambda r) / nu with a minus for a plus; in (3) the third state reads min{q + 1, N}
+for min{q + 1, K}. The consistent reading, which this module implements, is:
+
+- departure (s = 0, q >= 1): the post-decision state is (q - 1, min(r + a, N));
+- arrival (s = 1, r >= 1): it is (min(q + 1, K), r - 1 + a); the page is lost iff q = K;
+- fictitious (s = 2): nothing moves, (q, r);
+
+and the next epoch's type is drawn from the post-decision state (q', r'): departure with probability
+mu 1(q' > 0) / nu, arrival with probability lambda r' / nu, fictitious otherwise. The one-step cost (1)
+is c(x) = gamma 1(q = 0) + nu 1(q = K, s = 1), so that the average cost per epoch is
+gamma P(starvation) + loss rate (PASTA, eq. (8)).
+
+:func:`solve_dynamic` runs the relative value iteration of Proposition 2 (vectorised with numpy over all
+states at once), reads the optimal actions, and then computes the *exact* cost of that policy from its
+own continuous-time Markov chain on (q, r) (not from the iteration). The policy is printed as two
+switching curves: at a departure from q pages one robot is activated iff r <= f_0(q); at an arrival to q
+pages the robot is kept iff r <= f_1(q). :func:`static_fleet` is the static problem of Section 4: the
+fixed number of robots that minimises eq. (9) (Proposition 3).
+
+Two generalisations serve the model files of paper 000 (``robotctl optimise --control mdp``): a
+smallest number of active robots ``min_robots`` (the paper: 0), and any Poisson rate per number of
+active robots (the paper: lambda r), plus a cost per active robot per second (the paper: 0).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+from numpy.typing import NDArray
+from scipy.sparse.csgraph import connected_components
+
+from robotctl.model import BMAP, PH, Costs, EventKind, InputError, ModeArrivals, QueueModel, StateFeedback
+
+#: Relaxation tau of Proposition 2 (the paper's Section 4 uses 0.99999).
+TAU = 0.99999
+#: Stop when the span of T(h) - h, which brackets the optimal cost per epoch, is below this fraction of
+#: the cost (see :func:`solve_dynamic`).
+TOLERANCE = 1e-10
+MAX_ITERATIONS = 1_000_000
+
+
+class MdpStatus(enum.Enum):
+    """Outcome of :func:`solve_dynamic`."""
+
+    SUCCESS = 0
+    #: the value iteration stopped at ``max_iterations`` before its bounds met the tolerance
+    MAX_ITERATIONS = 1
+    #: the policy's chain has more than one closed class; the cost is that of the class holding the
+    #: most likely start (q = 0 with the most active robots)
+    MULTICHAIN = 2
+
+
+STATUS_MESSAGES = {
+    MdpStatus.SUCCESS: "optimal policy found",
+    MdpStatus.MAX_ITERATIONS: "value iteration stopped before its bounds met the tolerance",
+    MdpStatus.MULTICHAIN: "the policy's chain has several closed classes",
+}
+
+
+@dataclass(frozen=True)
+class RobotsProblem:
+    """The problem of paper 001, optionally generalised (module docstring).
+
+    Attributes
+    ----------
+    robots : int
+        N >= 1, robots available.
+    capacity : int
+        K >= 1, pages in the system, the one being indexed included.
+    rates : tuple of float
+        Poisson arrival rate with r robots active, r = 0..N (the paper: lambda r). Rates below
+        ``min_robots`` are unused.
+    service_rate : float
+        mu > 0.
+    gamma : float
+        Cost of starvation per unit of time (the weight of P(starvation)).
+    loss_cost : float
+        Cost per lost page (the paper: 1).
+    robot_cost : float
+        Cost per active robot per second (the paper: 0).
+    min_robots : int
+        Fewest active robots allowed (the paper: 0).
+    """
+
+    robots: int
+    capacity: int
+    rates: tuple[float, ...]
+    service_rate: float
+    gamma: float
+    loss_cost: float = 1.0
+    robot_cost: float = 0.0
+    min_robots: int = 0
+
+    def __post_init__(self) -> None:
+        _whole("robots", self.robots, 1)
+        _whole("capacity", self.capacity, 1)
+        _whole("min_robots", self.min_robots, 0)
+        if self.min_robots > self.robots:
+            raise InputError("min_robots", f"is {self.min_robots} > robots = {self.robots}",
+                             "allow at most as many robots as there are")
+        rates = tuple(float(x) for x in self.rates)
+        if len(rates) != self.robots + 1:
+            raise InputError("rates", f"has {len(rates)} entries, N = {self.robots} needs {self.robots + 1}",
+                             "give the arrival rate with r = 0..N robots active")
+        if any(not (math.isfinite(x) and x >= 0) for x in rates) or any(
+                x <= 0 for x in rates[max(self.min_robots, 1):]):
+            raise InputError("rates", f"must be finite, >= 0, and > 0 with r >= 1 robots, got {list(rates)}",
+                             "a robot that is active brings pages at a positive rate")
+        object.__setattr__(self, "rates", rates)
+        _positive("service_rate", self.service_rate)
+        for name in ("gamma", "loss_cost", "robot_cost"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value)
+                                                                                     and value >= 0):
+                raise InputError(name, f"must be a finite number >= 0, got {value!r}", "costs are weights >= 0")
+            object.__setattr__(self, name, float(value))
+        object.__setattr__(self, "service_rate", float(self.service_rate))
+
+    @classmethod
+    def paper(cls, robots: int, capacity: int, rate: float, service_rate: float, gamma: float) -> RobotsProblem:
+        """Paper 001's problem: rate lambda r with r robots, cost gamma P(starvation) + loss rate."""
+        _positive("rate", rate)
+        _whole("robots", robots, 1)
+        return cls(robots, capacity, tuple(float(rate) * r for r in range(robots + 1)), service_rate, gamma)
+
+    @property
+    def uniformisation_rate(self) -> float:
+        """nu = max_r lambda_r + mu (the paper: lambda N + mu)."""
+        return max(self.rates) + self.service_rate
+
+    @property
+    def costs(self) -> Costs:
+        """The same cost in the terms of paper 000's eq. (2)."""
+        return Costs(loss=self.loss_cost, starvation=self.gamma, robot=self.robot_cost)
+
+    def to_model(self) -> QueueModel:
+        """The queue of paper 000 that this problem describes: a Poisson mode for each number of active
+        robots r >= max(1, min_robots) (the model core has no mode without arrivals), exponential
+        service, no obsolescence."""
+        low = max(1, self.min_robots)
+        arrivals = ModeArrivals.per_mode({r: BMAP.poisson(self.rates[r]) for r in range(low, self.robots + 1)})
+        return QueueModel(self.capacity, arrivals, PH.exponential(self.service_rate))
+
+    @classmethod
+    def from_model(cls, model: QueueModel, costs: Costs) -> RobotsProblem:
+        """The problem of a model file of paper 001's kind: Poisson arrivals with one page per delivery in
+        every mode, the modes consecutive numbers of robots, exponential service, no obsolescence, and
+        no response cost (a ratio of averages, which an average-cost MDP cannot carry)."""
+        hint = "paper 001's MDP needs Poisson robots and exponential service; use the threshold search instead"
+        if model.obsolescence is not None:
+            raise InputError("model.obsolescence", "is given, but paper 001's model has none", hint)
+        if model.service.order != 1:
+            raise InputError("model.service", f"has {model.service.order} phases, not 1 (exponential)", hint)
+        modes = model.modes
+        if list(modes) != list(range(modes[0], modes[-1] + 1)):
+            raise InputError("model.arrivals", f"modes {list(modes)} are not consecutive numbers of robots",
+                             "paper 001 activates or parks one robot at a time: define every mode from the "
+                             "fewest to the most robots")
+        for mode in modes:
+            bmap = model.arrivals[mode]
+            if bmap.order != 1 or bmap.max_batch != 1:
+                raise InputError(f"model.arrivals.per_mode.{mode}",
+                                 f"is not a Poisson process of single pages ({bmap.order} phases, batches up to "
+                                 f"{bmap.max_batch})", hint)
+        if costs.response:
+            raise InputError("costs.response", f"is {costs.response}, but the MDP minimises a long-run average "
+                             "and the response time is a ratio of two", "set costs.response: 0, or use "
+                             "--certify, whose bound carries the response term")
+        rates = [0.0] * (modes[-1] + 1)
+        for mode in modes:
+            rates[mode] = float(model.arrivals[mode].D1[0, 0])
+        return cls(modes[-1], model.capacity, tuple(rates), float(-model.service.S[0, 0]), costs.starvation,
+                   costs.loss, costs.robot, modes[0])
+
+
+@dataclass(frozen=True)
+class DynamicPolicy:
+    """A stationary policy of paper 001 on the states (q, r) just before an epoch.
+
+    Attributes
+    ----------
+    activate : ndarray of bool, shape (K + 1, N + 1)
+        ``activate[q, r]``: at a departure from q pages (q >= 1) with r active, activate one more robot.
+    keep : ndarray of bool, shape (K + 1, N + 1)
+        ``keep[q, r]``: at an arrival to q pages with r active (r >= 1), keep the robot that delivered.
+    """
+
+    activate: NDArray[np.bool_]
+    keep: NDArray[np.bool_]
+
+    def __post_init__(self) -> None:
+        for name in ("activate", "keep"):
+            a = np.array(getattr(self, name), dtype=bool)
+            a.flags.writeable = False
+            object.__setattr__(self, name, a)
+        if self.activate.shape != self.keep.shape or self.activate.ndim != 2:
+            raise InputError("policy", f"activate {self.activate.shape} and keep {self.keep.shape} differ",
+                             "give two (K + 1) x (N + 1) tables")
+
+    @property
+    def capacity(self) -> int:
+        return int(self.activate.shape[0] - 1)
+
+    @property
+    def robots(self) -> int:
+        return int(self.activate.shape[1] - 1)
+
+    def after_departure(self, q: int, r: int) -> int:
+        """Active robots after a departure from q pages with r active."""
+        return min(r + int(self.activate[q, r]), self.robots)
+
+    def after_arrival(self, q: int, r: int) -> int:
+        """Active robots after an arrival to q pages with r active (the robot that delivered is parked
+        unless kept)."""
+        return r - 1 + int(self.keep[q, r])
+
+    def switching_curves(self) -> tuple[tuple[int | None, ...], tuple[int, ...]]:
+        """(f_0, f_1) for q = 0..K: activate at a departure iff r <= f_0(q) (-1: never; ``None`` at
+        q = 0, where no departure happens); keep at an arrival iff r <= f_1(q) (0: never).
+
+        Read from the tables as the largest r whose action is 1 (r < N for f_0, since with all robots
+        active there is none to activate; r >= 1 for f_1); :meth:`is_switching_curve` says whether the
+        tables are exactly of that form."""
+        N = self.robots
+        f0: list[int | None] = [None]
+        for q in range(1, self.capacity + 1):
+            on = np.flatnonzero(self.activate[q, :N])
+            f0.append(int(on[-1]) if on.size else -1)
+        f1 = []
+        for q in range(self.capacity + 1):
+            on = np.flatnonzero(self.keep[q, 1:]) + 1
+            f1.append(int(on[-1]) if on.size else 0)
+        return tuple(f0), tuple(f1)
+
+    def is_switching_curve(self, states: NDArray[np.bool_] | None = None) -> bool:
+        """True when, at every q, the action is 1 exactly for r <= f(q) (on ``states`` only if given: a
+        (K + 1) x (N + 1) mask, e.g. the recurrent states)."""
+        f0, f1 = self.switching_curves()
+        r = np.arange(self.robots + 1)
+        mask = np.ones_like(self.activate) if states is None else np.asarray(states, dtype=bool)
+        for q in range(self.capacity + 1):
+            if q >= 1:
+                rows = mask[q, :self.robots]
+                f = f0[q]
+                assert f is not None
+                if np.any((self.activate[q, :self.robots] != (r[:self.robots] <= f))[rows]):
+                    return False
+            rows = mask[q, 1:]
+            if np.any((self.keep[q, 1:] != (r[1:] <= f1[q]))[rows]):
+                return False
+        return True
+
+
+@dataclass(frozen=True)
+class StaticFleet:
+    """The best fixed number of robots (paper 001, Section 4, eq. (9), Proposition 3).
+
+    Attributes
+    ----------
+    robots : int
+        N_s.
+    cost : float
+        C_s = gamma P(starvation) + loss rate with N_s robots always active.
+    p_starvation, loss_rate : float
+        The two terms' measures (M/M/1/K with rate N_s lambda).
+    """
+
+    robots: int
+    cost: float
+    p_starvation: float
+    loss_rate: float
+
+
+@dataclass(frozen=True)
+class DynamicOptimum:
+    """The result of :func:`solve_dynamic`.
+
+    Attributes
+    ----------
+    success : bool
+    status : MdpStatus
+    message : str
+    problem : RobotsProblem
+    policy : DynamicPolicy
+    cost : float
+        C_d: the exact long-run cost of ``policy`` from its own Markov chain on (q, r).
+    p_starvation, loss_rate : float
+        P(q = 0) and the rate of lost pages under ``policy``.
+    mean_active_robots : float
+        E[r] (the paper's N-bar).
+    active_range : tuple of int
+        (N_min, N_max): the fewest and most active robots over the recurrent states.
+    recurrent : ndarray of bool, shape (K + 1, N + 1)
+        The closed class of the policy's chain on (q, r) whose cost is reported.
+    stationary : ndarray, shape (K + 1, N + 1)
+        Its stationary distribution.
+    value_bounds : tuple of float
+        (lower, upper): the relative value iteration's bracket on the optimal cost, min and max of
+        T(h) - h per epoch (Odoni's bounds); the lower one holds for every policy.
+    iterations : int
+    static : StaticFleet
+        The best static fleet with at most N robots.
+    gain_percent : float
+        100 (C_s - C_d) / C_d, the relative improvement of Tables 1 and 2.
+    """
+
+    success: bool
+    status: MdpStatus
+    message: str
+    problem: RobotsProblem
+    policy: DynamicPolicy
+    cost: float
+    p_starvation: float
+    loss_rate: float
+    mean_active_robots: float
+    active_range: tuple[int, int]
+    recurrent: NDArray[np.bool_]
+    stationary: NDArray[np.float64]
+    value_bounds: tuple[float, float]
+    iterations: int
+    static: StaticFleet
+    gain_percent: float
+
+    def __post_init__(self) -> None:
+        for name in ("recurrent", "stationary"):
+            getattr(self, name).flags.writeable = False
+
+
+# -- checks --------------------------------------------------------------------------------------
+def _whole(field: str, value: object, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+        raise InputError(field, f"must be a whole number >= {minimum}, got {value!r}",
+                         f"give {field} as an integer of at least {minimum}")
+    return int(value)
+
+
+def _positive(field: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value) and value > 0):
+        raise InputError(field, f"must be a positive finite number, got {value!r}", "a rate per second, e.g. 0.1")
+    return float(value)
+
+
+# -- the static problem (Section 4) --------------------------------------------------------------
+def static_cost(rho: float, gamma: float, capacity: int, service_rate: float = 1.0) -> tuple[float, float, float]:
+    """Eq. (9): (C_s, P(starvation), loss rate) of M/M/1/K with load rho = n lambda / mu.
+
+    C_s = (1 - rho)(gamma + mu rho^(K+1)) / (1 - rho^(K+1)), computed as
+    (gamma + mu rho^(K+1)) / (1 + rho + ... + rho^K), which is also right at rho = 1
+    ((gamma + mu) / (K + 1)): P(starvation) = 1 / sum_j rho^j and the loss rate is
+    n lambda P(K) = mu rho^(K+1) P(starvation).
+    """
+    K = capacity
+    if rho <= 1.0:
+        powers = rho ** np.arange(K + 2)
+        p0 = 1.0 / float(powers[:K + 1].sum())
+        loss = service_rate * float(powers[K + 1]) * p0
+    else:  # divide through by rho^(K+1) to stay finite for large loads
+        inv = (1.0 / rho) ** np.arange(K + 2)  # rho^-j
+        denom = float(inv[1:].sum())  # sum_{j=0..K} rho^(j-K-1)
+        p0 = float(inv[K + 1]) / denom
+        loss = service_rate / denom
+    return gamma * p0 + loss, p0, loss
+
+
+def static_fleet(capacity: int, rate: float, service_rate: float, gamma: float, *,
+                 max_robots: int | None = None) -> StaticFleet:
+    """The fixed number of robots n that minimises eq. (9) with rho = n lambda / mu (Proposition 3),
+    among n = 0..``max_robots`` (default: unrestricted).
+
+    The cost (9) is unimodal in rho (Proposition 3: the optimum is one of the two integers around the
+    continuous minimiser), so the scan stops once the cost has risen above its minimum for a load
+    past 1; ties go to the smaller fleet.
+    """
+    _whole("capacity", capacity, 1)
+    _positive("rate", rate)
+    _positive("service_rate", service_rate)
+    if max_robots is not None:
+        _whole("max_robots", max_robots, 0)
+    best: StaticFleet | None = None
+    n = 0
+    while max_robots is None or n <= max_robots:
+        c, p0, loss = static_cost(n * rate / service_rate, gamma, capacity, service_rate)
+        if best is None or c < best.cost:
+            best = StaticFleet(n, c, p0, loss)
+        elif n * rate > service_rate and c > best.cost:
+            break
+        n += 1
+    assert best is not None
+    return best
+
+
+# -- relative value iteration (Proposition 2) -----------------------------------------------------
+def _post_value(h: NDArray[np.float64], lam: NDArray[np.float64], mu: float, nu: float) -> NDArray[np.float64]:
+    """V(q', r') = E[h(q', r', s')]: the next epoch's type drawn from the post-decision state."""
+    busy = np.zeros(h.shape[0])
+    busy[1:] = mu
+    return (busy[:, None] * h[:, :, 0] + lam[None, :] * h[:, :, 1]
+            + (nu - busy[:, None] - lam[None, :]) * h[:, :, 2]) / nu
+
+
+def _bellman(h: NDArray[np.float64], cost: NDArray[np.float64], lam: NDArray[np.float64], mu: float, nu: float,
+             rmin: int) -> tuple[NDArray[np.float64], NDArray[np.bool_], NDArray[np.bool_]]:
+    """T(h) on all states at once, and the minimising actions (ties to a = 0, do nothing)."""
+    K1, N1, _ = h.shape
+    N = N1 - 1
+    V = _post_value(h, lam, mu, nu)
+    if rmin == 0:
+        V[0, 0] = np.inf  # (0, 0) absorbs (Section 2): a departure from (1, 0) must activate
+    V[:, :rmin] = np.inf  # fewer than min_robots robots is not allowed
+    Th = np.empty_like(h)
+    # departure from q >= 1: (q - 1, r) or (q - 1, min(r + 1, N))
+    stay = V[:-1, :]
+    up = V[:-1, np.minimum(np.arange(N1) + 1, N)]
+    activate = np.zeros((K1, N1), dtype=bool)
+    activate[1:] = up < stay
+    Th[1:, :, 0] = np.minimum(stay, up)
+    Th[0, :, 0] = 0.0  # infeasible
+    # arrival with r >= 1: (min(q + 1, K), r - 1) or (min(q + 1, K), r)
+    qn = np.minimum(np.arange(K1) + 1, K1 - 1)
+    park = np.full((K1, N1), np.inf)
+    park[:, 1:] = V[qn][:, :-1]
+    kept = V[qn]
+    keep = kept < park
+    keep[:, 0] = False
+    Th[:, :, 1] = np.where(keep, kept, park)
+    Th[:, 0, 1] = 0.0  # infeasible
+    Th[:, :, 2] = V
+    Th += cost
+    return Th, activate, keep
+
+
+def _feasible(K: int, N: int, rmin: int) -> NDArray[np.bool_]:
+    ok = np.ones((K + 1, N + 1, 3), dtype=bool)
+    ok[0, :, 0] = False
+    ok[:, 0, 1] = False
+    ok[:, :rmin, :] = False
+    if rmin == 0:
+        ok[0, 0, 2] = False
+    return ok
+
+
+def relative_value_iteration(problem: RobotsProblem, *, tau: float = TAU, tol: float = TOLERANCE,
+                             max_iterations: int = MAX_ITERATIONS
+                             ) -> tuple[DynamicPolicy, tuple[float, float], int, bool]:
+    """Proposition 2: h_{k+1} = (1 - tau) h_k + tau (T h_k - T h_k(x_hat)), vectorised.
+
+    Returns the greedy policy for the last h, Odoni's bracket (min, max) of T(h) - h over the feasible
+    states (the cost per epoch, which is the cost per second by PASTA), the iterations, and whether the
+    bracket closed to ``tol`` times its upper end. The lower end bounds the cost of *every* policy from below, whatever
+    h is: if c + P_a h >= h + delta for all states and actions, telescoping gives an average cost
+    >= delta. Unlike the paper's stopping rule (relative change of h below 1e-5), this one certifies the
+    optimal cost itself.
+    """
+    p = problem
+    K, N, mu, nu = p.capacity, p.robots, p.service_rate, p.uniformisation_rate
+    lam = np.array(p.rates)
+    ok = _feasible(K, N, p.min_robots)
+    q = np.arange(K + 1)
+    r = np.arange(N + 1)
+    cost = np.zeros((K + 1, N + 1, 3))
+    cost += (p.gamma * (q == 0))[:, None, None] + p.robot_cost * r[None, :, None]
+    cost[K, :, 1] += nu * p.loss_cost  # a page lost at an arrival to a full queue
+    h = np.zeros_like(cost)
+    ref = (K, N, 2)  # x_hat: feasible for every min_robots
+    lo = hi = math.nan
+    for it in range(1, max_iterations + 1):
+        Th, activate, keep = _bellman(h, cost, lam, mu, nu, p.min_robots)
+        diff = (Th - h)[ok]
+        lo, hi = float(diff.min()), float(diff.max())
+        # closed to tol, or to the rounding of T(h) - h itself (an optimal cost of zero, e.g. gamma = 0)
+        noise = 64 * np.finfo(float).eps * max(float(np.abs(Th[ok]).max()), float(cost.max()))
+        if hi - lo <= max(tol * max(abs(hi), abs(lo)), noise):
+            return DynamicPolicy(activate, keep), (lo, hi), it, True
+        h = (1.0 - tau) * h + tau * (Th - Th[ref])
+        h[~ok] = 0.0
+    return DynamicPolicy(activate, keep), (lo, hi), max_iterations, False
+
+
+# -- the exact cost of a policy -------------------------------------------------------------------
+@dataclass(frozen=True)
+class _ChainCost:
+    cost: float
+    p_starvation: float
+    loss_rate: float
+    mean_active: float
+    recurrent: NDArray[np.bool_]
+    stationary: NDArray[np.float64]
+    closed_classes: int
+
+
+def policy_cost(problem: RobotsProblem, policy: DynamicPolicy, *, start: tuple[int, int] | None = None) -> _ChainCost:
+    """The exact cost of ``policy`` from its continuous-time Markov chain on (q, r).
+
+    From (q, r): a departure at rate mu (q >= 1) leads to (q - 1, r'), r' = ``policy.after_departure``;
+    an arrival at rate lambda_r leads to (min(q + 1, K), ``policy.after_arrival``) and loses the page iff
+    q = K. The closed class reached from ``start`` (default: (0, r) with the most robots r that is in
+    a closed class) is solved for its stationary distribution pi; then P(starvation) = pi(q = 0), the
+    loss rate is sum_r lambda_r pi(K, r), and the cost is gamma P(starvation) + loss rate
+    (+ robot cost E[r]).
+    """
+    p = problem
+    K, N = p.capacity, p.robots
+    if policy.activate.shape != (K + 1, N + 1):
+        raise InputError("policy", f"has tables of shape {policy.activate.shape}, the problem needs "
+                         f"{(K + 1, N + 1)}", "use a policy computed for this problem")
+    n = (K + 1) * (N + 1)
+    rows, cols, vals = [], [], []
+    for q in range(K + 1):
+        for r in range(p.min_robots, N + 1):
+            src = q * (N + 1) + r
+            if q >= 1:
+                r2 = policy.after_departure(q, r)
+                if r2 >= p.min_robots and not (q == 1 and r2 == 0):
+                    rows.append(src)
+                    cols.append((q - 1) * (N + 1) + r2)
+                    vals.append(p.service_rate)
+                else:
+                    raise InputError("policy", f"leaves the allowed states at a departure from {(q, r)}",
+                                     f"keep at least {max(p.min_robots, 1 if q == 1 else 0)} robots")
+            if r >= 1 and p.rates[r] > 0:
+                r2 = policy.after_arrival(q, r)
+                if r2 < p.min_robots:
+                    raise InputError("policy", f"parks below min_robots at an arrival to {(q, r)}",
+                                     f"keep at least {p.min_robots} robots")
+                rows.append(src)
+                cols.append(min(q + 1, K) * (N + 1) + r2)
+                vals.append(p.rates[r])
+    A = sp.csr_matrix((vals, (rows, cols)), shape=(n, n))
+    ncomp, label = connected_components(A, directed=True, connection="strong")
+    # closed classes: no edge leaves the component
+    src_c, dst_c = label[A.nonzero()[0]], label[A.nonzero()[1]]
+    leaving = np.zeros(ncomp, dtype=bool)
+    leaving[src_c[src_c != dst_c]] = True
+    allowed = np.zeros(n, dtype=bool)
+    allowed.reshape(K + 1, N + 1)[:, p.min_robots:] = True
+    if p.min_robots == 0:
+        allowed[0] = False  # (0, 0) absorbs; never entered by an admissible policy
+    closed = [c for c in range(ncomp) if not leaving[c] and allowed[label == c].all()]
+    if start is None:
+        starts = [r for r in range(N, -1, -1) if label[r] in closed and allowed[r]]
+        if not starts:
+            raise InputError("policy", "has no closed class through an empty queue", "check the tables")
+        cls = label[starts[0]]
+    else:
+        reach = _reachable(A, start[0] * (N + 1) + start[1])
+        cands = [c for c in closed if np.any(reach & (label == c))]
+        cls = cands[0]
+    members = np.flatnonzero(label == cls)
+    sub = A[members][:, members]
+    Q = sub - sp.diags(np.asarray(sub.sum(axis=1)).ravel())
+    m = members.size
+    B = sp.lil_matrix(Q.T)
+    B[0, :] = np.ones(m)
+    rhs = np.zeros(m)
+    rhs[0] = 1.0
+    pi_m = spla.spsolve(sp.csc_matrix(B), rhs) if m > 1 else np.ones(1)
+    pi = np.zeros(n)
+    pi[members] = np.clip(pi_m, 0.0, None)
+    pi /= pi.sum()
+    P = pi.reshape(K + 1, N + 1)
+    lam = np.array(p.rates)
+    p0 = float(P[0].sum())
+    loss = float(P[K] @ lam)
+    mean_r = float(P.sum(axis=0) @ np.arange(N + 1))
+    rec = np.zeros(n, dtype=bool)
+    rec[members] = True
+    return _ChainCost(p.gamma * p0 + p.loss_cost * loss + p.robot_cost * mean_r, p0, loss, mean_r,
+                      rec.reshape(K + 1, N + 1), P, len(closed))
+
+
+def _reachable(A: sp.csr_matrix, start: int) -> NDArray[np.bool_]:
+    seen = np.zeros(A.shape[0], dtype=bool)
+    seen[start] = True
+    frontier = np.array([start])
+    while frontier.size:
+        nxt = np.unique(A[frontier].indices)
+        nxt = nxt[~seen[nxt]]
+        seen[nxt] = True
+        frontier = nxt
+    return seen
+
+
+# -- the whole solve ------------------------------------------------------------------------------
+def solve_dynamic(problem: RobotsProblem, *, tau: float = TAU, tol: float = TOLERANCE,
+                  max_iterations: int = MAX_ITERATIONS) -> DynamicOptimum:
+    """The optimal dynamic policy of paper 001 and its exact cost, next to the best static fleet.
+
+    Parameters
+    ----------
+    problem : RobotsProblem
+        E.g. ``RobotsProblem.paper(N, K, lambda, mu, gamma)``.
+    tau : float
+        Relaxation of Proposition 2, 0 < tau < 1 (the paper: 0.99999).
+    tol : float
+        Relative width at which Odoni's bracket on the optimal cost counts as closed (or its width
+        reaches the rounding error of T(h) - h, when the optimal cost is near zero).
+    max_iterations : int
+
+    Returns
+    -------
+    DynamicOptimum
+        ``cost`` is the exact cost of the greedy policy (its own chain), ``value_bounds`` the iteration's
+        bracket on the optimum; the two agree to ``tol`` when the iteration converged. The static fleet
+        is restricted to at most N robots and to the same rates (with the paper's rates, eq. (9)).
+
+    References
+    ----------
+    Talim, Liu, Nain, Coffman, "Controlling the robots of web search engines", Sigmetrics 2001:
+    Section 2 (the MDP, eqs. (1)-(4) as corrected in the module docstring), Proposition 2, eq. (9).
+    """
+    if not (0.0 < tau < 1.0):
+        raise InputError("tau", f"must lie in (0, 1), got {tau!r}", "the paper uses 0.99999")
+    _whole("max_iterations", max_iterations, 1)
+    policy, (lo, hi), iterations, converged = relative_value_iteration(problem, tau=tau, tol=tol,
+                                                                       max_iterations=max_iterations)
+    chain = policy_cost(problem, policy)
+    static = _static_of(problem)
+    gain = 100.0 * (static.cost - chain.cost) / chain.cost if chain.cost > 0 else math.inf
+    status = MdpStatus.SUCCESS if converged else MdpStatus.MAX_ITERATIONS
+    if converged and chain.closed_classes > 1:
+        status = MdpStatus.MULTICHAIN
+    rs = np.flatnonzero(chain.recurrent.any(axis=0))
+    return DynamicOptimum(status is MdpStatus.SUCCESS, status, STATUS_MESSAGES[status], problem, policy, chain.cost,
+                          chain.p_starvation, chain.loss_rate, chain.mean_active, (int(rs[0]), int(rs[-1])),
+                          chain.recurrent, chain.stationary, (lo, hi), iterations, static, gain)
+
+
+def unrestricted_dynamic(capacity: int, rate: float, service_rate: float, gamma: float, *, tau: float = TAU,
+                         tol: float = TOLERANCE, max_iterations: int = MAX_ITERATIONS) -> DynamicOptimum:
+    """The overall optimal dynamic policy, robots unlimited (paper 001, Table 2).
+
+    Solves with N = 2 ceil(mu / lambda) robots and doubles N until the limit does not bind: the policy
+    never wakes the last robot (f_0(q) < N - 1 for every q) and its recurrent states stay below N.
+    """
+    _positive("rate", rate)
+    N = 2 * max(1, math.ceil(service_rate / rate))
+    while True:
+        opt = solve_dynamic(RobotsProblem.paper(N, capacity, rate, service_rate, gamma), tau=tau, tol=tol,
+                            max_iterations=max_iterations)
+        f0 = [f for f in opt.policy.switching_curves()[0] if f is not None]
+        if max(f0, default=-1) < N - 1 and opt.active_range[1] < N:
+            return opt
+        N *= 2
+
+
+def _static_of(problem: RobotsProblem) -> StaticFleet:
+    """The best fixed fleet n in min_robots..N under the problem's own rates and costs."""
+    p = problem
+    best: StaticFleet | None = None
+    for n in range(max(p.min_robots, 0), p.robots + 1):
+        lam = p.rates[n]
+        c, p0, loss = static_cost(lam / p.service_rate, p.gamma, p.capacity, p.service_rate)
+        if p.loss_cost != 1.0 or p.robot_cost:
+            c = p.gamma * p0 + p.loss_cost * loss + p.robot_cost * n
+        if best is None or c < best.cost:
+            best = StaticFleet(n, c, p0, loss)
+    assert best is not None
+    return best
+
+
+
+class DynamicController(StateFeedback):
+    """Paper 001's policy as a controller of the simulator (:func:`robotctl.model.simulate`).
+
+    At a delivery to q pages with r robots active it keeps the robot that delivered or parks it
+    (``policy.keep[q, r]``); at a service completion from q pages it wakes one more robot or not
+    (``policy.activate[q, r]``); obsolete drops and phase changes without pages change nothing (the
+    paper's model has neither). Run it on ``problem.to_model()``.
+
+    Parameters
+    ----------
+    policy : DynamicPolicy
+    start : int
+        Active robots at t = 0 (empty system); take one in the policy's recurrent class, e.g.
+        :meth:`from_optimum`.
+    """
+
+    def __init__(self, policy: DynamicPolicy, start: int) -> None:
+        self.policy = policy
+        self.start = _whole("start", start, 0)
+
+    @classmethod
+    def from_optimum(cls, optimum: DynamicOptimum) -> DynamicController:
+        """The optimum's policy, started at the most likely number of robots with an empty queue."""
+        return cls(optimum.policy, int(np.argmax(optimum.stationary[0])))
+
+    def initial(self) -> int:
+        return self.start
+
+    def decide(self, kind: EventKind, pages: int, before: int, after: int, active: int, phase: int,
+               t: float) -> int:
+        if kind is EventKind.BMAP_TRANSITION and pages:
+            return self.policy.after_arrival(before, active)
+        if kind is EventKind.SERVICE_COMPLETION:
+            return self.policy.after_departure(before, active)
+        return active

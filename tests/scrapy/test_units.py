@@ -1,0 +1,242 @@
+"""The extension's parts without a crawl: settings, robots as download slots, the reporter."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from robotctl import InputError
+from robotctl.agent.client import AgentClient, MockTransport, Request, Response
+from robotctl.scrapy import NullReporter, Reporter, RobotctlSettings, RobotSlots
+from robotctl.scrapy._reporter import AgentHealth
+
+
+# -- settings ---------------------------------------------------------------------------------------
+def test_settings_defaults_and_command_line_strings() -> None:
+    s = RobotctlSettings.from_settings({"CONCURRENT_REQUESTS": 8})
+    assert (s.enabled, s.robots, s.concurrency, s.url, s.default_state) == (True, 8, 8, "http://127.0.0.1:8787",
+                                                                            "active")
+    s = RobotctlSettings.from_settings({"CONCURRENT_REQUESTS": "8", "ROBOTCTL_ROBOTS": "3",
+                                        "ROBOTCTL_URL": "http://agent:9000/", "ROBOTCTL_FLUSH_INTERVAL_S": "0.05",
+                                        "ROBOTCTL_DELIVERY_SIGNAL": "item_scraped", "ROBOTCTL_ENABLED": "true"})
+    assert (s.robots, s.concurrency, s.url, s.flush_interval_s, s.delivery_signal) == (
+        3, 8, "http://agent:9000", 0.05, "item_scraped")
+
+
+@pytest.mark.parametrize(("settings", "field", "words"), [
+    ({"ROBOTCTL_ROBOTS": 20, "CONCURRENT_REQUESTS": 16}, "ROBOTCTL_ROBOTS", "more than CONCURRENT_REQUESTS = 16"),
+    ({"ROBOTCTL_ROBOTS": 0}, "ROBOTCTL_ROBOTS", "whole number >= 1"),
+    ({"ROBOTCTL_ROBOTS": "three"}, "ROBOTCTL_ROBOTS", "'three'"),
+    ({"ROBOTCTL_URL": "127.0.0.1:8787"}, "ROBOTCTL_URL", "not an http(s) URL"),
+    ({"ROBOTCTL_DEFAULT_STATE": "asleep"}, "ROBOTCTL_DEFAULT_STATE", "'asleep'"),
+    ({"ROBOTCTL_DELIVERY_SIGNAL": "bytes_received"}, "ROBOTCTL_DELIVERY_SIGNAL", "'bytes_received'"),
+    ({"ROBOTCTL_FLUSH_INTERVAL_S": -1}, "ROBOTCTL_FLUSH_INTERVAL_S", ">= 0"),
+    ({"ROBOTCTL_ENABLED": "maybe"}, "ROBOTCTL_ENABLED", "True or False"),
+])
+def test_a_bad_setting_is_named(settings: dict[str, Any], field: str, words: str) -> None:
+    with pytest.raises(InputError, match=field) as info:
+        RobotctlSettings.from_settings(settings)
+    assert info.value.field == field and words in info.value.problem and info.value.hint
+
+
+def test_an_extension_switched_off_reads_nothing_else() -> None:
+    s = RobotctlSettings.from_settings({"ROBOTCTL_ENABLED": False, "ROBOTCTL_ROBOTS": 99, "CONCURRENT_REQUESTS": 1})
+    assert not s.enabled
+
+
+# -- robots and download slots ----------------------------------------------------------------------
+@given(robots=st.integers(1, 12), extra=st.integers(0, 20), data=st.data())
+def test_slots_split_the_concurrency_and_follow_the_active_robots(robots: int, extra: int, data: Any) -> None:
+    c = robots + extra
+    slots = RobotSlots(robots, c)
+    shares = [slots.slots_of(k) for k in range(1, robots + 1)]
+    assert sum(shares) == c and max(shares) - min(shares) <= 1 and min(shares) >= 1
+    assert slots.allowed == c  # every robot active at first: the crawl's own concurrency
+    active = data.draw(st.sets(st.integers(1, robots)))
+    assert slots.set_active(active) == sum(shares[k - 1] for k in active)
+    # requests take the active robots' slots first, then any free one; never more than C at once
+    taken = [slots.acquire() for _ in range(c)]
+    assert None not in taken and slots.acquire() is None and slots.busy == c
+    owners = [slots.owner[j] for j in taken if j is not None]
+    assert set(owners[:slots.allowed]) <= active or not active
+    for j in taken:
+        assert j is not None
+        slots.release(j)
+    assert slots.busy == 0
+
+
+def test_slots_refuse_more_robots_than_downloads() -> None:
+    with pytest.raises(ValueError, match="robots <= concurrency"):
+        RobotSlots(4, 3)
+    with pytest.raises(ValueError, match=r"1\.\.2"):
+        RobotSlots(2, 2).set_active([3])
+
+
+# -- the reporter -----------------------------------------------------------------------------------
+class FakeAgent:
+    """The agent's answers for the reporter's requests, with a queue view, and a switch to go down."""
+
+    def __init__(self, capacity: int = 1000) -> None:
+        self.up = True
+        self.queue = 0
+        self.capacity = capacity
+        self.requests: list[Request] = []
+        self.delay_s = 0.0
+
+    async def __call__(self, req: Request) -> Response:
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        if not self.up:
+            raise OSError("connection refused")  # what aiohttp's transport would translate
+        self.requests.append(req)
+        body = req.json or {}
+        if req.path == "/v1/deliveries":
+            items = body.get("deliveries", [body])
+            if any("robot" in d and d["robot"] != "robot-1" for d in items):
+                return Response(400, {"error": "robot: not registered", "field": "deliveries[0].robot", "hint": ""})
+            pages = sum(d.get("pages", 1) for d in items)
+            got = min(pages, self.capacity - self.queue)
+            self.queue += got
+            return Response(200, {"accepted": len(items), "pages": pages, "admitted": got, "lost": pages - got,
+                                  "queue": self.queue})
+        if req.path == "/v1/completions":
+            items = body.get("completions", [body])
+            self.queue = max(0, self.queue - sum(c.get("pages", 1) for c in items))
+            return Response(200, {"accepted": len(items), "queue": self.queue})
+        if req.path == "/v1/obsolete":
+            self.queue = max(0, self.queue - body["pages"])
+            return Response(200, {"pages": body["pages"], "queue": self.queue})
+        if req.path == "/v1/queue":
+            self.queue = body["length"]
+            return Response(200, {"queue": self.queue})
+        return Response(200, {"status": "ok"})
+
+
+class Translating(MockTransport):
+    """A mock transport that translates errors the way the real one does (in one place)."""
+
+    async def handle_request(self, request: Request) -> Response:
+        from robotctl.agent.client import request_context
+
+        with request_context("http://agent" + request.path, request.robot_id):
+            return await super().handle_request(request)
+
+
+def make(agent: FakeAgent, **kw: Any) -> Reporter:
+    client = AgentClient("http://agent", transport=Translating(agent))
+    return Reporter(client, AgentHealth("http://agent", "the crawl goes on"), **kw)
+
+
+async def settle(rep: Reporter) -> None:
+    for _ in range(200):
+        await asyncio.sleep(0)
+    await asyncio.sleep(0.02)
+
+
+async def test_reports_go_in_order_in_batches_and_never_wait() -> None:
+    agent = FakeAgent()
+    agent.delay_s = 0.01  # each request takes a while: what piles up meanwhile is the next batch
+    rep = make(agent)
+    rep.start()
+    length = 0
+    for i in range(30):
+        length += 1
+        rep.deliver(1, bytes=100, robot="robot-1", queue_length=length)
+        if i % 3 == 2:
+            length -= 1
+            rep.complete(1, service_s=0.01, queue_length=length)
+        if i == 10:
+            await asyncio.sleep(0.015)
+    await rep.aclose()
+    assert rep.stats.sent == rep.stats.queued == 40 and rep.stats.dropped == 0
+    assert rep.stats.requests < 40 and rep.stats.max_batch_seen > 1
+    assert rep.stats.mismatches == 0 and agent.queue == length
+    # sent in the order made: deliveries and completions interleave as they happened
+    kinds = []
+    for req in agent.requests:
+        n = len(req.json.get("deliveries") or req.json.get("completions") or [req.json])
+        kinds += [req.path] * n
+    assert kinds[:4] == ["/v1/deliveries"] * 3 + ["/v1/completions"]
+    assert all(isinstance(d["client_time"], float) for r in agent.requests if r.path == "/v1/deliveries"
+               for d in r.json["deliveries"])
+
+
+async def test_an_outage_warns_once_drops_reports_and_resyncs_the_queue(caplog: pytest.LogCaptureFixture) -> None:
+    agent = FakeAgent()
+    rep = make(agent, retry_interval_s=0.02)
+    rep.start()
+    rep.deliver(1, queue_length=1)
+    await settle(rep)
+    agent.up = False
+    with caplog.at_level(logging.INFO, logger="robotctl.scrapy"):
+        for n in range(2, 200):
+            rep.deliver(1, queue_length=n)
+            await asyncio.sleep(0)
+        await asyncio.sleep(0.1)
+        warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+        assert len(warnings) == 1 and "cannot be reached" in warnings[0].getMessage()
+        assert rep.stats.dropped >= 150 and rep.health.outages == 1
+        agent.up = True
+        await asyncio.sleep(0.1)
+        rep.deliver(1, queue_length=200)
+        await settle(rep)
+        assert any("answers again" in r.getMessage() for r in caplog.records)
+    await rep.aclose()
+    # the agent's view was set to the indexer's length after the last report dropped, then went on
+    resync = [r for r in agent.requests if r.path == "/v1/queue"]
+    assert len(resync) == 1 and rep.stats.resyncs == 1
+    assert agent.queue == 200 and rep.stats.mismatches == 0
+    assert rep.stats.sent + rep.stats.dropped == rep.stats.queued
+
+
+async def test_a_refused_batch_is_dropped_with_one_warning_and_unknown_robots_are_not_named(
+        caplog: pytest.LogCaptureFixture) -> None:
+    agent = FakeAgent()
+    rep = make(agent)
+    rep.start()
+    with caplog.at_level(logging.WARNING, logger="robotctl.scrapy"):
+        rep.deliver(1, robot="robot-9")
+        await settle(rep)
+        rep.deliver(1, robot="robot-9")
+        await settle(rep)
+        rep.robots = {"robot-1"}
+        rep.deliver(1, robot="robot-9")  # not registered: sent without its robot
+        await settle(rep)
+    await rep.aclose()
+    assert rep.stats.rejected == 2 and rep.stats.dropped == 2 and rep.stats.sent == 1
+    assert len(caplog.records) == 1 and "refused" in caplog.records[0].getMessage()
+    assert "robot" not in agent.requests[-1].json["deliveries"][0]
+
+
+async def test_a_mismatch_resynchronises_the_agent() -> None:
+    agent = FakeAgent()
+    rep = make(agent)
+    rep.start()
+    agent.queue = 3  # someone else's report: the agent's view is off by three
+    rep.deliver(1, queue_length=1)
+    await settle(rep)
+    await rep.aclose()
+    assert rep.stats.mismatches == 1 and rep.stats.resyncs == 1 and agent.queue == 1
+
+
+def test_the_null_reporter_takes_everything() -> None:
+    rep = NullReporter()
+    assert not rep.enabled
+    rep.deliver(1, bytes=3, robot="r", queue_length=1)
+    rep.complete(1, service_s=0.1, bytes=3, queue_length=0)
+    rep.obsolete(1, queue_length=0)
+    rep.set_queue(0)
+
+
+def test_the_readme_lists_every_setting() -> None:
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "scrapy" / "README.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"^\| `(ROBOTCTL_\w+)` \|", readme, re.M))
+    assert listed == set(RobotctlSettings.documented()) | {"ROBOTCTL_SERVICE_FIELD", "ROBOTCTL_BYTES_FIELD"}

@@ -4,7 +4,8 @@ What :func:`agent.app.create_app` puts in front of every handler, and how the ag
 
 Authentication (:func:`auth_middleware`)
     With a token, every route needs ``Authorization: Bearer <token>`` (the scheme in any case) except the
-    canonical paths in ``app[PUBLIC_PATHS]`` (``/healthz``, ``/readyz``, ``/metrics``). A route is guarded
+    canonical paths in ``app[PUBLIC_PATHS]`` (``/healthz``, ``/readyz``, ``/metrics``, ``/v1/openapi.json``: it
+    describes the API, not the fleet). A route is guarded
     unless it is listed there, so a new endpoint (``/v1/control``) is safe by default; to open one
     (``/v1/openapi.json``), add its canonical path to the set before the app starts. Unknown paths are
     guarded too (401 without the token, 404 with it), so they reveal nothing.
@@ -52,7 +53,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 #: Canonical paths open without the token.
 PUBLIC_PATHS = web.AppKey("public_paths", set[str])
-DEFAULT_PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+DEFAULT_PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/v1/openapi.json"})
 #: The label of every request whose path matches no route (one label, however many paths are probed).
 UNMATCHED = "unmatched"
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})

@@ -42,6 +42,8 @@ MAX_ID_LENGTH = 200
 #: Longest indexing time of one page (``service_s / pages``): a day. Finite but larger values (1e308) once
 #: made every sum infinite, every refit fail, and /v1/status emit a bare Infinity.
 MAX_SERVICE_S_PER_PAGE = 86_400.0
+#: Longest runtime override of control (ten years): a longer one would hold until the agent restarts anyway.
+MAX_CONTROL_S = 10 * 365.25 * 86_400.0
 #: Largest client time in absolute value: about 31,700 years of seconds, any clock's epoch included.
 MAX_CLIENT_TIME = 1e12
 
@@ -311,14 +313,17 @@ def parse_control(obj: Any, *, max_robots: int) -> ControlRequest:
     if action == "pin":
         if robots is None:
             raise InputError("robots", "is missing", f"pin a number of active virtual robots, 0..{max_robots}")
-        robots = _int("robots", robots, minimum=0, maximum=max_robots)
+        robots = _int("robots", robots, minimum=0, maximum=max_robots,
+                      too_big=f"the fleet has {max_robots} virtual robots (robots.count)")
     elif robots is not None:
         raise InputError("robots", f"does not apply to {action}", "send robots only with pin")
     duration = d.get("duration_s")
     if duration is not None:
         if action == "resume":
             raise InputError("duration_s", "does not apply to resume", "send duration_s with pause or pin")
-        duration = _float("duration_s", duration)
+        duration = _float("duration_s", duration, maximum=MAX_CONTROL_S,
+                          too_big="an override longer than ten years is not a measurement: leave it out to hold until "
+                                  "resume")
         if duration <= 0:
             raise InputError("duration_s", f"must be > 0, got {duration:g}", "leave it out to hold until resume")
     reason = d.get("reason", "")

@@ -566,12 +566,25 @@ class AgentClient:
         return result
 
     async def register_robot(self, robot_id: str | None = None, rank: int | None = None,
-                             default_state: str = "active", *, poll_wait_s: float | None = None
-                             ) -> RobotHandle:
-        """Register a robot (an automatic id and rank when omitted) and start following its command."""
+                             default_state: str = "active", *, poll_wait_s: float | None = None,
+                             takeover_wait_s: float = 30.0) -> RobotHandle:
+        """Register a robot (an automatic id and rank when omitted) and start following its command.
+
+        An id the agent holds for another client (this robot's previous process, whose key died with it)
+        is refused until that registration's lease runs out; meanwhile this retries every second, for up to
+        ``takeover_wait_s`` (on the client's clock), then raises the refusal.
+        """
         if default_state not in ("active", "parked"):
             raise ValueError(f"default_state must be 'active' or 'parked', got {default_state!r}")
-        view = await self._register(robot_id, rank, default_state)
+        deadline = self.clock.now() + takeover_wait_s
+        while True:
+            try:
+                view = await self._register(robot_id, rank, default_state)
+                break
+            except AgentRejectedError as exc:
+                if exc.status != 409 or exc.field != "robot" or self.clock.now() >= deadline:
+                    raise
+                await self.clock.sleep(1.0)
         handle = RobotHandle(self, view, default_state=default_state, poll_wait_s=poll_wait_s)
         self._handles.add(handle)
         handle.start()

@@ -349,3 +349,29 @@ async def test_aclose_against_a_frozen_agent_is_bounded_concurrent_and_quiet() -
         assert errors == []
     finally:
         loop.set_exception_handler(None)
+
+
+async def test_a_restarted_robot_gets_its_id_back_once_the_old_lease_runs_out(tmp_path: Any) -> None:
+    """Robot keys (issue 11, finding 1): the id of a robot whose process died (and its key with it) is
+    another client's until its lease runs out; register_robot waits for that instead of failing."""
+    clock = ManualClock(1000.0)
+    cfg = AgentConfig.from_dict({"server": {"port": 0, "insecure_loopback": True}, "queue": {"capacity": 3},
+                                 "robots": {"count": 2, "lease_s": 5.0}, "log": {"dir": str(tmp_path)}})
+    async with run_in_process(cfg, clock=clock) as (url, app):
+        first = AgentClient(url, clock=clock)
+        old = await first.register_robot("r1")
+        await old.close(deregister=False)  # the process dies: no deregistration, its key is gone
+        await first.aclose()
+        second = AgentClient(url, clock=clock)
+        registering = asyncio.create_task(second.register_robot("r1"))
+        await _until_real(lambda: clock.next_deadline is not None and clock.next_deadline <= clock.now() + 1.0)
+        assert not registering.done()  # refused while the old lease holds
+        for _ in range(8):
+            clock.advance(1.0)
+            await asyncio.sleep(0.05)
+            if registering.done():
+                break
+        robot = await registering
+        assert robot.robot_id == "r1" and list(app[AGENT].robot_ids) == ["r1"]
+        await second.aclose()
+        assert list(app[AGENT].robot_ids) == []  # the new key deregistered it

@@ -16,7 +16,7 @@ from robotctl.agent.app import run_in_process
 from robotctl.agent.clock import ManualClock
 from robotctl.agent.config import AgentConfig
 
-AUTH = {"Authorization": "Bearer s3cret"}
+AUTH = {"Authorization": "Bearer s3cret-s3cret-s3cret"}
 
 
 async def _post(s: aiohttp.ClientSession, url: str, body: Any, headers: dict[str, str] | None = AUTH
@@ -34,7 +34,7 @@ async def _metrics(s: aiohttp.ClientSession, url: str) -> dict[tuple[str, tuple[
 
 async def test_pause_pin_and_resume(config_factory: Callable[..., AgentConfig], clock: ManualClock,
                                     caplog: pytest.LogCaptureFixture) -> None:
-    cfg = config_factory(server={"token": "s3cret"}, policy={"startup": [4, 4, 3, 2, 1, 1]})
+    cfg = config_factory(server={"token": "s3cret-s3cret-s3cret"}, policy={"startup": [4, 4, 3, 2, 1, 1]})
     caplog.set_level(logging.INFO, logger="robotctl.agent")
     async with run_in_process(cfg, clock=clock) as (url, _), aiohttp.ClientSession() as s:
         for i in range(1, 5):
@@ -55,15 +55,15 @@ async def test_pause_pin_and_resume(config_factory: Callable[..., AgentConfig], 
         status, view = await _post(s, url + "/v1/control", {"action": "pin", "robots": 2, "duration_s": 60})
         assert status == 200 and view["mode"] == "pinned" and view["active_robots"] == 2
         assert view["until"] == pytest.approx(clock.now() + 60)
-        async with s.get(url + "/v1/robots") as r:
+        async with s.get(url + "/v1/robots", headers=AUTH) as r:
             states = {x["robot"]: x["state"] for x in (await r.json())["robots"]}
         assert states == {"r1": "active", "r2": "active", "r3": "parked", "r4": "parked"}
-        async with s.get(url + "/v1/status") as r:
+        async with s.get(url + "/v1/status", headers=AUTH) as r:
             assert (await r.json())["control"]["mode"] == "pinned"
         # the duration ends: control by the policy resumes by itself (r(4) = 1)
         clock.advance(61.0)
         await asyncio.sleep(0.05)
-        async with s.get(url + "/v1/control") as r:
+        async with s.get(url + "/v1/control", headers=AUTH) as r:
             view = await r.json()
         assert view["mode"] == "auto" and view["active_robots"] == 1 and view["reason"] == "duration ended"
         # pin, then resume by hand
@@ -98,5 +98,5 @@ async def test_bad_control_requests_name_the_field(running: tuple[str, Any], bod
     async with aiohttp.ClientSession() as s:
         status, err = await _post(s, url + "/v1/control", body, headers=None)
         assert status == 400 and err["field"] == field
-        async with s.get(url + "/v1/control") as r:
+        async with s.get(url + "/v1/control", headers=AUTH) as r:
             assert (await r.json())["mode"] == "auto"

@@ -33,13 +33,15 @@ async def test_each_robot_is_counted_once_by_state(config_factory: Callable[...,
                                                     clock: ManualClock) -> None:
     cfg = config_factory(policy={"startup": [2, 2, 2, 2, 2, 2]}, robots={"count": 4, "lease_s": 10.0})
     async with run_in_process(cfg, clock=clock) as (url, _), aiohttp.ClientSession() as s:
+        keys = {}
         for i in range(1, 5):
             async with s.post(url + "/v1/robots", json={"robot": f"r{i}"}) as r:
                 assert r.status == 200
+                keys[f"r{i}"] = (await r.json())["robot_key"]
         before = await _scrape(s, url)
         clock.advance(6.0)
         for rid in ("r1", "r3", "r4"):  # r2 stays silent: its lease runs out
-            async with s.get(f"{url}/v1/robots/{rid}/command") as r:
+            async with s.get(f"{url}/v1/robots/{rid}/command", headers={"X-Robot-Key": keys[rid]}) as r:
                 assert r.status == 200
         clock.advance(6.0)
         after = await _scrape(s, url)

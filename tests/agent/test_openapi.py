@@ -32,7 +32,7 @@ from robotctl.agent.policy import PolicyFit
 from robotctl.model import ThresholdPolicy, cost_of, solve
 
 ROOT = Path(__file__).resolve().parents[2]
-TOKEN = "s3cret"
+TOKEN = "s3cret-s3cret-s3cret"
 METHODS = ("get", "post", "put", "patch", "delete")
 SPEC = openapi_spec()
 
@@ -123,11 +123,17 @@ class Caller:
         self.url = url
         self.called: set[tuple[str, str]] = set()
         self.statuses: set[tuple[str, str, int]] = set()
+        self.keys: dict[str, str] = {}  # robot id -> the robot_key its registration returned
 
     async def __call__(self, method: str, template: str, path: str | None = None, body: Any = None, *,
-                       token: bool = True, params: dict[str, str] | None = None) -> tuple[int, Any]:
+                       token: bool = True, params: dict[str, str] | None = None, key: bool = True
+                       ) -> tuple[int, Any]:
         op = SPEC["paths"][template][method.lower()]
         headers = {"Authorization": f"Bearer {TOKEN}"} if token else {}
+        robot = (path or template).split("/")[3] if template.startswith("/v1/robots/") else \
+            (body or {}).get("robot") if template == "/v1/robots" and isinstance(body, dict) else None
+        if key and robot in self.keys:
+            headers["X-Robot-Key"] = self.keys[robot]
         async with self.session.request(method, self.url + (path or template), json=body, headers=headers,
                                         params=params) as r:
             status = r.status
@@ -140,6 +146,8 @@ class Caller:
         check(content[ctype]["schema"], data, where)
         self.called.add((method, template))
         self.statuses.add((method, template, status))
+        if isinstance(data, dict) and "robot_key" in data:
+            self.keys[data["robot"]] = data["robot_key"]
         return status, data
 
 
@@ -190,8 +198,15 @@ async def test_every_operation_answers_as_documented(caller: tuple[Caller, Any])
     assert (await call("POST", fetched, "/v1/robots/robot-1/fetched", {"page": "/zz"}))[0] == 400
     assert (await call("POST", fetched, "/v1/robots/nobody/fetched", report))[0] == 404
     assert (await call("GET", "/v1/revisit"))[1]["pages"] == ["/a", "/b", "/c", "/d"]
+    assert (await call("POST", "/v1/control", body={"action": "pin", "robots": 2, "duration_s": 60}))[1]["mode"] == \
+        "pinned"
+    assert (await call("POST", "/v1/control", body={"action": "pin"}))[0] == 400
+    assert (await call("GET", "/v1/control"))[1]["robots"] == 2
+    assert (await call("POST", "/v1/control", body={"action": "resume"}))[1]["mode"] == "auto"
     assert (await call("POST", "/v1/revisit/replan"))[1]["replanned"] in (True, False)
     one = "/v1/robots/{robot_id}"
+    assert (await call("DELETE", one, "/v1/robots/robot-2", key=False))[0] == 403  # another client's robot
+    assert (await call("GET", cmd, "/v1/robots/robot-2/command", params={"wait_s": "0"}, key=False))[0] == 403
     assert (await call("DELETE", one, "/v1/robots/robot-2"))[1]["reason"] == "deregistered"
     assert (await call("DELETE", one, "/v1/robots/robot-2"))[0] == 404
     assert app[AGENT].totals.deliveries > 0

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import secrets
 import socket
 import sys
 import tempfile
@@ -100,14 +101,15 @@ async def main(scenario: str, out: Path) -> None:
                 "DOWNLOAD_DELAY": 0.0,
             }
             if scenario in ("park", "items"):
+                token = secrets.token_urlsafe(32)  # the agent refuses to run without one; Scrapy sends it
                 cfg = AgentConfig.from_dict({
-                    "server": {"host": "127.0.0.1", "port": 0}, "queue": {"capacity": 8},
+                    "server": {"host": "127.0.0.1", "port": 0, "token": token}, "queue": {"capacity": 8},
                     "robots": {"count": 2}, "log": {"dir": str(Path(tmp) / "agent"), "fsync": "never"},
                     "policy": {"startup": "all"},
                     "refit": {"interval_s": 1e9, "min_deliveries": 10**9, "drift_bound": None}})
                 agent_cm = run_in_process(cfg)
                 url, app = await agent_cm.__aenter__()
-                settings.update({"ROBOTCTL_URL": url, "CLOSESPIDER_TIMEOUT": LIMIT_S})
+                settings.update({"ROBOTCTL_URL": url, "ROBOTCTL_TOKEN": token, "CLOSESPIDER_TIMEOUT": LIMIT_S})
                 if scenario == "items":
                     settings.update({"CLOSESPIDER_TIMEOUT": 5.0, "ROBOTCTL_DELIVERY_SIGNAL": "item_scraped",
                                      "ITEM_PIPELINES": {"robotctl.scrapy.RobotctlPipeline": 900}})

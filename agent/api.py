@@ -17,6 +17,8 @@ Bodies (JSON):
     ``{"pages": 2}``: waiting pages dropped as stale.
 ``POST /v1/queue``
     ``{"length": 4}``: the indexer's own count of pages in the system, 0..K.
+``POST /v1/mode``
+    ``{"mode": "advise"}`` or ``{"mode": "command"}``.
 ``POST /v1/robots``
     ``{"robot": "r1", "rank": 2, "default_state": "active"}``, every key optional.
 """
@@ -261,3 +263,12 @@ def query_float(where: str, text: str | None, *, default: float) -> float:
     if not math.isfinite(v) or v < 0:
         raise InputError(where, f"must be a finite number >= 0, got {text!r}", f"send ?{where}=seconds")
     return v
+
+
+def parse_mode(obj: Any) -> str:
+    """``{"mode": "command" | "advise"}`` -> the mode."""
+    body = _object("", obj, ("mode",), '"mode": "advise"')
+    mode = body.get("mode")
+    if mode not in ("command", "advise"):
+        raise InputError("mode", f"is {mode!r}", 'send {"mode": "command"} or {"mode": "advise"}')
+    return str(mode)

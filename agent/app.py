@@ -15,6 +15,8 @@ Endpoints (JSON, versioned under ``/v1``; bodies in :mod:`agent.api`):
 ``POST /v1/refit``                          refit now and answer with the outcome
 ``GET /v1/policy``                          the policy in force, its fit and predicted measures
 ``GET /v1/status``                          queue, robots, counters, observed measures, last refit, log
+``GET /v1/mode``, ``POST /v1/mode``         ``{"mode": "command"|"advise"}``: whether the agent commands the
+                                            robots or only advises (shadow mode); switching needs the token
 ``GET /healthz``, ``GET /readyz``           liveness; readiness (log open, not shutting down)
 ``GET /metrics``                            Prometheus exposition (:mod:`agent.metrics`)
 ==========================================  ===============================================================
@@ -58,6 +60,7 @@ from .api import (
     parse_completions,
     parse_deliveries,
     parse_json,
+    parse_mode,
     parse_obsolete,
     parse_queue,
     parse_registration,
@@ -238,6 +241,22 @@ async def _get_status(request: web.Request) -> web.Response:
     return web.json_response(d)
 
 
+async def _get_mode(request: web.Request) -> web.Response:
+    return web.json_response(request.app[AGENT].control_view())
+
+
+async def _post_mode(request: web.Request) -> web.Response:
+    """Switch between command and advise (shadow mode). Refused (403) unless ``server.token`` is set: with
+    no token anyone who reaches the port could take the fleet over or let it go."""
+    if request.app[CONFIG].server.token is None:
+        _count_bad(request)
+        return _error_response(403, "server.token", "is not set, so the control mode cannot be switched at run "
+                               "time", "set server.token (ROBOTCTL_SERVER_TOKEN) and send it as a bearer token, "
+                               "or restart with control.mode set")
+    mode = parse_mode(parse_json(await request.read()))
+    return web.json_response(request.app[AGENT].set_control(mode))
+
+
 async def _healthz(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 
@@ -372,6 +391,8 @@ def create_app(config: AgentConfig, *, registry: CollectorRegistry | None = None
     r.add_post("/v1/refit", _post_refit)
     r.add_get("/v1/policy", _get_policy)
     r.add_get("/v1/status", _get_status)
+    r.add_get("/v1/mode", _get_mode)
+    r.add_post("/v1/mode", _post_mode)
     r.add_get("/healthz", _healthz)
     r.add_get("/readyz", _readyz)
     r.add_get("/metrics", make_aiohttp_handler(registry))

@@ -328,9 +328,17 @@ class LogConfig(_Section):
     fsync_interval_ms: int = _spec(200, _int(1), "period of fsync when fsync is interval")
 
 
+@dataclass(frozen=True)
+class ControlConfig(_Section):
+    SECTION: ClassVar[str] = "control"
+    mode: str = _spec("command", _choice("command", "advise"),
+                      "command: park and resume robots so that r(i) run; advise (shadow mode): fit, optimise "
+                      "and export r(i), never park or resume anyone")
+
+
 SECTIONS: dict[str, type[_Section]] = {
     "server": ServerConfig, "queue": QueueConfig, "robots": RobotsConfig, "policy": PolicyConfig,
-    "refit": RefitConfig, "fit": FitConfig, "log": LogConfig,
+    "refit": RefitConfig, "fit": FitConfig, "log": LogConfig, "control": ControlConfig,
 }
 
 
@@ -350,6 +358,7 @@ class AgentConfig:
     refit: RefitConfig = field(default_factory=RefitConfig)
     fit: FitConfig = field(default_factory=FitConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    control: ControlConfig = field(default_factory=ControlConfig)
 
     def __post_init__(self) -> None:
         K, N = self.queue.capacity, self.robots.n
@@ -545,6 +554,7 @@ __all__ = [
     "ENV_PREFIX",
     "SECTIONS",
     "AgentConfig",
+    "ControlConfig",
     "FitConfig",
     "LogConfig",
     "PolicyConfig",

@@ -96,7 +96,12 @@ class AgentCollector(Collector):
 
         yield gauge("queue_length_pages", "Pages in the system (being indexed or waiting).", a.queue_length)
         yield gauge("queue_capacity_pages", "K, the buffer's capacity.", a.config.capacity)
-        yield gauge("active_robots", "Virtual robots commanded active (the mode in force).", a.mode)
+        yield gauge("active_robots", "Virtual robots active: commanded (control mode command) or running by "
+                    "themselves (advise).", a.mode)
+        control = gauge("control_mode", "1 for the control mode: command (robots parked and resumed) or advise "
+                        "(shadow mode: desired_robots is exported, nobody is parked).", labels=["mode"])
+        control.add_metric([a.control_mode], 1)
+        yield control
         yield gauge("desired_robots", "r(i): virtual robots the policy wants at the current queue length.",
                     a.desired())
         robots = gauge("robots", "Registered real robots by effective state (lost: lease expired).",

@@ -42,8 +42,8 @@ class RefitTarget(Protocol):
         """The policy in force."""
         ...
 
-    def refit_input(self, now: float) -> RefitInput | str:
-        """The fit window, or why there is not enough data."""
+    def refit_input(self, now: float, reason: str = "request") -> RefitInput | str:
+        """The fit window (cut now, for ``reason``), or why there is not enough data."""
         ...
 
     def drift(self, now: float) -> str | None:
@@ -211,7 +211,7 @@ class RefitLoop:
             self.record.last_reason = reason
             self.record.running = True
             try:
-                made = self.target.refit_input(now)
+                made = self.target.refit_input(now, reason)
                 if isinstance(made, str):
                     outcome = RefitOutcome(False, RefitStage.INPUT, made)
                 else:

@@ -1,7 +1,8 @@
 """Trace files (DESIGN.md): JSON Lines, one event per line, or CSV with the same columns.
 
 ``{"t": seconds, "event": "delivery"|"completion"|"obsolete"|"loss"|"park"|"resume", "robot": id,
-"pages": n, "bytes": n, "service_s": x}``; ``t`` is required, the rest where it applies. Fields beyond
+"pages": n, "bytes": n, "service_s": x}``; ``t`` is required, the rest where it applies (see
+:data:`EVENT_KINDS` for the agent's own kinds). Fields beyond
 these (e.g. ``active``, the number of active robots, written by the simulator and the agent) are kept
 in ``TraceEvent.extra`` so that ``robotctl fit --mode-field active`` can use them.
 
@@ -21,7 +22,10 @@ from typing import IO, Any
 
 from robotctl import InputError
 
-EVENT_KINDS = ("delivery", "completion", "obsolete", "loss", "park", "resume", "queue")
+#: Event kinds; the agent's own log also holds ``queue`` (a checkpoint of the queue length that opens each
+#: file), ``refit`` (a fit window cut, with its ``reason``) and ``policy`` (a policy put in force, with its
+#: ``robots_at_level``, ``version`` and ``source``), which other tools read past.
+EVENT_KINDS = ("delivery", "completion", "obsolete", "loss", "park", "resume", "queue", "refit", "policy")
 _KNOWN = ("t", "event", "robot", "pages", "bytes", "service_s")
 _KIND_CODES = {k: i for i, k in enumerate(EVENT_KINDS)}
 

@@ -371,10 +371,8 @@ def create_app(config: AgentConfig, *, registry: CollectorRegistry | None = None
     rc = config.refit
     executor = rc.executor if rc.executor != "auto" else ("process" if own_process else "thread")
     worker = RefitWorker(compute if compute is not None else compute_refit, kind=executor, timeout_s=rc.timeout_s)
-    app[REFIT] = RefitLoop(clock=clock, target=agent, worker=worker, observe=metrics.observe_refit,
-                           interval_s=rc.interval_s, min_interval_s=rc.min_interval_s,
-                           check_every_s=min(5.0, rc.drift_window_s / 4),
-                           probe_modes=tuple(sorted(config.all_modes, reverse=True)), probe_s=rc.probe_s)
+    app[REFIT] = RefitLoop.for_agent(config, clock=clock, target=agent, worker=worker,
+                                     observe=metrics.observe_refit)
     app.cleanup_ctx.extend([_metrics_ctx, _agent_ctx, _flusher_ctx, _refit_ctx, _reaper_ctx])
     app.on_shutdown.append(_on_shutdown)
     if own_process:

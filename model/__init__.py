@@ -14,7 +14,15 @@ from ._policy import ThresholdPolicy
 from ._random import random_bmap, random_model, random_ph, random_policy
 from ._sim_engine import Simulation
 from ._sim_events import Controller, EventKind, TraceKind, TraceRow
-from ._sim_stats import Comparison, ComparisonRow, Estimate, SimulationResult, SimulationStatus, StopRule
+from ._sim_stats import (
+    Comparison,
+    ComparisonRow,
+    Estimate,
+    SimulationResult,
+    SimulationStatus,
+    StopRule,
+    linear_ratio_estimate,
+)
 from ._simulate import iter_simulate, simulate, simulate_events, simulate_horizon
 from ._solve import METHODS, Solution, SolveStatus, prepare, solve
 from ._spec import costs_from_dict, model_from_dict, model_to_dict, ph_from_dict
@@ -49,6 +57,7 @@ __all__ = [
     "cost_of",
     "costs_from_dict",
     "iter_simulate",
+    "linear_ratio_estimate",
     "model_from_dict",
     "model_to_dict",
     "ph_from_dict",

@@ -557,7 +557,8 @@ def evaluate(windows: Sequence[ReplayWindow], marks: Sequence[tuple[float, dict[
 
 def replay(table: EventTable, config: AgentConfig, options: ReplayOptions | None = None, *,
            progress: ProgressFn | None = None, evaluate_costs: bool = True) -> ReplayResult:
-    """Replay ``table`` through the agent configured by ``config`` (see the module docstring).
+    """Replay ``table`` through the agent configured by ``config`` (see the module docstring), in an event
+    loop of its own (:func:`replay_async` inside a running one).
 
     Parameters
     ----------
@@ -572,6 +573,12 @@ def replay(table: EventTable, config: AgentConfig, options: ReplayOptions | None
     evaluate_costs : bool
         Simulate the comparison (off: only the decisions).
     """
+    return asyncio.run(replay_async(table, config, options, progress=progress, evaluate_costs=evaluate_costs))
+
+
+async def replay_async(table: EventTable, config: AgentConfig, options: ReplayOptions | None = None, *,
+                       progress: ProgressFn | None = None, evaluate_costs: bool = True) -> ReplayResult:
+    """:func:`replay` in the running event loop."""
     options = options or ReplayOptions()
     if options.t_from is not None and options.t_to is not None and options.t_to <= options.t_from:
         raise InputError("--to", f"is {options.t_to:g}, not after --from {options.t_from:g}", "give --to > --from")
@@ -579,7 +586,7 @@ def replay(table: EventTable, config: AgentConfig, options: ReplayOptions | None
         raise InputError("--active", f"is {options.active}, outside 0..robots.count = {config.robots.n}",
                          "give the number of robots the recorded fleet ran")
     driver = _Driver(table, config, options, progress)
-    grid, series = asyncio.run(driver.run())
+    grid, series = await driver.run()
     end = float(series.t[-1]) if series.t.size else float(table.t[-1])
     windows = _windows(driver.obs, end)
     gaps = [(float(table.t[i]), float(table.t[i + 1])) for i in np.flatnonzero(table.gap_after[:-1]).tolist()]
@@ -613,4 +620,5 @@ __all__ = [
     "ReplayWindow",
     "evaluate",
     "replay",
+    "replay_async",
 ]

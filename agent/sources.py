@@ -155,13 +155,16 @@ class EventTable:
 
 
 def expand(paths: Sequence[str]) -> list[str]:
-    """The files named by ``paths``: a directory stands for its visible files, the agent's rotated logs by
-    number, rotated logs ``name.N[.gz]`` oldest (highest N) first, others by name."""
+    """The files named by ``paths``: a directory stands for its visible files (only its
+    ``deliveries-NNNNNNNN.jsonl`` when it is the agent's), the agent's rotated logs by number, rotated logs
+    ``name.N[.gz]`` oldest (highest N) first, others by name."""
     out: list[str] = []
     for raw in paths:
         p = Path(raw)
         if raw != "-" and p.is_dir():
             files = [f for f in p.iterdir() if f.is_file() and not f.name.startswith(".")]
+            logs = [f for f in files if _AGENT_LOG.match(f.name)]
+            files = logs or files  # the agent's directory: its log, not robots.json and policy.json
             if not files:
                 raise InputError(raw, "is an empty directory", "give the directory of the log files")
             out.extend(str(f) for f in sorted(files, key=_file_order))

@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from robotctl.agent._files import load_model_file
-from robotctl.model import CostBreakdown, Measures, ThresholdPolicy, cost_of, solve
+from robotctl.model import CostBreakdown, Costs, InputError, Measures, ThresholdPolicy, cost_of, solve
 from robotctl.policies import EXHAUSTIVE_LIMIT, PolicySearch, ThresholdOptimum, count_policies, optimise
 
 from ._progress import Progress
@@ -91,6 +91,9 @@ def _table(search: PolicySearch) -> list[str]:
 
 def run_optimise(args: argparse.Namespace) -> int:
     model, costs = load_model_file(args.model_file)
+    if costs == Costs():
+        raise InputError(f"{args.model_file}: costs", "are missing (or all zero), so every policy costs J = 0",
+                         "add a costs: mapping (robotctl fit --costs FILE or --config SIDECAR.yaml writes one)")
     pool = tuple(sorted(set(args.modes), reverse=True)) if args.modes else model.modes
     exhaustive = args.search == "exhaustive" or (
         args.search == "auto" and count_policies(len(pool), model.capacity) <= EXHAUSTIVE_LIMIT)

@@ -153,7 +153,8 @@ def _scrapy_stats(text: str) -> dict[str, Any]:
     """Scrapy's stats dump (a Python dict literal, datetimes as ``datetime.datetime(...)`` calls)."""
     def to_iso(m: re.Match[str]) -> str:
         parts = [int(x) for x in m.group(1).replace(" ", "").split(",") if x]
-        return repr(_epoch(dt.datetime(*parts)))
+        y, mo, d, h, mi, sec, us = (parts + [0] * 7)[:7]
+        return repr(_epoch(dt.datetime(y, mo, d, h, mi, sec, us)))
 
     try:
         value = ast.literal_eval(_DATETIME_CALL.sub(to_iso, text))

@@ -445,7 +445,8 @@ def _windows(obs: _Observations, end: float) -> tuple[ReplayWindow, ...]:
 
 # -- evaluation: what the decisions cost ----------------------------------------------------------------
 
-def _combine(parts: Sequence[tuple[float, Estimate]], level: float, batches: int) -> tuple[float, tuple[float, float]]:
+def _combine(parts: Sequence[tuple[float, Estimate]], level: float, batches: int
+             ) -> tuple[float, tuple[float, float]]:
     """sum_w s_w J_w of independent estimates (s_w the shares of time), with its interval."""
     from scipy.special import stdtrit
 
@@ -455,8 +456,9 @@ def _combine(parts: Sequence[tuple[float, Estimate]], level: float, batches: int
     return float(value), (float(value - half), float(value + half))
 
 
-def _simulated(windows: Sequence[ReplayWindow], shares: Sequence[float], policy_of: Callable[[ReplayWindow], ThresholdPolicy],
-               costs: Costs, options: ReplayOptions, rng: np.random.Generator) -> tuple[float, tuple[float, float], float]:
+def _simulated(windows: Sequence[ReplayWindow], shares: Sequence[float],
+               policy_of: Callable[[ReplayWindow], ThresholdPolicy], costs: Costs, options: ReplayOptions,
+               rng: np.random.Generator) -> tuple[float, tuple[float, float], float]:
     """Each window's fitted model simulated under ``policy_of(window)``; the share-weighted cost, its interval,
     and the share-weighted exact cost under the fitted models (the prediction)."""
     from robotctl.model import cost_of, simulate, solve
@@ -465,7 +467,7 @@ def _simulated(windows: Sequence[ReplayWindow], shares: Sequence[float], policy_
     predicted = 0.0
     for w, share in zip(windows, shares, strict=True):
         policy = policy_of(w)
-        events = max(options.min_sim_events, int(round(options.sim_events * share)))
+        events = max(options.min_sim_events, round(options.sim_events * share))
         sim = simulate(w.model, policy, rng, events=events, batches=options.batches, level=options.level, costs=costs)
         assert sim.cost is not None
         parts.append((share, sim.cost))
@@ -493,8 +495,9 @@ def _best_static(windows: Sequence[ReplayWindow], shares: Sequence[float], modes
     return best
 
 
-def _observed(marks: Sequence[tuple[float, dict[str, float]]], span: tuple[float, float], gaps: Sequence[tuple[float, float]],
-              costs: Costs, options: ReplayOptions) -> tuple[float, tuple[float, float], int]:
+def _observed(marks: Sequence[tuple[float, dict[str, float]]], span: tuple[float, float],
+              gaps: Sequence[tuple[float, float]], costs: Costs, options: ReplayOptions
+              ) -> tuple[float, tuple[float, float], int]:
     """The recorded fleet's cost over ``span``, observed on the trace: the agent's observation window read
     at slice boundaries, slices grouped into ``batches`` batches of time (slices that hold a gap of the trace
     are left out); returns the cost, its interval, and the batches used."""
@@ -550,7 +553,8 @@ def evaluate(windows: Sequence[ReplayWindow], marks: Sequence[tuple[float, dict[
     return (
         CostRow("robotctl", mine, mine_ci, "simulated", {"predicted": mine_pred}),
         CostRow("best_static", static, static_ci, "simulated",
-                {"predicted": static_pred, "robots": r, "robots_at_level": list(ThresholdPolicy.static(r, K).robots_at_level)}),
+                {"predicted": static_pred, "robots": r,
+                 "robots_at_level": list(ThresholdPolicy.static(r, K).robots_at_level)}),
         CostRow("recorded", rec, rec_ci, "observed", {"batches": used}),
     ), span
 
@@ -586,7 +590,7 @@ async def replay_async(table: EventTable, config: AgentConfig, options: ReplayOp
         raise InputError("--active", f"is {options.active}, outside 0..robots.count = {config.robots.n}",
                          "give the number of robots the recorded fleet ran")
     driver = _Driver(table, config, options, progress)
-    grid, series = await driver.run()
+    _, series = await driver.run()
     end = float(series.t[-1]) if series.t.size else float(table.t[-1])
     windows = _windows(driver.obs, end)
     gaps = [(float(table.t[i]), float(table.t[i + 1])) for i in np.flatnonzero(table.gap_after[:-1]).tolist()]

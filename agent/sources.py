@@ -21,7 +21,6 @@ A bad line raises :class:`InputError` naming ``file:line.field`` (the readers' o
 
 from __future__ import annotations
 
-import gzip
 import math
 import re
 from collections import Counter
@@ -36,7 +35,7 @@ from numpy.typing import NDArray
 from robotctl import InputError
 
 from .convert import CONVERTERS, convert, detect, measured_resolution, resolution_warning
-from .trace import EVENT_KINDS, read_trace_arrays
+from .trace import EVENT_KINDS, read_trace_arrays, read_trace_bytes
 
 #: What ``--format`` accepts.
 FORMATS = ("auto", "jsonl", "csv", *CONVERTERS)
@@ -186,29 +185,8 @@ def _file_order(path: Path) -> tuple[Any, ...]:
     return (1, base, -(int(num) if num is not None else -1))
 
 
-def _read_bytes(name: str) -> bytes:
-    if name == "-":
-        import sys
-
-        data = sys.stdin.buffer.read()
-    else:
-        try:
-            with open(name, "rb") as fh:
-                data = fh.read()
-        except FileNotFoundError as exc:
-            raise InputError(name, "no such file", "check the path") from exc
-        except OSError as exc:
-            raise InputError(name, f"cannot be read ({exc.strerror})", "check the path and permissions") from exc
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
-            raise InputError(name, f"is a damaged gzip file ({exc})", "check it with gunzip -t") from exc
-    return data
-
-
 def _read_file(name: str, fmt: str) -> _FileEvents:
-    data = _read_bytes(name)
+    data = read_trace_bytes(name)
     chosen = fmt if fmt != "auto" else (detect(data, name) or "trace")
     if chosen in CONVERTERS:
         c = convert(chosen, data, name)

@@ -15,9 +15,9 @@ import csv
 import io
 import json
 import math
-from operator import attrgetter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import IO, Any
 
@@ -393,13 +393,12 @@ def read_trace_arrays(path: str | Path, *, extra_fields: Iterable[str] = (),
     the same columns or the error naming the line. ``data`` hands over the file's bytes already read (and
     decompressed).
     """
-    import numpy as np
 
     name = str(path)
     extras = tuple(extra_fields)
     if data is None:
         if stream is None:
-            data = _read_bytes(name)
+            data = read_trace_bytes(name)
         else:
             with stream:
                 text = stream.read()
@@ -435,18 +434,29 @@ def _slow_arrays(text: str, name: str, extras: tuple[str, ...], is_csv: bool) ->
                        np.asarray(cols.lines, dtype=np.int64), cols.notes)
 
 
-def _read_bytes(name: str) -> bytes:
+def read_trace_bytes(name: str) -> bytes:
+    """The bytes of a trace file (``-``: standard input), gunzipped when they are gzip's; InputError naming
+    the file."""
     if name == "-":
         import sys
 
-        return sys.stdin.buffer.read()
-    try:
-        with open(name, "rb") as fh:
-            return fh.read()
-    except FileNotFoundError as exc:
-        raise InputError(name, "no such file", "check the path") from exc
-    except OSError as exc:
-        raise InputError(name, f"cannot be read ({exc.strerror})", "check the path and permissions") from exc
+        data = sys.stdin.buffer.read()
+    else:
+        try:
+            with open(name, "rb") as fh:
+                data = fh.read()
+        except FileNotFoundError as exc:
+            raise InputError(name, "no such file", "check the path") from exc
+        except OSError as exc:
+            raise InputError(name, f"cannot be read ({exc.strerror})", "check the path and permissions") from exc
+    if data[:2] == b"\x1f\x8b":
+        import gzip
+
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            raise InputError(name, f"is a damaged gzip file ({exc})", "check it with gunzip -t") from exc
+    return data
 
 
 _ROW_TYPES: dict[tuple[str, ...], Any] = {}

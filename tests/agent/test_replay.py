@@ -23,7 +23,7 @@ from robotctl.agent.clock import ManualClock
 from robotctl.agent.config import AgentConfig
 from robotctl.agent.replay import ReplayOptions, replay, replay_async
 from robotctl.agent.sources import read_events
-from robotctl.agent.trace import TraceEvent, write_trace
+from robotctl.agent.trace import TraceEvent
 from robotctl.model import (
     BMAP,
     PH,

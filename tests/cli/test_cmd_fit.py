@@ -46,7 +46,7 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
 
 def test_yaml_output_is_a_model_file_with_its_report(trace: str, tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(["fit", trace, "--capacity", "5", "--mode-field", "active", "--modes", "1-3", "--processing-rate-bps", "5e4",
+    code, out, err = run(["fit", trace, "--mode-field", "active", "--modes", "1-3", "--processing-rate-bps", "5e4",
                           "--mean-useful-life-s", "30", "--capacity", "6"], capsys)
     assert code == 0 and err == ""
     doc = yaml.safe_load(out)
@@ -65,7 +65,8 @@ def test_yaml_output_is_a_model_file_with_its_report(trace: str, tmp_path: Path,
 def test_json_output_and_costs_are_copied(trace: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     costs = tmp_path / "costs.yaml"
     costs.write_text("costs: {loss: 5, obsolescence: 10, response: 2, robot: 20, starvation: 300}\n")
-    code, out, _ = run(["fit", trace, "--capacity", "5", "--processing-rate-bps", "5e4", "--costs", str(costs), "--json"], capsys)
+    code, out, _ = run(["fit", trace, "--capacity", "5", "--processing-rate-bps", "5e4", "--costs", str(costs),
+                        "--json"], capsys)
     assert code == 0
     doc = json.loads(out)
     assert list(doc) == ["model", "costs", "report"] and doc["costs"]["starvation"] == 300.0
@@ -74,7 +75,7 @@ def test_json_output_and_costs_are_copied(trace: str, tmp_path: Path, capsys: py
 def test_fit_pipes_into_optimise(trace: str, monkeypatch: pytest.MonkeyPatch,
                                  capsys: pytest.CaptureFixture[str]) -> None:
     """`robotctl fit trace.jsonl --yaml | robotctl optimise -`."""
-    code, out, _ = run(["fit", trace, "--capacity", "5", "--mode-field", "active", "--modes", "1,2", "--processing-rate-bps", "5e4",
+    code, out, _ = run(["fit", trace, "--mode-field", "active", "--modes", "1,2", "--processing-rate-bps", "5e4",
                         "--mean-useful-life-s", "30", "--capacity", "4", "--yaml"], capsys)
     assert code == 0
     costs = "costs: {loss: 5, obsolescence: 10, response: 2, robot: 20, starvation: 300}\n"

@@ -98,3 +98,15 @@ def test_without_matplotlib_the_report_says_how_to_install(files: tuple[str, str
     assert "pip install 'robotctl[reports]'" in err
     html = out.read_text()
     assert "<img" not in html and "robotctl[reports]" in html and "<h2>Cost comparison</h2>" in html
+
+
+def test_from_and_to_select_the_stretch_replayed(files: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    trace, config = files
+    assert main(["replay", trace, "--config", config, "--json", "--from", "1200", "--to", "3000",
+                 "--sim-events", "20000"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["span"][1] <= 3000 and d["windows"]
+    assert all(1200 <= w["t_end"] <= 3000 for w in d["windows"])  # no refit before --from
+    assert d["windows"][0]["t_start"] < 1200  # the events before --from built the fit window
+    assert main(["replay", trace, "--config", config, "--from", "3000", "--to", "1200"]) == 2
+    assert "--to" in capsys.readouterr().err

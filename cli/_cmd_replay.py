@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._args import real_number, whole_number
+from ._args import confidence_level, real_number, whole_number
 from ._parser import Formatter, lazy
 
 #: ``robotctl.agent.sources.FORMATS`` (a test keeps the two equal; this module imports no numpy).
@@ -43,18 +43,6 @@ _seed = whole_number(0, "a seed", "7")
 _gap = real_number(0, "the gap bound in seconds", "600, or inf for no gap", strict=True, finite=False)
 
 
-def _level(text: str) -> float:
-    import argparse
-
-    try:
-        value = float(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number, e.g. 0.95") from exc
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: a confidence level lies strictly between 0 and 1, e.g. 0.95")
-    return value
-
-
 def register(sub: Any) -> None:
     p = sub.add_parser("replay", help="replay recorded traffic through the agent: its policies and their cost",
                        epilog=EXAMPLE, formatter_class=Formatter,
@@ -78,7 +66,7 @@ def register(sub: Any) -> None:
                    help="intervals without events longer than S are gaps (default: chosen from the data)" + own)
     p.add_argument("--sim-events", type=_count, default=400_000, metavar="N",
                    help="simulated events per evaluation of a fleet (split among the refit windows)")
-    p.add_argument("--level", type=_level, default=0.95, help="confidence level of the intervals")
+    p.add_argument("--level", type=confidence_level, default=0.95, help="confidence level of the intervals")
     p.add_argument("--seed", type=_seed, default=0, help="seed of the evaluation's simulations")
     p.add_argument("--report", metavar="OUT.html", default=None,
                    help="write an HTML report (plots need matplotlib: pip install 'robotctl[reports]')" + own)

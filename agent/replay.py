@@ -95,7 +95,7 @@ class ReplayOptions:
     t_to: float | None = None
     active: int | None = None
     sim_events: int = 400_000
-    min_sim_events: int = 20_000
+    min_sim_events: int = 5_000
     batches: int = 20
     level: float = 0.95
     seed: int = 0
@@ -458,27 +458,25 @@ def _combine(parts: Sequence[tuple[float, Estimate]], level: float, batches: int
 
 def _simulated(windows: Sequence[ReplayWindow], shares: Sequence[float],
                policy_of: Callable[[ReplayWindow], ThresholdPolicy], costs: Costs, options: ReplayOptions,
-               rng: np.random.Generator) -> tuple[float, tuple[float, float], float]:
-    """Each window's fitted model simulated under ``policy_of(window)``; the share-weighted cost, its interval,
-    and the share-weighted exact cost under the fitted models (the prediction)."""
-    from robotctl.model import cost_of, simulate, solve
+               rng: np.random.Generator) -> tuple[float, tuple[float, float]]:
+    """Each window's fitted model simulated under ``policy_of(window)`` (its share of ``sim_events``, at least
+    ``min_sim_events``); the share-weighted cost and its interval."""
+    from robotctl.model import simulate
 
     parts = []
-    predicted = 0.0
     for w, share in zip(windows, shares, strict=True):
-        policy = policy_of(w)
         events = max(options.min_sim_events, round(options.sim_events * share))
-        sim = simulate(w.model, policy, rng, events=events, batches=options.batches, level=options.level, costs=costs)
+        sim = simulate(w.model, policy_of(w), rng, events=events, batches=options.batches, level=options.level,
+                       costs=costs)
         assert sim.cost is not None
         parts.append((share, sim.cost))
-        predicted += share * cost_of(solve(w.model, policy).measures, costs).total
-    value, ci = _combine(parts, options.level, options.batches)
-    return value, ci, predicted
+    return _combine(parts, options.level, options.batches)
 
 
 def _best_static(windows: Sequence[ReplayWindow], shares: Sequence[float], modes: Sequence[int],
                  costs: Costs) -> tuple[int, float]:
-    """The one fleet size that, kept over every window, costs least (exact costs under each window's model)."""
+    """The one fleet size that, kept over every window, costs least (exact costs under each window's model);
+    returns it and its share-weighted exact cost."""
     from robotctl.model import cost_of, solve
 
     best: tuple[int, float] | None = None
@@ -543,11 +541,12 @@ def evaluate(windows: Sequence[ReplayWindow], marks: Sequence[tuple[float, dict[
     shares = (durations / durations.sum()).tolist()
     costs = config.costs
     rng = np.random.default_rng(options.seed)
-    mine, mine_ci, mine_pred = _simulated(windows, shares, lambda w: w.policy, costs, options, rng)
+    mine, mine_ci = _simulated(windows, shares, lambda w: w.policy, costs, options, rng)
+    mine_pred = float(sum(s * w.cost.total for s, w in zip(shares, windows, strict=True)))
     modes = tuple(m for m in config.all_modes if m >= 1)
-    r, _ = _best_static(windows, shares, modes, costs)
-    static, static_ci, static_pred = _simulated(
-        windows, shares, lambda w: ThresholdPolicy.static(r, w.model.capacity), costs, options, rng)
+    r, static_pred = _best_static(windows, shares, modes, costs)
+    static, static_ci = _simulated(windows, shares, lambda w: ThresholdPolicy.static(r, w.model.capacity), costs,
+                                   options, rng)
     rec, rec_ci, used = _observed(marks, span, gaps, costs, options)
     K = config.capacity
     return (

@@ -73,6 +73,7 @@ from .config import AgentConfig
 from .core import Agent
 from .metrics import AgentMetrics
 from .refit import RefitLoop
+from .revisit import install as install_revisit
 from .worker import RefitWorker
 
 LOG = logging.getLogger("robotctl.agent.app")
@@ -394,6 +395,7 @@ def create_app(config: AgentConfig, *, registry: CollectorRegistry | None = None
     r.add_get("/healthz", _healthz)
     r.add_get("/readyz", _readyz)
     r.add_get("/metrics", make_aiohttp_handler(registry))
+    install_revisit(app, config, clock, agent.robot_ids)  # revisit.pages set: /v1/robots/{id}/next, /v1/revisit
     return app
 
 

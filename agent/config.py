@@ -336,9 +336,45 @@ class ControlConfig(_Section):
                       "and export r(i), never park or resume anyone")
 
 
+def _fetch_law(v: Any) -> Any:
+    """A fetch-time law: a mapping in one of the forms of robotctl.policies (checked here) or a YAML path."""
+    if isinstance(v, str) and v:
+        return v
+    from robotctl.policies import fetch_law_from_dict
+
+    try:
+        fetch_law_from_dict(v, field="")
+    except InputError as exc:
+        raise InputError(exc.field, exc.problem, exc.hint) from None
+    return dict(v)
+
+
+@dataclass(frozen=True)
+class RevisitConfig(_Section):
+    """The revisit planner (paper 002; agent/revisit.py): off while ``pages`` is null."""
+
+    SECTION: ClassVar[str] = "revisit"
+    pages: str | None = _spec(None, _optional(_str),
+                              "page list, CSV with page,change_rate[,weight]; null: the planner is off")
+    fetch_time: Mapping[str, Any] | str = _spec({"mean": 1.0}, _fetch_law,
+                                                "fetch-time law until one is fitted: {rate: x}, {mean: s}, "
+                                                "{constant: s}, {beta, S}, {D0, D1}, or a YAML file")
+    strategy: str = _spec("golden", _choice("golden", "weighted", "random"), "what is served: a cycle or draws")
+    max_length: int = _spec(1_000_000, _int(1), "longest cycle (fetches per cycle)")
+    fit_fetch_times: bool = _spec(True, _bool, "fit the fetch-time law to the fetch_s robots report")
+    min_samples: int = _spec(50, _int(2), "fetch times needed before the law is fitted")
+    window: int = _spec(5000, _int(10), "most recent fetch times kept for fitting")
+    check_every: int = _spec(50, _int(1), "re-fit after this many new reports")
+    replan_bound: float = _spec(0.2, _float(positive=True),
+                                "re-plan when the fitted mean fetch time or a frequency moves by this fraction")
+    estimate_change_rates: bool = _spec(False, _bool, "re-plan with change rates estimated from the revisits")
+    min_observations: int = _spec(30, _int(1), "revisits of a page before its estimated rate is used")
+
+
 SECTIONS: dict[str, type[_Section]] = {
     "server": ServerConfig, "queue": QueueConfig, "robots": RobotsConfig, "policy": PolicyConfig,
     "refit": RefitConfig, "fit": FitConfig, "log": LogConfig, "control": ControlConfig,
+    "revisit": RevisitConfig,
 }
 
 
@@ -359,6 +395,7 @@ class AgentConfig:
     fit: FitConfig = field(default_factory=FitConfig)
     log: LogConfig = field(default_factory=LogConfig)
     control: ControlConfig = field(default_factory=ControlConfig)
+    revisit: RevisitConfig = field(default_factory=RevisitConfig)
 
     def __post_init__(self) -> None:
         K, N = self.queue.capacity, self.robots.n
@@ -560,6 +597,7 @@ __all__ = [
     "PolicyConfig",
     "QueueConfig",
     "RefitConfig",
+    "RevisitConfig",
     "RobotsConfig",
     "ServerConfig",
     "documented_keys",

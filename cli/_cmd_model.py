@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from ._args import policy
+from ._cmd_buffers import add_buffer_arguments
 from ._parser import Formatter, lazy
 
 #: The exact solver's methods (``robotctl.model.METHODS``; a test keeps the two equal).
@@ -18,6 +19,8 @@ example:
   robotctl solve config/paper-example.yaml --policy 3,3,3,1,1,1
       three robots while at most two pages are in the system, one above: J = 63.54
   robotctl solve config/paper-example.yaml --policy 3,3,3,1,1,1 --json | jq .measures.p_loss
+  robotctl solve config/paper-example.yaml --policy 3,3,3,1,1,1 --buffer renovation --q 0.5,0.3,0.2
+      renovation (paper 004) instead of obsolescence timers; --q best searches the cheapest law
 
 --policy lists r(0), r(1), ..., r(K): the number of active robots at each queue length, non-increasing.
 Exit status: 0 solved, 1 the solver reports success=false, 2 bad input.
@@ -58,6 +61,7 @@ def register(sub: Any) -> None:
     p.add_argument("--policy", required=True, type=policy,
                    help="robots at queue length 0..K, comma-separated, non-increasing (e.g. 3,3,3,1,1,1)")
     p.add_argument("--method", choices=SOLVER_METHODS, default="auto", help="exact solver method")
+    add_buffer_arguments(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=lazy("robotctl.cli._run_model", "run_solve"))
 

@@ -35,6 +35,10 @@ COMMAND_MODULES = (
     "robotctl.cli._cmd_simulate",
     "robotctl.cli._cmd_replay",
     "robotctl.cli._cmd_demo",
+    "robotctl.cli._cmd_schedule",
+    "robotctl.cli._cmd_route",
+    "robotctl.cli._cmd_renovation",
+    "robotctl.cli._cmd_buffers",
 )
 
 

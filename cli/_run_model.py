@@ -13,6 +13,7 @@ from robotctl.model import CostBreakdown, Costs, InputError, Measures, Threshold
 from robotctl.policies import EXHAUSTIVE_LIMIT, PolicySearch, ThresholdOptimum, count_policies, optimise
 
 from ._progress import Progress
+from ._run_buffers import run_solve_buffer
 
 
 # -- output -----------------------------------------------------------------------------------
@@ -52,6 +53,8 @@ def _describe_policy(policy: ThresholdPolicy) -> str:
 
 
 def run_solve(args: argparse.Namespace) -> int:
+    if args.buffer != "timers" or args.q is not None or args.red is not None or args.with_timers:
+        return run_solve_buffer(args)  # renovation, RED or no rule (paper 004): cli/_run_buffers.py
     model, costs = load_model_file(args.model_file)
     model.check_policy(args.policy)
     sol = solve(model, args.policy, method=args.method)

@@ -1,5 +1,6 @@
 """The model core: BMAP arrivals per mode, PH service and obsolescence, threshold policies, and the exact
-stationary solution of the controlled BMAP/PH/1/K queue with obsolescence (paper 000)."""
+stationary solution of the controlled BMAP/PH/1/K queue with obsolescence (paper 000); buffer policies
+(timers, renovation, RED) and paper 004's M/D/1/N queue with renovation."""
 
 from robotctl._errors import InputError, RobotctlError
 
@@ -7,11 +8,17 @@ from ._arrivals import ModeArrivals
 from ._blocks import PreparedModel
 from ._bmap import BMAP
 from ._bruteforce import solve_bruteforce
+from ._buffer import BufferPolicy, Conflict, RedDrop, Renovation
+from ._buffer_bruteforce import solve_buffer_bruteforce
+from ._buffer_solve import BufferMeasures, BufferSolution, BufferStatus, PreparedBuffer, buffer_cost, solve_buffer
+from ._md1n import MD1NSolution, solve_md1n
 from ._measures import CostBreakdown, Measures, cost_of
 from ._model import Admission, Costs, QueueModel
 from ._ph import PH
 from ._policy import ThresholdPolicy
 from ._random import random_bmap, random_model, random_ph, random_policy
+from ._red import RedMM1Solution, solve_red_mm1
+from ._sim_buffer import BufferSimulationResult, Deterministic, simulate_buffer
 from ._sim_engine import Simulation
 from ._sim_events import Controller, EventKind, TraceKind, TraceRow
 from ._sim_stats import (
@@ -32,18 +39,30 @@ __all__ = [
     "METHODS",
     "PH",
     "Admission",
+    "BufferMeasures",
+    "BufferPolicy",
+    "BufferSimulationResult",
+    "BufferSolution",
+    "BufferStatus",
     "Comparison",
     "ComparisonRow",
+    "Conflict",
     "Controller",
     "CostBreakdown",
     "Costs",
+    "Deterministic",
     "Estimate",
     "EventKind",
     "InputError",
+    "MD1NSolution",
     "Measures",
     "ModeArrivals",
+    "PreparedBuffer",
     "PreparedModel",
     "QueueModel",
+    "RedDrop",
+    "RedMM1Solution",
+    "Renovation",
     "RobotctlError",
     "Simulation",
     "SimulationResult",
@@ -54,6 +73,7 @@ __all__ = [
     "ThresholdPolicy",
     "TraceKind",
     "TraceRow",
+    "buffer_cost",
     "cost_of",
     "costs_from_dict",
     "iter_simulate",
@@ -67,8 +87,13 @@ __all__ = [
     "random_ph",
     "random_policy",
     "simulate",
+    "simulate_buffer",
     "simulate_events",
     "simulate_horizon",
     "solve",
     "solve_bruteforce",
+    "solve_buffer",
+    "solve_buffer_bruteforce",
+    "solve_md1n",
+    "solve_red_mm1",
 ]

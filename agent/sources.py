@@ -46,11 +46,11 @@ _ROTATED = re.compile(r"^(.*?)(?:\.(\d+))?(\.gz)?$")
 
 
 @dataclass(frozen=True, eq=False)
-class _FileEvents:
-    """One file's events as columns, in the file's order."""
+class _Columns:
+    """Events as columns (``event`` indexes :data:`agent.trace.EVENT_KINDS`; NaN where a number is absent;
+    ``active`` is the number of active robots the line states; ``line`` where each came from; ``notes`` the
+    fields of the agent's own ``refit`` and ``policy`` lines by row)."""
 
-    name: str
-    format: str
     t: NDArray[np.float64]
     event: NDArray[np.int64]
     pages: NDArray[np.int64]
@@ -60,6 +60,14 @@ class _FileEvents:
     client_t: NDArray[np.float64]
     line: NDArray[np.int64]
     notes: Mapping[int, Mapping[str, Any]]
+
+
+@dataclass(frozen=True, eq=False)
+class _FileEvents(_Columns):
+    """One file's events, in the file's order, and what its reading found."""
+
+    name: str
+    format: str
     resolution_s: float | None
     warnings: tuple[str, ...]
     summary: Mapping[str, Any]
@@ -121,25 +129,13 @@ class TraceQuality:
 
 
 @dataclass(frozen=True, eq=False)
-class EventTable:
-    """Every event of the input, in time order, as columns (``event`` indexes :data:`agent.trace.EVENT_KINDS`;
-    NaN where a number is absent; ``active`` is the number of active robots the line states).
+class EventTable(_Columns):
+    """Every event of the input, in time order, as columns (those of :class:`_Columns`), with the file
+    each came from (``source``, see :meth:`where`), the events followed by a gap (``gap_after``) and the
+    account of the input (``quality``)."""
 
-    ``gap_after`` marks the events followed by a gap; ``source`` and ``line`` say where each came from
-    (:meth:`where`); ``notes`` holds the fields of the agent's own ``refit`` and ``policy`` lines by row.
-    """
-
-    t: NDArray[np.float64]
-    event: NDArray[np.int64]
-    pages: NDArray[np.int64]
-    bytes: NDArray[np.float64]
-    service_s: NDArray[np.float64]
-    active: NDArray[np.float64]
-    client_t: NDArray[np.float64]
     source: NDArray[np.int64]
-    line: NDArray[np.int64]
     gap_after: NDArray[np.bool_]
-    notes: Mapping[int, Mapping[str, Any]]
     quality: TraceQuality
 
     @property
@@ -192,8 +188,8 @@ def _read_file(name: str, fmt: str) -> _FileEvents:
         c = convert(chosen, data, name)
         n = c.t.size
         nan = np.full(n, np.nan)
-        return _FileEvents(name, chosen, c.t, np.zeros(n, dtype=np.int64), c.pages, c.bytes, nan, nan.copy(),
-                           nan.copy(), c.line, {}, c.resolution_s, c.warnings, c.summary, c.skipped)
+        return _FileEvents(c.t, np.zeros(n, dtype=np.int64), c.pages, c.bytes, nan, nan.copy(), nan.copy(), c.line,
+                           {}, name, chosen, c.resolution_s, c.warnings, c.summary, c.skipped)
     if chosen not in ("trace", "jsonl", "csv"):
         raise InputError("--format", f"is {fmt!r}", f"use one of: {', '.join(FORMATS)}")
     label = name if chosen != "csv" or name.endswith(".csv") else name + ".csv"
@@ -204,8 +200,8 @@ def _read_file(name: str, fmt: str) -> _FileEvents:
     res = measured_resolution(tr.t[deliveries]) if deliveries.any() else None
     warning = resolution_warning(name, res, tr.t[deliveries]) if deliveries.any() else None
     kind = ("csv" if _is_csv_name(name, data) else "jsonl") if chosen == "trace" else chosen
-    return _FileEvents(name, kind, tr.t, tr.event, tr.pages, tr.bytes, tr.service_s, tr.extra["active"],
-                       tr.extra["client_t"], tr.line, tr.notes, res, (warning,) if warning else (), {}, {})
+    return _FileEvents(tr.t, tr.event, tr.pages, tr.bytes, tr.service_s, tr.extra["active"], tr.extra["client_t"],
+                       tr.line, tr.notes, name, kind, res, (warning,) if warning else (), {}, {})
 
 
 def _is_csv_name(name: str, data: bytes) -> bool:
@@ -325,7 +321,7 @@ def read_events(paths: Sequence[str], *, fmt: str = "auto", gap_s: float | None 
         gap_bound_s=bound, gap_rule=rule, resolution_s=max(resolutions) if resolutions else None,
         skipped=dict(skipped), warnings=tuple(warnings), summaries=summaries)
     return EventTable(t, cols["event"], cols["pages"], cols["bytes"], cols["service_s"], cols["active"],
-                      cols["client_t"], source, cols["line"], gap_after, notes, quality)
+                      cols["client_t"], cols["line"], notes, source, gap_after, quality)
 
 
 __all__ = ["EXTRA_FIELDS", "FORMATS", "EventTable", "TraceQuality", "expand", "read_events"]

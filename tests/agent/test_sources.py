@@ -3,10 +3,10 @@ several files and rotated directories, gzip, duplicates, events out of order, ga
 
 from __future__ import annotations
 
-import builtins
 import gzip
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -67,15 +67,8 @@ def test_warc_records() -> None:
     assert c.resolution_s == 1.0 and "too coarse" in c.warnings[0]
 
 
-def test_warc_without_warcio_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = builtins.__import__
-
-    def no_warcio(name: str, *args: Any, **kwargs: Any) -> Any:
-        if name.startswith("warcio"):
-            raise ImportError("No module named 'warcio'")
-        return real(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_warcio)
+def test_warc_without_warcio_says_how_to_install(uninstall: Callable[[str], None]) -> None:
+    uninstall("warcio")
     with pytest.raises(InputError, match=r"robotctl\[warc\]"):
         convert_warc((DATA / "sample.warc").read_bytes(), "sample.warc")
 

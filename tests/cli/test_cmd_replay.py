@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import builtins
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -81,16 +80,9 @@ def test_html_report_holds_the_plots_and_the_comparison(files: tuple[str, str], 
 
 
 def test_without_matplotlib_the_report_says_how_to_install(files: tuple[str, str], tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          uninstall: Callable[[str], None],
                                                           capsys: pytest.CaptureFixture[str]) -> None:
-    real = builtins.__import__
-
-    def no_matplotlib(name: str, *args: Any, **kwargs: Any) -> Any:
-        if name.startswith("matplotlib"):
-            raise ImportError("No module named 'matplotlib'")
-        return real(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    uninstall("matplotlib")
     trace, config = files
     out = tmp_path / "report.html"
     assert main(["replay", trace, "--config", config, "--report", str(out), "--sim-events", "20000"]) == 0

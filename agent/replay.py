@@ -144,13 +144,15 @@ class ReplayWindow:
 
 @dataclass(frozen=True)
 class RefitAttempt:
-    """One refit attempt (adopted or not)."""
+    """One refit attempt (adopted or not), with the wall time of its fit and its optimisation."""
 
     t: float
     reason: str
     success: bool
     stage: str
     message: str
+    fit_seconds: float = 0.0
+    solve_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -290,7 +292,8 @@ class _Driver:
 
     def _observe(self, outcome: RefitOutcome, reason: str) -> None:
         now = self.clock.now()
-        self.obs.attempts.append(RefitAttempt(now, reason, outcome.success, outcome.stage.value, outcome.message))
+        self.obs.attempts.append(RefitAttempt(now, reason, outcome.success, outcome.stage.value, outcome.message,
+                                              outcome.fit_seconds, outcome.solve_seconds))
         if outcome.success and outcome.result is not None:
             self.obs.windows.append({"at": now, "reason": reason, "result": outcome.result})
 

@@ -102,7 +102,11 @@ def main(n_lines: int = 1_000_000) -> int:
         print(f"{'reading and merging (agent/sources.py)':42s} {t_read:9.3f}")
         print(f"{'replay, evaluation included':42s} {t_replay:9.3f}   ({result.events / t_replay:,.0f} events/s; "
               f"target 120 s: {'met' if t_read + t_replay <= 120 else 'MISSED'})")
+        fit_s = sum(a.fit_seconds for a in result.attempts)
+        solve_s = sum(a.solve_seconds for a in result.attempts)
         print(f"{'refits':42s} {len(result.attempts):9d}   ({len(result.windows)} adopted)")
+        print(f"{'  of which fitting (fitting.fit_model)':42s} {fit_s:9.3f}")
+        print(f"{'  of which optimising (policies.optimise)':42s} {solve_s:9.3f}")
         for row in result.comparison:
             print(f"  {row.name:<12} J = {row.cost:8.3f}  [{row.ci[0]:.3f}, {row.ci[1]:.3f}]  {row.basis}")
     return 0

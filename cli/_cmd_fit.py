@@ -12,7 +12,7 @@ FIT_EXAMPLE = """\
 example:
   robotctl fit trace.jsonl --mode-field active --processing-rate-bps 2e6 --capacity 20 \\
       --mean-useful-life-s 600 --costs costs.yaml --yaml > model.yaml
-  robotctl fit examples/paper-trace.jsonl.gz --config examples/paper-sidecar.yaml | robotctl optimise -
+  robotctl fit examples/trace.jsonl.gz --config examples/sidecar.yaml --mode-field active | robotctl optimise -
       capacity, costs, the fleet's modes and the fit's settings from the sidecar's configuration
 
 What is read from the trace (DESIGN.md: JSON Lines, or CSV with the same columns):

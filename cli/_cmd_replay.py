@@ -12,10 +12,10 @@ FORMATS = ("auto", "jsonl", "csv", "scrapy", "heritrix", "warc")
 
 EXAMPLE = """\
 example:
-  robotctl replay examples/paper-trace.jsonl.gz --config examples/paper-sidecar.yaml
-      four simulated hours of the paper example's traffic, the fleet switching between 4, 3, 2
-      and 1 robots every ten minutes: the policy robotctl would have chosen at each refit, what
-      it predicts, and its cost next to the best static fleet's and the recorded fleet's
+  robotctl replay examples/trace.jsonl.gz --config examples/sidecar.yaml --report replay.html
+      one simulated hour of examples/model.yaml's traffic under a hand-set policy that runs 4, 3, 2
+      and 1 robots: the policy robotctl would have chosen at each refit, what it predicts, and its
+      cost next to the best static fleet's and the recorded fleet's
   robotctl replay var/robotctl/ --config config/sidecar.yaml --json > replay.json
       the agent's own rotated delivery log: the same refits, windows and policies as the live agent
   robotctl replay crawl.log.2.gz crawl.log.1 crawl.log --config sidecar.yaml --active 8 --report out.html

@@ -22,6 +22,7 @@ Exit codes: 0 after a graceful stop, 2 for an invalid configuration (one line na
 
 example:
   robotctl serve --config config/sidecar.yaml --port 0 --log-dir var/robotctl
+  robotctl serve --config config/sidecar.yaml --advise     # shadow mode: advise, never park a robot
   robotctl serve --config config/sidecar.yaml --check --json    # validate and print the configuration
 """
 
@@ -39,6 +40,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--host", help="bind address (overrides server.host)")
     p.add_argument("--port", type=port, help="TCP port, 0 for any free port (overrides server.port)")
     p.add_argument("--log-dir", help="delivery log and state directory (overrides log.dir)")
+    p.add_argument("--advise", action="store_true",
+                   help="shadow mode (control.mode: advise): fit, optimise and export the desired robots on "
+                        "/metrics and /v1/policy, but never park or resume a robot")
     p.add_argument("--check", action="store_true", help="validate the configuration, print it and exit")
     p.add_argument("--json", action="store_true", help="with --check: print the configuration as JSON; "
                    "otherwise: announce the address as a JSON line {\"url\": ...}")
@@ -57,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
         overrides.setdefault("server", {})["port"] = args.port
     if args.log_dir is not None:
         overrides.setdefault("log", {})["dir"] = args.log_dir
+    if args.advise:
+        overrides.setdefault("control", {})["mode"] = "advise"
     config = load_config(args.config, overrides=overrides)
     if args.check:
         d = config.to_dict()

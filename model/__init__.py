@@ -21,7 +21,15 @@ from ._red import RedMM1Solution, solve_red_mm1
 from ._sim_buffer import BufferSimulationResult, Deterministic, simulate_buffer
 from ._sim_engine import Simulation
 from ._sim_events import Controller, EventKind, StateFeedback, TraceKind, TraceRow
-from ._sim_stats import Comparison, ComparisonRow, Estimate, SimulationResult, SimulationStatus, StopRule
+from ._sim_stats import (
+    Comparison,
+    ComparisonRow,
+    Estimate,
+    SimulationResult,
+    SimulationStatus,
+    StopRule,
+    linear_ratio_estimate,
+)
 from ._simulate import iter_simulate, simulate, simulate_events, simulate_horizon
 from ._solve import METHODS, Solution, SolveStatus, prepare, solve
 from ._spec import costs_from_dict, model_from_dict, model_to_dict, ph_from_dict
@@ -70,6 +78,7 @@ __all__ = [
     "cost_of",
     "costs_from_dict",
     "iter_simulate",
+    "linear_ratio_estimate",
     "model_from_dict",
     "model_to_dict",
     "ph_from_dict",

@@ -167,7 +167,7 @@ def render(result: ReplayResult, config: AgentConfig) -> tuple[str, str | None]:
         rows = []
         for w in d["windows"]:
             fm = w["fit"]["modes"]
-            rows.append([f"{w['t_start']:.6g}", f"{w['t_end']:.6g}", w["reason"],
+            rows.append([f"{w['t_start']:.1f}", f"{w['t_end']:.1f}", w["reason"],
                          *[fm.get(m, {}).get("arrival_rate") for m in modes],
                          *[fm.get(m, {}).get("lag1_correlation") for m in modes],
                          *[fm.get(m, {}).get("mean_batch_size") for m in modes],

@@ -43,7 +43,7 @@ def text_lines(result: ReplayResult) -> list[str]:
         lines.append(f"{'window (s)':<24}{'rates per mode (pages/s)':<38}{'robots_at_level':<20}{'J predicted':>12}")
         for w in d["windows"]:
             rates = " ".join(f"{m}:{_fmt(v['arrival_rate'], '.3g')}" for m, v in sorted(w["fit"]["modes"].items()))
-            span = f"{w['t_start']:.6g}-{w['t_end']:.6g}"
+            span = f"{w['t_start']:.1f}-{w['t_end']:.1f}"
             policy = ",".join(map(str, w["policy"]["robots_at_level"]))
             live = "" if "live_policy" not in w else (
                 "  (live: same)" if w["live_policy"] == w["policy"]["robots_at_level"]

@@ -14,7 +14,7 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip "setuptools>=68" wheel
-	$(BIN)/pip install --quiet -e '.[test,lint,scrapy]'
+	$(BIN)/pip install --quiet -e '.[test,lint,scrapy,reports,warc]'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -1,5 +1,5 @@
 """The asyncio sidecar: HTTP API (aiohttp), delivery log, refit loop, actuator, metrics, configuration,
-trace files, and the Python client robots use.
+trace files and converters, replay's engine, and the Python client robots use.
 
 The public names below are imported lazily: ``import robotctl.agent.client`` (what a crawler imports)
 pays for aiohttp only, not for numpy, scipy or the model core.
@@ -20,6 +20,8 @@ _EXPORTS = {
     "create_app": "robotctl.agent.app",
     "load_model_file": "robotctl.agent._files",
     "load_config": "robotctl.agent.config",
+    "read_events": "robotctl.agent.sources",
+    "replay": "robotctl.agent.replay",
     "run_in_process": "robotctl.agent.app",
 }
 
@@ -33,6 +35,8 @@ __all__ = [
     "create_app",
     "load_config",
     "load_model_file",
+    "read_events",
+    "replay",
     "run_in_process",
 ]
 

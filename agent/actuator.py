@@ -19,6 +19,10 @@ Damping
     > 0 caps the park/resume commands each robot receives in any 60 s: a change that would exceed a
     robot's budget moves the mode only as far as the budgets allow, and the rest waits until the
     oldest command of the blocking robot is 60 s old.
+Advice only
+    With :attr:`Actuator.advise` (``control.mode: advise``, shadow mode) the actuator records the target
+    r(i) but never changes a command: every robot keeps its default state, what it does without the
+    agent, and the mode is the fleet as it runs (:meth:`Actuator.fleet_mode`), not the target.
 Commands and leases
     Each robot's command (``active`` or ``parked``) has a version that grows with every change; a
     robot long-polls with the version it knows and is answered at once when it differs. Every answer
@@ -170,6 +174,8 @@ class Actuator:
         self.commands_issued = {Command.ACTIVE: 0, Command.PARKED: 0}
         #: ids of robots taken over after their lease ran out (the agent logs and clears it)
         self.evicted: list[str] = []
+        #: advise only (shadow mode): record the target, never park or resume
+        self.advise = False
 
     # -- ranks ---------------------------------------------------------------------------------------
     def slot_of_rank(self, rank: int) -> int:
@@ -276,7 +282,7 @@ class Actuator:
                 self._evict(holder)
             slot = self.slot_of_rank(rank)
         default = default_state if default_state is not None else self.default_state
-        state = self._command_for(slot)
+        state = default if self.advise else self._command_for(slot)
         issued, digest = new_robot_key()
         robot = Robot(robot_id, rank, slot, default, state, last_seen=now, key_hash=digest)
         self.robots[robot_id] = robot
@@ -304,6 +310,9 @@ class Actuator:
         :meth:`tick`.
         """
         self.target = target
+        if self.advise:
+            self.deferred_until = None
+            return False
         if target == self.mode:
             self.deferred_until = None
             return False
@@ -379,6 +388,29 @@ class Actuator:
                 robot.wake()
                 if self.listener is not None:
                     self.listener(now, robot, want, mode)
+
+    def fleet_mode(self) -> int:
+        """Advise mode: the virtual robots the fleet runs by itself: slots with a registered robot whose
+        command (its default state) is active; every slot when no robot is registered (robots that never
+        register run freely)."""
+        if not self.robots:
+            return self.n_virtual
+        return len({r.slot for r in self.robots.values() if r.command is Command.ACTIVE})
+
+    def release(self, now: float) -> None:
+        """Enter advise mode: every robot is told its default state once (what it does without the agent);
+        after this no command changes until :attr:`advise` is cleared."""
+        self.advise = True
+        self.deferred_until = None
+        for robot in sorted(self.robots.values(), key=lambda r: r.rank):
+            if robot.command is not robot.default_state:
+                robot.command = robot.default_state
+                robot.version += 1
+                robot.reason = "advise"
+                self.commands_issued[robot.command] += 1
+                robot.wake()
+                if self.listener is not None:
+                    self.listener(now, robot, robot.command, self.fleet_mode())
 
     def shutdown(self, now: float) -> None:
         """Tell every robot its default state (the agent is going away)."""

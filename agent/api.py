@@ -17,6 +17,8 @@ Bodies (JSON):
     ``{"pages": 2}``: waiting pages dropped as stale.
 ``POST /v1/queue``
     ``{"length": 4}``: the indexer's own count of pages in the system, 0..K.
+``POST /v1/mode``
+    ``{"mode": "advise"}`` or ``{"mode": "command"}``.
 ``POST /v1/robots``
     ``{"robot": "r1", "rank": 2, "default_state": "active"}``, every key optional.
 ``POST /v1/control``
@@ -330,3 +332,12 @@ def parse_control(obj: Any, *, max_robots: int) -> ControlRequest:
     if not isinstance(reason, str) or len(reason) > 500:
         raise InputError("reason", "must be text of at most 500 characters", "say why, e.g. incident 1234")
     return ControlRequest(action, robots, duration, reason)
+
+
+def parse_mode(obj: Any) -> str:
+    """``{"mode": "command" | "advise"}`` -> the mode."""
+    body = _object("", obj, ("mode",), '"mode": "advise"')
+    mode = body.get("mode")
+    if mode not in ("command", "advise"):
+        raise InputError("mode", f"is {mode!r}", 'send {"mode": "command"} or {"mode": "advise"}')
+    return str(mode)

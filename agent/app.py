@@ -17,6 +17,8 @@ Endpoints (JSON, versioned under ``/v1``; bodies in :mod:`agent.api`):
 ``POST /v1/control``, ``GET /v1/control``   pause control, pin a fleet size (for a duration), resume
 ``GET /v1/policy``                          the policy in force, its fit and predicted measures
 ``GET /v1/status``                          queue, robots, counters, observed measures, last refit, log
+``GET /v1/mode``, ``POST /v1/mode``         ``{"mode": "command"|"advise"}``: whether the agent commands the
+                                            robots or only advises (shadow mode); switching needs the token
 ``GET /healthz``, ``GET /readyz``           liveness; readiness (log open, not shutting down)
 ``GET /metrics``                            Prometheus exposition (:mod:`agent.metrics`)
 ==========================================  ===============================================================
@@ -78,6 +80,7 @@ from .api import (
     parse_control,
     parse_deliveries,
     parse_json,
+    parse_mode,
     parse_obsolete,
     parse_queue,
     parse_registration,
@@ -251,11 +254,11 @@ async def _post_control(request: web.Request) -> web.Response:
     req = parse_control(parse_json(await request.read()), max_robots=request.app[CONFIG].robots.n)
     view = agent.control(req.action, req.robots, req.duration_s, req.reason)
     await agent.commit()
-    return web.json_response(view)
+    return json_response(view)
 
 
 async def _get_control(request: web.Request) -> web.Response:
-    return web.json_response(request.app[AGENT].control_view())
+    return json_response(request.app[AGENT].control_view())
 
 
 async def _get_policy(request: web.Request) -> web.Response:
@@ -266,6 +269,22 @@ async def _get_status(request: web.Request) -> web.Response:
     d = request.app[AGENT].status()
     d["refit"] = request.app[REFIT].record.to_dict()
     return json_response(d)
+
+
+async def _get_mode(request: web.Request) -> web.Response:
+    return json_response(request.app[AGENT].mode_view())
+
+
+async def _post_mode(request: web.Request) -> web.Response:
+    """Switch between command and advise (shadow mode). Refused (403) unless ``server.token`` is set: with
+    no token anyone who reaches the port could take the fleet over or let it go."""
+    if request.app[CONFIG].server.token is None:
+        _count_bad(request)
+        return error_response(403, "server.token", "is not set, so the control mode cannot be switched at run "
+                               "time", "set server.token (ROBOTCTL_SERVER_TOKEN) and send it as a bearer token, "
+                               "or restart with control.mode set")
+    mode = parse_mode(parse_json(await request.read()))
+    return json_response(request.app[AGENT].set_mode(mode))
 
 
 async def _healthz(request: web.Request) -> web.Response:
@@ -391,10 +410,8 @@ def create_app(config: AgentConfig, *, registry: CollectorRegistry | None = None
     rc = config.refit
     executor = rc.executor if rc.executor != "auto" else ("process" if own_process else "thread")
     worker = RefitWorker(compute if compute is not None else compute_refit, kind=executor, timeout_s=rc.timeout_s)
-    app[REFIT] = RefitLoop(clock=clock, target=agent, worker=worker, observe=metrics.observe_refit,
-                           interval_s=rc.interval_s, min_interval_s=rc.min_interval_s,
-                           check_every_s=min(5.0, rc.drift_window_s / 4),
-                           probe_modes=tuple(sorted(config.all_modes, reverse=True)), probe_s=rc.probe_s)
+    app[REFIT] = RefitLoop.for_agent(config, clock=clock, target=agent, worker=worker,
+                                     observe=metrics.observe_refit)
     app.cleanup_ctx.extend([_metrics_ctx, _agent_ctx, _flusher_ctx, _refit_ctx, _reaper_ctx])
     app.on_shutdown.append(_on_shutdown)
     if own_process:
@@ -414,6 +431,8 @@ def create_app(config: AgentConfig, *, registry: CollectorRegistry | None = None
     r.add_get("/v1/policy", _get_policy)
     r.add_get("/v1/status", _get_status)
     r.add_get("/v1/openapi.json", openapi_handler)
+    r.add_get("/v1/mode", _get_mode)
+    r.add_post("/v1/mode", _post_mode)
     r.add_get("/healthz", _healthz)
     r.add_get("/readyz", _readyz)
     r.add_get("/metrics", make_aiohttp_handler(registry))

@@ -505,6 +505,14 @@ class TargetsConfig(_Section):
         return Targets(self.max_loss, self.max_obsolete, self.max_starvation)
 
 
+@dataclass(frozen=True)
+class ControlConfig(_Section):
+    SECTION: ClassVar[str] = "control"
+    mode: str = _spec("command", _choice("command", "advise"),
+                      "command: park and resume robots so that r(i) run; advise (shadow mode): fit, optimise "
+                      "and export r(i), never park or resume anyone")
+
+
 def _fetch_law(v: Any) -> Any:
     """A fetch-time law: a mapping in one of the forms of robotctl.policies (checked here) or a YAML path."""
     if isinstance(v, str) and v:
@@ -542,8 +550,8 @@ class RevisitConfig(_Section):
 
 SECTIONS: dict[str, type[_Section]] = {
     "server": ServerConfig, "queue": QueueConfig, "robots": RobotsConfig, "policy": PolicyConfig,
-    "refit": RefitConfig, "fit": FitConfig, "log": LogConfig, "revisit": RevisitConfig,
-    "targets": TargetsConfig,
+    "refit": RefitConfig, "fit": FitConfig, "log": LogConfig, "control": ControlConfig,
+    "revisit": RevisitConfig, "targets": TargetsConfig,
 }
 
 
@@ -563,6 +571,7 @@ class AgentConfig:
     refit: RefitConfig = field(default_factory=RefitConfig)
     fit: FitConfig = field(default_factory=FitConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    control: ControlConfig = field(default_factory=ControlConfig)
     revisit: RevisitConfig = field(default_factory=RevisitConfig)
     targets: TargetsConfig = field(default_factory=TargetsConfig)
 
@@ -779,6 +788,7 @@ __all__ = [
     "TOKEN_MIN_LENGTH",
     "VERBATIM",
     "AgentConfig",
+    "ControlConfig",
     "FitConfig",
     "LogConfig",
     "PolicyConfig",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 
-class ControlMode(enum.Enum):
+class Override(enum.Enum):
     """Who sets the number of active robots."""
 
     #: the policy, r(i) at the current queue length
@@ -27,7 +27,7 @@ class ControlMode(enum.Enum):
 
 
 #: ``action`` of POST /v1/control -> the mode it sets
-ACTIONS = {"resume": ControlMode.AUTO, "pause": ControlMode.PAUSED, "pin": ControlMode.PINNED}
+ACTIONS = {"resume": Override.AUTO, "pause": Override.PAUSED, "pin": Override.PINNED}
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class ControlState:
 
     Attributes
     ----------
-    mode : ControlMode
+    mode : Override
     robots : int or None
         The active virtual robots held (paused: the mode when paused; pinned: the pinned count).
     since : float
@@ -47,7 +47,7 @@ class ControlState:
         Free text from the request, for the log and the dashboard.
     """
 
-    mode: ControlMode = ControlMode.AUTO
+    mode: Override = Override.AUTO
     robots: int | None = None
     since: float = 0.0
     until: float | None = None
@@ -55,7 +55,7 @@ class ControlState:
 
     @property
     def overridden(self) -> bool:
-        return self.mode is not ControlMode.AUTO
+        return self.mode is not Override.AUTO
 
     def expired(self, now: float) -> bool:
         return self.overridden and self.until is not None and now >= self.until
@@ -65,4 +65,4 @@ class ControlState:
                 "reason": self.reason}
 
 
-__all__ = ["ACTIONS", "ControlMode", "ControlState"]
+__all__ = ["ACTIONS", "ControlState", "Override"]

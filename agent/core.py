@@ -45,8 +45,8 @@ from .api import Completion, Delivery, NotFoundError
 from .clock import Clock, Scheduler
 from .compute import RefitInput
 from .config import AgentConfig
-from .control import ACTIONS, ControlMode, ControlState
-from .log import DeliveryLog, Durability, LogStats
+from .control import ACTIONS, ControlState, Override
+from .log import DeliveryLog, DiscardLog, Durability, LogStats
 from .policy import PolicyFit, PolicyHolder, PolicySnapshot
 from .queue import (
     ACTIVE,
@@ -203,14 +203,18 @@ class Agent:
     scheduler : Scheduler, optional
         Wakes the agent when a deferred change of mode is due (``robots.dwell_s``); without one, a
         deferred change waits for the next event.
+    persist : bool
+        Keep ``robots.json`` and ``policy.json`` in ``log.dir`` (and restore them at :meth:`open`); False
+        for an agent that replays a recorded trace and must leave the live agent's state alone.
     """
 
-    def __init__(self, config: AgentConfig, clock: Clock, *, log: DeliveryLog | None = None,
-                 scheduler: Scheduler | None = None) -> None:
+    def __init__(self, config: AgentConfig, clock: Clock, *, log: DeliveryLog | DiscardLog | None = None,
+                 scheduler: Scheduler | None = None, persist: bool = True) -> None:
         self.config = config
         self.clock = clock
+        self.persist = persist
         self.state_dir = Path(config.log.dir)
-        self.log = log if log is not None else DeliveryLog(
+        self.log: DeliveryLog | DiscardLog = log if log is not None else DeliveryLog(
             self.state_dir, max_bytes=config.log.max_bytes, keep_files=config.log.keep_files,
             durability=Durability(config.log.fsync), fsync_interval_s=config.log.fsync_interval_ms / 1000.0,
             header=self._header)
@@ -226,6 +230,9 @@ class Agent:
                                  dwell_s=rc.dwell_s if isinstance(rc.dwell_s, float) else 0.0,
                                  max_commands_per_min=rc.max_commands_per_min,
                                  initial_mode=startup.robots_at_level[0], listener=self._on_command)
+        if config.control.mode == "advise":
+            self.actuator.advise = True
+            self.actuator.mode = self.actuator.fleet_mode()
         self.totals = Totals()
         self.deliveries = Ring(config.refit.max_samples, {"t": np.float64, "pages": np.int32, "mode": np.int16,
                                                           "client_t": np.float64, "bytes": np.float64})
@@ -236,6 +243,7 @@ class Agent:
         self._last_t = -math.inf
         self._robot_json: dict[str, str] = {}
         self._pending_lines: list[str] = []
+        self._mode_line_pending = False  # a park/resume line of the current change of mode is pending
         self._scheduler = scheduler
         self._control = ControlState(since=now)
         self._ready = False
@@ -254,6 +262,8 @@ class Agent:
         r = self.holder.current.policy.robots_at_level
         self.actuator.mode = self.actuator.target = r[min(self.queue.length, len(r) - 1)]
         self._restore_robots(now)
+        if self.actuator.advise:
+            self.actuator.mode = self.actuator.fleet_mode()
         for w in (self.window, self.drift_window):
             w.hold(now, TIME, 1.0)
         self._hold_mode(now, None, self.actuator.mode)
@@ -337,7 +347,7 @@ class Agent:
 
     def _restore_robots(self, now: float) -> None:
         path = self.state_dir / ROBOTS_FILE
-        if not path.exists():
+        if not self.persist or not path.exists():
             return
         try:
             records = json.loads(path.read_text(encoding="utf-8"))
@@ -348,7 +358,7 @@ class Agent:
         LOG.info("event=robots_restored count=%d", n)
 
     def _restore_policy(self, now: float) -> None:
-        if not self.config.policy.restore:
+        if not self.config.policy.restore or not self.persist:
             return
         path = self.state_dir / POLICY_FILE
         if not path.exists():
@@ -366,6 +376,8 @@ class Agent:
         LOG.info("event=policy_restored policy=%s", policy)
 
     def _save_robots(self) -> None:
+        if not self.persist:
+            return
         with contextlib.suppress(OSError):
             _atomic_write_json(self.state_dir / ROBOTS_FILE, self.actuator.to_records())
 
@@ -554,7 +566,7 @@ class Agent:
         now = self._stamp()
         until = None if duration_s is None else now + duration_s
         mode = ACTIONS[action]
-        held = {ControlMode.AUTO: None, ControlMode.PAUSED: self.actuator.mode, ControlMode.PINNED: robots}[mode]
+        held = {Override.AUTO: None, Override.PAUSED: self.actuator.mode, Override.PINNED: robots}[mode]
         self._set_control(ControlState(mode, held, now, until, reason), now)
         if until is not None and self._scheduler is not None:
             self._scheduler.call_at(until, self._control_due)
@@ -589,6 +601,13 @@ class Agent:
         self._flush_pending()
 
     def _hold_mode(self, now: float, old: int | None, new: int) -> None:
+        if old is not None and old != new and not self._mode_line_pending:
+            # no robot's command changed with the mode (no robot registered in the slots concerned, or
+            # advise mode, where the fleet changed by itself): one line without a robot still records it,
+            # so that the log alone gives the mode at every instant (robotctl fit, robotctl replay)
+            kind = "resume" if new > old else "park"
+            self._pending_lines.append(f'{{"t":{_fmt(now)},"event":"{kind}","active":{new}}}\n')
+            self._mode_line_pending = True
         segs = self._segments
         if segs and segs[-1][0] == now:
             segs.pop()
@@ -607,8 +626,10 @@ class Agent:
         kind = "resume" if command is Command.ACTIVE else "park"
         rid = self._rid(robot.robot_id)
         self._pending_lines.append(f'{{"t":{_fmt(now)},"event":"{kind}"{rid},"active":{mode}}}\n')
+        self._mode_line_pending = True
 
     def _flush_pending(self) -> None:
+        self._mode_line_pending = False
         if not self._pending_lines:
             return
         data = "".join(self._pending_lines).encode()
@@ -654,6 +675,7 @@ class Agent:
         for gone in self.actuator.evicted:
             LOG.warning("event=robot_taken_over robot=%s reason=lease_lost", gone)
         self.actuator.evicted.clear()
+        self._fleet_changed(now)
         if not before or issued is not None:
             self._save_robots()
             LOG.info("event=robot_registered robot=%s rank=%d slot=%d state=%s", robot.robot_id, robot.rank,
@@ -668,6 +690,7 @@ class Agent:
         :class:`~agent.actuator.ForbiddenError` without its key); returns its last view."""
         self.actuator.check_key(self._robot(robot_id), key)
         robot = self.actuator.deregister(robot_id)
+        self._fleet_changed(self._stamp())
         self._save_robots()
         LOG.info("event=robot_deregistered robot=%s", robot_id)
         return robot.view(self.actuator.lease_s)
@@ -712,6 +735,64 @@ class Agent:
         self._flush_pending()
         return len(self.actuator.robots)
 
+    # -- advise mode: the fleet runs by itself ----------------------------------------------------------
+    @property
+    def advising(self) -> bool:
+        """True in advise mode (``control.mode: advise``): r(i) is computed and exported, never commanded."""
+        return self.actuator.advise
+
+    @property
+    def control_mode(self) -> str:
+        return "advise" if self.actuator.advise else "command"
+
+    def set_mode(self, mode: str) -> dict[str, Any]:
+        """Switch between ``command`` and ``advise`` at run time. Entering advise hands every robot its
+        default state once (what it does without the agent) and then leaves them alone; entering command
+        applies r(i) at the current queue length at once. Returns the new control view."""
+        if mode not in ("command", "advise"):
+            raise InputError("mode", f"is {mode!r}", "use command or advise")
+        now = self._stamp()
+        if mode != self.control_mode:
+            old = self.actuator.mode
+            if mode == "advise":
+                self.actuator.release(now)
+                self.actuator.mode = self.actuator.fleet_mode()
+                if self.actuator.mode != old:
+                    self._hold_mode(now, old, self.actuator.mode)
+                self._flush_pending()
+            else:
+                self.actuator.advise = False
+                self._queue_changed(now)
+            LOG.info("event=control_mode mode=%s", mode)
+        return self.mode_view()
+
+    def mode_view(self) -> dict[str, Any]:
+        """``GET /v1/mode``: command or advise, the active virtual robots and r(i) now."""
+        return {"mode": self.control_mode, "active": self.actuator.mode, "desired": self.desired()}
+
+    def observe_fleet(self, mode: int) -> None:
+        """Advise mode: the fleet now runs ``mode`` virtual robots (seen from outside: a replayed trace's
+        park and resume lines or ``active`` fields). The queue view, windows and exposure follow it as
+        they follow a commanded change in command mode."""
+        if not self.actuator.advise:
+            raise RuntimeError("Agent.observe_fleet: the agent commands the fleet (control.mode: command); "
+                               "the mode in force is its own")
+        if mode == self.actuator.mode:
+            return
+        now = self._stamp()
+        old, self.actuator.mode = self.actuator.mode, mode
+        self._hold_mode(now, old, mode)
+        self._flush_pending()
+
+    def _fleet_changed(self, now: float) -> None:
+        """Advise mode: robots registered or left, so the fleet that runs by itself may have changed."""
+        if self.actuator.advise:
+            new = self.actuator.fleet_mode()
+            if new != self.actuator.mode:
+                old, self.actuator.mode = self.actuator.mode, new
+                self._hold_mode(now, old, new)
+                self._flush_pending()
+
     # -- policy --------------------------------------------------------------------------------------
     @property
     def policy(self) -> PolicySnapshot:
@@ -725,11 +806,22 @@ class Agent:
         if self.config.robots.dwell_s == "auto":  # chosen in the simulator by the refit (agent/damping.py)
             self.actuator.dwell_s = float(result.fit.get("damping", {}).get("dwell_s", 0.0))
         self._save_policy(snap)
-        self._queue_changed(self._stamp())
+        stamp = self._stamp()
+        self._log_policy(stamp, snap)
+        self._queue_changed(stamp)
         return snap
+
+    def _log_policy(self, now: float, snap: PolicySnapshot) -> None:
+        """A ``policy`` line: the policy put in force (its version and source), so that a replay of the log
+        can set its own decisions beside the live agent's."""
+        r = ",".join(str(x) for x in snap.policy.robots_at_level)
+        self._pending_lines.append(f'{{"t":{_fmt(now)},"event":"policy","version":{snap.version},'
+                                   f'"source":"{snap.source}","robots_at_level":[{r}]}}\n')
 
     def _save_policy(self, snap: PolicySnapshot) -> None:
         """Write policy.json (with an fsync) in a thread when a loop runs, so that acks do not wait on it."""
+        if not self.persist:
+            return
         path, state = self.state_dir / POLICY_FILE, snap.to_state()
 
         def write() -> None:
@@ -761,16 +853,21 @@ class Agent:
         and go back to the configured startup policy."""
         now = self._stamp()
         if mode is None:
-            self.holder.adopt(PolicyFit.of(self.config.startup_policy()), now, "startup")
+            snap = self.holder.adopt(PolicyFit.of(self.config.startup_policy()), now, "startup")
         else:
             old = self.holder.current
-            self.holder.adopt(PolicyFit.of(ThresholdPolicy.static(mode, self.config.capacity), fit=old.fit,
-                                           model=old.model), now, "probe")
+            snap = self.holder.adopt(PolicyFit.of(ThresholdPolicy.static(mode, self.config.capacity), fit=old.fit,
+                                                  model=old.model), now, "probe")
             LOG.info("event=probe mode=%d step=%d/%d", mode, index + 1, count)
+        self._log_policy(now, snap)
         self._queue_changed(now)
 
-    def refit_input(self, now: float) -> RefitInput | str:
-        """The fit window as a :class:`RefitInput`, or why there is not enough data."""
+    def refit_input(self, now: float, reason: str = "request") -> RefitInput | str:
+        """The fit window as a :class:`RefitInput`, or why there is not enough data.
+
+        The cut is logged (a ``refit`` line with ``reason``), so that a replay of the log refits at the
+        same instants, on the same windows, as the live agent did."""
+        self._log_refit(now, reason)
         cfg = self.config
         t0 = now - cfg.refit.window_s
         c = self.completions.since(t0)
@@ -826,6 +923,12 @@ class Agent:
             obsolete_drops=obs_drops, obsolete_exposure_s=obs_exposure, previous_fit=dict(snap.fit),
             targets=cfg.targets.as_targets(), choose_dwell=cfg.robots.dwell_s == "auto",
             max_commands_per_min=cfg.robots.max_commands_per_min)
+
+    def _log_refit(self, now: float, reason: str) -> None:
+        try:
+            self.log.append(f'{{"t":{_fmt(now)},"event":"refit","reason":{json.dumps(reason)}}}\n'.encode())
+        except OSError as exc:
+            LOG.error("event=log_write_failed what=refit error=%s", exc)
 
     def drift(self, now: float) -> str | None:
         """Why the observed traffic no longer matches the fitted model, or None."""
@@ -895,6 +998,8 @@ class Agent:
         d["observed"] = self.observed().to_dict()
         d["queue"] = self.queue.length
         d["desired"] = self.desired()
+        d["mode"] = self.control_mode
+        d["control"] = self.control_view()
         return d
 
     def count_bad_request(self, endpoint: str) -> None:
@@ -923,6 +1028,7 @@ class Agent:
             "ready": self._ready,
             "queue": {"length": self.queue.length, "capacity": self.config.capacity,
                       "admission": self.config.queue.admission},
+            "mode": self.control_mode,
             "robots": {"virtual": self.config.robots.n, "mode": act.mode, "desired": self.desired(),
                        "dwell_s": act.dwell_s, "max_commands_per_min": act.max_commands_per_min,
                        "deferred_until": act.deferred_until, "counts": act.counts(now),

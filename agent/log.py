@@ -447,3 +447,36 @@ class DeliveryLog:
     def stats(self) -> LogStats:
         return LogStats(str(self.directory), self.current_path.name, self._files, self._written,
                         self._synced, self.durability.value, self._fsyncs, self.quarantined)
+
+
+class DiscardLog:
+    """A delivery log that keeps nothing: :class:`DeliveryLog`'s interface for an agent whose input is
+    already recorded (``robotctl replay`` drives the agent over a trace and must not write one). It counts
+    what it is given."""
+
+    def __init__(self) -> None:
+        self.header: Callable[[], bytes] | None = None
+        self.lines = 0
+        self.bytes = 0
+
+    def open(self) -> list[Path]:
+        return []
+
+    def records(self, path: Path) -> list[dict[str, Any]]:
+        return []
+
+    def append(self, data: bytes) -> None:
+        self.lines += data.count(b"\n")
+        self.bytes += len(data)
+
+    async def commit(self) -> None:
+        return None
+
+    async def run_flusher(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    def stats(self) -> LogStats:
+        return LogStats("", "", 0, self.bytes, self.bytes, Durability.NEVER.value, 0)

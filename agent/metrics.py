@@ -44,7 +44,7 @@ from prometheus_client.registry import Collector
 from robotctl import __version__
 
 from .compute import RefitOutcome
-from .control import ControlMode
+from .control import Override
 from .core import Agent
 from .refit import RefitRecord
 
@@ -115,7 +115,12 @@ class AgentCollector(Collector):
 
         yield gauge("queue_length_pages", "Pages in the system (being indexed or waiting).", a.queue_length)
         yield gauge("queue_capacity_pages", "K, the buffer's capacity.", a.config.capacity)
-        yield gauge("active_robots", "Virtual robots commanded active (the mode in force).", a.mode)
+        yield gauge("active_robots", "Virtual robots active: commanded (control mode command) or running by "
+                    "themselves (advise).", a.mode)
+        control = gauge("control_mode", "1 for the control mode: command (robots parked and resumed) or advise "
+                        "(shadow mode: desired_robots is exported, nobody is parked).", labels=["mode"])
+        control.add_metric([a.control_mode], 1)
+        yield control
         yield gauge("desired_robots", "r(i): virtual robots the policy wants at the current queue length.",
                     a.desired())
         robots = gauge("robots", "Registered real robots by state, each once: active, parked, or lost (lease "
@@ -129,7 +134,7 @@ class AgentCollector(Collector):
         ctl = a.control_state
         override = gauge("control_override", "1 for who sets the active robots: auto (the policy), paused or "
                          "pinned (POST /v1/control).", labels=["mode"])
-        for mode in ControlMode:
+        for mode in Override:
             override.add_metric([mode.value], float(ctl.mode is mode))
         yield override
         yield gauge("control_robots", "Active virtual robots held by an override (absent under the policy).",

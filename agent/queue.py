@@ -205,6 +205,12 @@ class Window:
         elif old[0] != level:
             self._levels[key] = (level, now, old[2] + old[0] * (now - old[1]))
 
+    def cumulative(self, now: float) -> dict[str, float]:
+        """Running totals since the first call (counters, and level integrals up to ``now``; ``now`` at or
+        after the last call's time): differences of two readings are the totals between them, at any
+        times (a replay cuts the whole trace into batches with them)."""
+        return self._snapshot(now)
+
     def totals(self, now: float) -> dict[str, float]:
         """Sums over the window ending at ``now`` (``now`` at or after the last call's time)."""
         lo = math.floor((now - self.span_s) / self.width) + 1

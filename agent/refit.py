@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from .clock import Clock, cancel_and_wait
 from .compute import RefitInput, RefitOutcome, RefitStage, compute_refit, fit_summary
+from .config import AgentConfig
 from .policy import PolicyFit, PolicyHolder, PolicySnapshot
 from .worker import RefitWorker
 
@@ -42,8 +43,8 @@ class RefitTarget(Protocol):
         """The policy in force."""
         ...
 
-    def refit_input(self, now: float) -> RefitInput | str:
-        """The fit window, or why there is not enough data."""
+    def refit_input(self, now: float, reason: str = "request") -> RefitInput | str:
+        """The fit window (cut now, for ``reason``), or why there is not enough data."""
         ...
 
     def drift(self, now: float) -> str | None:
@@ -121,6 +122,16 @@ class RefitLoop:
         self._lock = asyncio.Lock()
         self._started_at: float | None = None
         self._quiesced = False
+
+    @classmethod
+    def for_agent(cls, config: AgentConfig, *, clock: Clock, target: RefitTarget, worker: RefitWorker,
+                  observe: Observer | None = None) -> RefitLoop:
+        """The loop as the configuration asks for it (``refit.*``): what ``robotctl serve`` runs and what
+        ``robotctl replay`` drives on simulated time."""
+        rc = config.refit
+        return cls(clock=clock, target=target, worker=worker, observe=observe, interval_s=rc.interval_s,
+                   min_interval_s=rc.min_interval_s, check_every_s=min(5.0, rc.drift_window_s / 4),
+                   probe_modes=tuple(sorted(config.all_modes, reverse=True)), probe_s=rc.probe_s)
 
     @property
     def executor_kind(self) -> str:
@@ -211,7 +222,7 @@ class RefitLoop:
             self.record.last_reason = reason
             self.record.running = True
             try:
-                made = self.target.refit_input(now)
+                made = self.target.refit_input(now, reason)
                 if isinstance(made, str):
                     outcome = RefitOutcome(False, RefitStage.INPUT, made)
                 else:

@@ -10,6 +10,9 @@
   watch on its parent: a pool worker would otherwise wait on its task queue forever);
 - :meth:`RefitWorker.warm_up` starts the worker and imports the fitting and optimisation code in it, so
   that the first refit does not pay for that; a process that cannot start falls back to a thread;
+- ``inline`` runs the computation in the caller, on the event loop, which it blocks: for a replay on a
+  simulated clock (``robotctl replay``), where nothing else waits and each refit must finish before
+  simulated time moves on;
 - :meth:`RefitWorker.run` waits at most ``timeout_s`` for a result (``asyncio.timeout``, not
   ``asyncio.wait_for``: on Python 3.11 ``wait_for`` can swallow a cancellation that arrives as the
   refit finishes, and the agent's shutdown then waits forever); a refit over its time is abandoned
@@ -163,14 +166,14 @@ class RefitWorker:
     compute : callable
         ``RefitInput -> RefitOutcome``; :func:`compute_refit` by default (picklable for a process).
     kind : str
-        ``thread`` or ``process``.
+        ``thread``, ``process`` or ``inline`` (no timeout: the caller waits for the result).
     timeout_s : float
         ``refit.timeout_s``: a refit that takes longer is abandoned.
     """
 
     def __init__(self, compute: Compute = compute_refit, *, kind: str = "thread", timeout_s: float = 120.0) -> None:
-        if kind not in ("thread", "process"):
-            raise ValueError(f"RefitWorker: kind = {kind!r}; use thread or process")
+        if kind not in ("thread", "process", "inline"):
+            raise ValueError(f"RefitWorker: kind = {kind!r}; use thread, process or inline")
         self.compute = compute
         self.kind = kind
         self.timeout_s = timeout_s
@@ -178,7 +181,7 @@ class RefitWorker:
         self._blocks = SharedBlocks()
 
     def start(self) -> None:
-        if self._executor is None:
+        if self._executor is None and self.kind != "inline":
             self._executor = _spawn_pool() if self.kind == "process" else _thread_pool()
 
     def shutdown(self) -> None:
@@ -201,6 +204,9 @@ class RefitWorker:
         """Start the worker and import the fitting and optimisation code in it, so that the first refit
         neither waits for that nor makes the event loop pay for starting a process mid-traffic."""
         self.start()
+        if self.kind == "inline":
+            _import_refit_code()
+            return
         loop = asyncio.get_running_loop()
         try:
             await loop.run_in_executor(self._executor, _import_refit_code)
@@ -216,6 +222,8 @@ class RefitWorker:
 
     async def run(self, inp: RefitInput) -> RefitOutcome:
         """The outcome of ``compute(inp)`` in the worker, or a failed outcome (timeout, dead worker)."""
+        if self.kind == "inline":
+            return self.compute(inp)
         self.start()
         loop = asyncio.get_running_loop()
         switch = sys.getswitchinterval()

@@ -53,6 +53,17 @@ def real_number(minimum: float, meaning: str, example: str, *, strict: bool = Fa
     return parse
 
 
+def confidence_level(text: str) -> float:
+    """An argparse ``type=`` for a confidence level, strictly between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number, e.g. 0.95") from exc
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a confidence level lies strictly between 0 and 1, e.g. 0.95")
+    return value
+
+
 #: A TCP port, 0 (any free port) to 65535.
 port = whole_number(0, "a TCP port", "8080 (0 for any free port)", maximum=65535)
 

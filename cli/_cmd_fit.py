@@ -8,14 +8,12 @@ from typing import Any
 from ._args import real_number, whole_number
 from ._parser import Formatter, lazy
 
-#: K when --capacity is not given: paper 000's example buffer (4 waiting places and the page in service).
-DEFAULT_CAPACITY = 5
-
 FIT_EXAMPLE = """\
 example:
   robotctl fit trace.jsonl --mode-field active --processing-rate-bps 2e6 --capacity 20 \\
       --mean-useful-life-s 600 --costs costs.yaml --yaml > model.yaml
-  robotctl fit trace.jsonl --processing-rate-bps 2e6 --yaml | robotctl optimise -
+  robotctl fit examples/trace.jsonl.gz --config examples/sidecar.yaml --mode-field active | robotctl optimise -
+      capacity, costs, the fleet's modes and the fit's settings from the sidecar's configuration
 
 What is read from the trace (DESIGN.md: JSON Lines, or CSV with the same columns):
   delivery events      t, pages (default 1), and the --mode-field column (number of active robots)
@@ -26,6 +24,10 @@ What is read from the trace (DESIGN.md: JSON Lines, or CSV with the same columns
                        rebuild the queue) when there are at least 30 drops; else none
 Without --mode-field every delivery counts as mode 1. Without --modes the model has the observed modes;
 modes listed but not observed get D^(r) = (r / r_obs) D^(r_obs) from the nearest observed mode.
+The trace cannot tell the indexer's buffer K: give --capacity, or --config with the sidecar's configuration
+(queue.capacity, costs, robots.min_active..count as --modes, fit.processing_rate_bps,
+fit.mean_useful_life_s, fit.options; a flag given wins). Without costs (--costs or --config) the model
+file has none and `robotctl optimise` refuses it.
 
 The output is a model file (model:, costs: when --costs is given) with the fit's report under report:,
 which explains every choice (batch resolution, censored stop gaps, the MAP(2) rung of each mode, the
@@ -96,9 +98,11 @@ def register(sub: Any) -> None:
     p.add_argument("--mean-useful-life-s", type=_positive, default=None, metavar="Y",
                    help="mean useful life of a waiting page in seconds (exponential); default: estimated from "
                         "obsolete drops when there are enough, else no obsolescence" + own)
-    p.add_argument("--capacity", type=_capacity, default=DEFAULT_CAPACITY, metavar="K",
-                   help="K, pages in the system with the one being indexed (the trace cannot tell; paper 000's "
-                        "example has K = 5)")
+    p.add_argument("--capacity", type=_capacity, default=None, metavar="K",
+                   help="K, pages in the system with the one being indexed (the trace cannot tell); required "
+                        "unless --config gives queue.capacity" + own)
+    p.add_argument("--config", metavar="SIDECAR.yaml", default=None,
+                   help="the sidecar's configuration: capacity, costs, modes and fit settings (flags win)" + own)
     p.add_argument("--costs", metavar="FILE", default=None,
                    help="YAML with the cost coefficients (a costs: mapping, or a model file) to copy into the "
                         "output (default: none)" + own)
@@ -118,4 +122,4 @@ def register(sub: Any) -> None:
     p.set_defaults(func=lazy("robotctl.cli._run_fit", "run_fit"), output="yaml")
 
 
-__all__ = ["DEFAULT_CAPACITY", "MAX_MODES", "register"]
+__all__ = ["MAX_MODES", "register"]

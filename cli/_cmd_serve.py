@@ -27,6 +27,7 @@ refit.max_samples that cannot fit in this machine's memory (with the estimate).
 example:
   robotctl serve --config config/sidecar.yaml --port 0 --log-dir var/robotctl --generate-token
   ROBOTCTL_SERVER_TOKEN_FILE=/run/secrets/robotctl-token robotctl serve --config config/sidecar.yaml
+  robotctl serve --config config/sidecar.yaml --advise     # shadow mode: advise, never park a robot
   robotctl serve --config config/sidecar.yaml --check --json    # validate and print the configuration
 """
 
@@ -47,9 +48,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--generate-token", action="store_true",
                    help="make a random bearer token for this run and print it once (refused when a token is "
                         "configured)")
+    p.add_argument("--advise", action="store_true",
+                   help="shadow mode (control.mode: advise): fit, optimise and export the desired robots on "
+                        "/metrics and /v1/policy, but never park or resume a robot")
     p.add_argument("--check", action="store_true", help="validate the configuration, print it and exit")
     p.add_argument("--json", action="store_true", help="with --check: print the configuration as JSON; "
                    "otherwise: announce the address as a JSON line {\"url\": ...} (and \"token\" with "
                    "--generate-token)")
     p.set_defaults(func=lazy("robotctl.cli._run_serve", "run_serve"))
-

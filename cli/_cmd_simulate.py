@@ -3,10 +3,9 @@ intervals, optionally next to the exact solution, and a trace file for fitting).
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
-from ._args import policy, real_number, whole_number
+from ._args import confidence_level, policy, real_number, whole_number
 from ._parser import Formatter, lazy
 
 EXAMPLE = """\
@@ -35,17 +34,6 @@ _positive_arg = real_number(0, "the number of seconds", "3600", strict=True)
 _nonnegative_arg = real_number(0, "the value", "0")
 
 
-def _level_arg(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number, e.g. 0.99") from exc
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: a confidence level lies strictly between 0 and 1, "
-                                         "e.g. 0.99")
-    return value
-
-
 _seed_arg = whole_number(0, "a seed", "7")
 
 
@@ -69,7 +57,7 @@ def register(sub: Any) -> None:
                    help="discarded start, in events (with --events) or seconds (with --horizon-s); "
                         "None: a tenth of the run")
     p.add_argument("--batches", type=_count_arg, default=30, help="number of batches for the batch means")
-    p.add_argument("--level", type=_level_arg, default=0.99, help="confidence level of each interval")
+    p.add_argument("--level", type=confidence_level, default=0.99, help="confidence level of each interval")
     p.add_argument("--seed", type=_seed_arg, default=None,
                    help="seed of the random streams; None: a random seed, printed with the results")
     p.add_argument("--exact", action="store_true",

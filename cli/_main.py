@@ -34,6 +34,7 @@ COMMAND_MODULES = (
     "robotctl.cli._cmd_fit",
     "robotctl.cli._cmd_serve",
     "robotctl.cli._cmd_simulate",
+    "robotctl.cli._cmd_replay",
     "robotctl.cli._cmd_demo",
     "robotctl.cli._cmd_schedule",
     "robotctl.cli._cmd_route",

@@ -124,8 +124,32 @@ def _mode_exposure(tr: TraceArrays, field: str, order: np.ndarray | None) -> dic
     return {int(m): float(durations[modes == m].sum()) for m in np.unique(modes)}
 
 
-def run_fit(args: argparse.Namespace) -> int:
+def _settings(args: argparse.Namespace) -> tuple[int, dict[str, float] | None, dict[str, Any]]:
+    """Capacity, costs and fit settings: the flags, else the sidecar's configuration (``--config``)."""
     costs = _load_costs(args.costs) if args.costs else None
+    capacity = args.capacity
+    extra: dict[str, Any] = {"modes": args.modes, "processing_rate_bps": args.processing_rate_bps,
+                             "mean_useful_life_s": args.mean_useful_life_s, "options": {}}
+    if args.config is not None:
+        from robotctl.agent.config import load_config
+
+        cfg = load_config(args.config)
+        capacity = capacity if capacity is not None else cfg.capacity
+        costs = costs if costs is not None else cfg.costs.to_dict()
+        if extra["modes"] is None:
+            extra["modes"] = tuple(m for m in cfg.all_modes if m >= 1)
+        for key in ("processing_rate_bps", "mean_useful_life_s"):
+            if extra[key] is None:
+                extra[key] = getattr(cfg.fit, key)
+        extra["options"] = dict(cfg.fit.options)
+    if capacity is None:
+        raise InputError("--capacity", "is needed: a trace cannot tell the indexer's buffer K",
+                         "give --capacity K, or --config with the sidecar's configuration (queue.capacity)")
+    return capacity, costs, extra
+
+
+def run_fit(args: argparse.Namespace) -> int:
+    capacity, costs, settings = _settings(args)
     with Progress(2, "fit") as bar:
         extra = (args.mode_field,) if args.mode_field else ()
         tr = read_trace_arrays(args.trace, extra_fields=extra)
@@ -140,18 +164,18 @@ def run_fit(args: argparse.Namespace) -> int:
                              "--mode-field must name the column with the number of active robots (e.g. active)")
         modes = _modes(tr, args.mode_field, rows) if args.mode_field else None
         obs = _obsolescence(tr, order)
-        options: dict[str, Any] = {"out_of_order": "sort" if args.sort else "error"}
+        options: dict[str, Any] = {**settings["options"], "out_of_order": "sort" if args.sort else "error"}
         if args.batch_resolution_s is not None:
             options["batch_resolution_s"] = args.batch_resolution_s
         if args.censor_above_s is not None:
             options["censor_above_s"] = args.censor_above_s
         exposure = _mode_exposure(tr, args.mode_field, order) if args.mode_field else None
-        fit = fit_model(tr.t[rows], pages=tr.pages[rows], modes=modes, all_modes=args.modes,
+        fit = fit_model(tr.t[rows], pages=tr.pages[rows], modes=modes, all_modes=settings["modes"],
                         mode_exposure_s=exposure,
-                        mean_useful_life_s=args.mean_useful_life_s, capacity=args.capacity, options=options,
+                        mean_useful_life_s=settings["mean_useful_life_s"], capacity=capacity, options=options,
                         obsolete_drops=obs.get("obsolete_drops") if "obsolete_exposure_s" in obs else None,
                         obsolete_exposure_s=obs.get("obsolete_exposure_s"),
-                        **_service(tr, args.processing_rate_bps))
+                        **_service(tr, settings["processing_rate_bps"]))
         bar.advance()
     doc = fit.to_dict()
     if costs is not None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from robotctl.agent._files import load_model_file
 from robotctl.agent._resources import check_solve_memory
-from robotctl.model import CostBreakdown, Costs, Measures, QueueModel, ThresholdPolicy, cost_of, solve
+from robotctl.model import CostBreakdown, Costs, InputError, Measures, QueueModel, ThresholdPolicy, cost_of, solve
 from robotctl.policies import (
     EXHAUSTIVE_LIMIT,
     LowerBound,
@@ -108,6 +108,9 @@ def run_optimise(args: argparse.Namespace) -> int:
     if targets_given(args):
         return run_targets(args)
     model, costs = load_model_file(args.model_file)
+    if costs == Costs():
+        raise InputError(f"{args.model_file}: costs", "are missing (or all zero), so every policy costs J = 0",
+                         "add a costs: mapping (robotctl fit --costs FILE or --config SIDECAR.yaml writes one)")
     if args.control == "mdp" or args.method == "mdp":
         from ._run_mdp import run_optimise_mdp
 

@@ -32,6 +32,8 @@ def checked_config(args: argparse.Namespace) -> tuple[AgentConfig, str | None]:
         overrides.setdefault("server", {})["port"] = args.port
     if args.log_dir is not None:
         overrides.setdefault("log", {})["dir"] = args.log_dir
+    if args.advise:
+        overrides.setdefault("control", {})["mode"] = "advise"
     config = load_config(args.config, overrides=overrides)
     generated = None
     if args.generate_token:

@@ -8,11 +8,12 @@
    was stopped, and :func:`split_intervals` removes those, drops intervals across a change of mode, and
    gives each mode its intervals, their unbroken segments and its batch sizes.
 
-The two automatic rules look for the same thing: an empty stretch at least ``gap_factor`` wide (a
-decade by default) in the sorted logarithms of the intervals. With at least 1% of the inter-delivery
-times below it and 5% above, it separates the gaps inside a batch from those between batches; above the
-median of the intervals between batches, with at most 5% above it, it separates ordinary intervals from
-stops.
+The stop-gap rule looks for an empty stretch at least ``gap_factor`` wide (a decade by default) in the
+sorted logarithms of the intervals between batches, above their median with at most 5% above it. The
+batch resolution looks for the valley between the gaps inside batches and those between batches: such an
+empty stretch (with at least 1% of the inter-delivery times below it and 5% above), or, where the gaps
+between batches are exponential and fill every stretch, the crossing of a two-population mixture that a
+stated test accepts (:func:`fit_gap_mixture`).
 """
 
 from __future__ import annotations
@@ -142,17 +143,129 @@ def _widest_hole(logs: NDArray[np.float64], first: int, last: int) -> tuple[int,
     return first + i, float(widths[i])
 
 
+@dataclass(frozen=True)
+class GapMixture:
+    """Two exponential populations of gaps, p Exp(rate_fast) + (1 - p) Exp(rate_slow) (an H2 fitted by EM),
+    and whether they are two populations at all.
+
+    Attributes
+    ----------
+    weight_fast : float
+        p, the share of gaps in the fast population (inside batches).
+    rate_fast, rate_slow : float
+        Rates (1/s) of the two populations.
+    crossing_s : float
+        The gap at which a gap is as likely from either population (the valley between them).
+    overlap : float
+        The larger of P(fast gap > crossing) and P(slow gap < crossing): the share of either population
+        that the crossing misclassifies.
+    lr_statistic : float
+        2 (log L(H2) - log L(one exponential)) on the gaps used.
+    n : int
+        Gaps used (a regular subsample of at most :data:`MIXTURE_SAMPLE`).
+    two_populations : bool
+        The stated test: ``lr_statistic`` beyond its critical value, ``overlap`` at most ``max_overlap``,
+        and each population holding its minimum share (see :func:`fit_gap_mixture`).
+    """
+
+    weight_fast: float
+    rate_fast: float
+    rate_slow: float
+    crossing_s: float
+    overlap: float
+    lr_statistic: float
+    n: int
+    two_populations: bool
+
+
+#: Most gaps the mixture is fitted on (a regular subsample of the sorted gaps beyond it).
+MIXTURE_SAMPLE = 50_000
+
+
+def _exp_loglik(x: NDArray[np.float64], rate: float) -> float:
+    return float(x.size * math.log(rate) - rate * x.sum())
+
+
+def fit_gap_mixture(gaps: NDArray[np.float64], *, critical: float = 20.0, max_overlap: float = 0.02,
+                    min_fast: float = 0.01, min_slow: float = 0.05, max_iter: int = 300) -> GapMixture | None:
+    """A two-population mixture of positive gaps, and the test for whether two populations exist.
+
+    Under plain Poisson traffic the gaps are one exponential population. When a crawler delivers the pages
+    of a batch milliseconds apart and the batches seconds apart, they are two: a fast population inside
+    batches and a slow one between them. The gaps are fitted with p Exp(a) + (1 - p) Exp(b), a > b, by EM
+    (Dempster, Laird & Rubin 1977; on log gaps these are two log-exponential components, whose valley is
+    where the densities cross: p a e^(-a x) = (1 - p) b e^(-b x), x* = ln(p a / ((1 - p) b)) / (a - b)).
+
+    The stated test: two populations exist when (1) the likelihood ratio 2 (log L(H2) - log L(Exp)) exceeds
+    ``critical`` (the exponential is the null; the ratio's law at the boundary p = 0 is non-standard, and 20
+    is beyond the 0.999 quantile of a chi-square with 3 degrees of freedom, 16.3, a conservative bound);
+    (2) the valley separates them: at x* at most ``max_overlap`` of either population falls on the wrong
+    side (e^(-a x*) and 1 - e^(-b x*)), which needs rates some hundreds of times apart; (3) each holds its
+    share (``min_fast`` of the gaps inside batches, ``min_slow`` between them). Bursty but unbatched
+    traffic (a MAP whose gaps have c^2 of 2 to 10) passes (1) but not (2): its H2's rates are a few times
+    to some tens of times apart.
+
+    Returns None when there are fewer than 20 positive gaps.
+    """
+    pos = np.sort(gaps[gaps > 0])
+    if pos.size < 20:
+        return None
+    if pos.size > MIXTURE_SAMPLE:  # a regular subsample of the sorted gaps keeps their distribution
+        pos = pos[np.linspace(0, pos.size - 1, MIXTURE_SAMPLE).astype(np.int64)]
+    x = pos / pos.mean()  # scale-free: rates in units of 1 / mean gap
+    n = x.size
+    k = max(1, n // 10)
+    a, b, p = 1.0 / x[:k].mean(), 1.0 / x[n // 2:].mean(), 0.5
+    if a <= b * (1 + 1e-9):
+        a = b * 2.0
+    old = -math.inf
+    for _ in range(max_iter):
+        la = math.log(p) + math.log(a) - a * x
+        lb = math.log1p(-p) + math.log(b) - b * x
+        top = np.maximum(la, lb)
+        ll_each = top + np.log(np.exp(la - top) + np.exp(lb - top))
+        ll = float(ll_each.sum())
+        w = np.exp(la - ll_each)  # posterior of the fast population
+        sw = float(w.sum())
+        p = min(max(sw / n, 1e-12), 1 - 1e-12)
+        a = sw / max(float((w * x).sum()), 1e-300)
+        b = (n - sw) / max(float(((1 - w) * x).sum()), 1e-300)
+        if a < b:
+            a, b, p = b, a, 1 - p
+        if ll - old <= 1e-10 * abs(ll):
+            break
+        old = ll
+    lr = 2.0 * (ll - _exp_loglik(x, 1.0 / x.mean()))
+    scale = float(pos.mean())
+    if a - b <= 0 or p * a <= (1 - p) * b:
+        crossing = math.nan
+        overlap = 1.0
+    else:
+        xc = math.log(p * a / ((1 - p) * b)) / (a - b)
+        crossing = xc * scale
+        overlap = max(math.exp(-a * xc), -math.expm1(-b * xc))
+    two = bool(lr > critical and overlap <= max_overlap and p >= min_fast and 1 - p >= min_slow)
+    return GapMixture(p, a / scale, b / scale, crossing, overlap, lr, int(n), two)
+
+
 def choose_batch_resolution(gaps: NDArray[np.float64], *, configured: float | None = None,
                             gap_factor: float = 10.0, min_below: float = 0.01, min_above: float = 0.05,
                             min_count: int = 5) -> Threshold:
     """Step 3a: the resolution below which consecutive deliveries form one batch.
 
-    Equal timestamps (gap 0) are always one batch. The automatic rule sorts the positive gaps and looks
-    for the widest empty stretch in log scale that has at least ``min_below`` of the gaps under it and at
-    least ``min_above`` over it (both at least ``min_count``): the gaps inside batches below, those between
-    batches above (stop gaps are far rarer than ``min_above``). If that stretch spans a factor
-    ``gap_factor`` or more the resolution sits at its geometric middle; otherwise only equal timestamps
-    merge (resolution 0).
+    Equal timestamps (gap 0) are always one batch. Two automatic rules look for the valley between the gaps
+    inside batches and the gaps between them:
+
+    - the **empty stretch**: the sorted positive gaps' widest empty stretch in log scale with at least
+      ``min_below`` of the gaps under it and ``min_above`` over it (both at least ``min_count``); it counts
+      when it spans a factor ``gap_factor`` or more, and the resolution sits at its geometric middle. It
+      finds batches whose gaps leave a hole, but not those of crawler traffic whose batches are exponential
+      with a mean of seconds: their gaps fill every stretch;
+    - the **mixture** (:func:`fit_gap_mixture`): two exponential populations, with the stated test for
+      whether there are two at all; the resolution is the gap where the two densities cross.
+
+    When the empty stretch counts it is used (it holds the mixture's crossing whenever both apply); else
+    the mixture's crossing when it finds two populations; else only equal timestamps merge (resolution 0).
     """
     if configured is not None:
         return Threshold(float(configured), "configured",
@@ -174,10 +287,24 @@ def choose_batch_resolution(gaps: NDArray[np.float64], *, configured: float | No
                          f"batch resolution {res:.3g} s: the sorted inter-delivery times have an empty stretch "
                          f"from {10 ** logs[i]:.3g} s to {10 ** logs[i + 1]:.3g} s ({width:.2f} decades) with "
                          f"{i + 1} of {n} positive gaps ({100 * (i + 1) / n:.1f}%) below it; {tie_note}")
+    mix = fit_gap_mixture(pos, min_fast=min_below, min_slow=min_above)
+    if mix is not None and mix.two_populations:
+        below = int((pos < mix.crossing_s).sum())
+        return Threshold(mix.crossing_s, "automatic",
+                         f"batch resolution {mix.crossing_s:.3g} s: the gaps are two exponential populations, "
+                         f"{100 * mix.weight_fast:.1f}% with mean {1 / mix.rate_fast:.3g} s inside batches and the "
+                         f"rest with mean {1 / mix.rate_slow:.3g} s between them (likelihood ratio "
+                         f"{mix.lr_statistic:.3g} against one exponential; {100 * mix.overlap:.2g}% of either "
+                         f"falls on the wrong side of the valley), the resolution where their densities cross; "
+                         f"{below} of {n} positive gaps below it; {tie_note}")
+    why = ("" if mix is None else
+           f"; nor two exponential populations (likelihood ratio {mix.lr_statistic:.3g}, overlap at the valley "
+           f"{100 * mix.overlap:.2g}% > 2%)" if mix.lr_statistic > 20.0 else
+           f"; nor two exponential populations (likelihood ratio {mix.lr_statistic:.3g} <= 20 against one)")
     return Threshold(0.0, "automatic",
                      f"no empty stretch of a factor {gap_factor:g} among the inter-delivery times with "
-                     f"{100 * min_below:g}% below and {100 * min_above:g}% above it (widest {10 ** width:.3g}x), so no "
-                     f"batch structure beyond equal timestamps; {tie_note}")
+                     f"{100 * min_below:g}% below and {100 * min_above:g}% above it (widest {10 ** width:.3g}x)"
+                     f"{why}, so no batch structure beyond equal timestamps; {tie_note}")
 
 
 @dataclass(frozen=True, eq=False)

@@ -21,7 +21,15 @@ from ._red import RedMM1Solution, solve_red_mm1
 from ._sim_buffer import BufferSimulationResult, Deterministic, simulate_buffer
 from ._sim_engine import Simulation
 from ._sim_events import Controller, EventKind, StateFeedback, TraceKind, TraceRow
-from ._sim_stats import Comparison, ComparisonRow, Estimate, SimulationResult, SimulationStatus, StopRule
+from ._sim_stats import (
+    Comparison,
+    ComparisonRow,
+    Estimate,
+    SimulationResult,
+    SimulationStatus,
+    StopRule,
+    linear_ratio_estimate,
+)
 from ._simulate import iter_simulate, simulate, simulate_events, simulate_horizon
 from ._size import SolveSize, format_bytes, model_solve_size, solve_size
 from ._solve import METHODS, Solution, SolveStatus, prepare, solve
@@ -73,6 +81,7 @@ __all__ = [
     "costs_from_dict",
     "format_bytes",
     "iter_simulate",
+    "linear_ratio_estimate",
     "model_from_dict",
     "model_solve_size",
     "model_to_dict",

@@ -339,6 +339,37 @@ class SimulationResult:
         return out
 
 
+def linear_ratio_estimate(terms: Sequence[tuple[float, NDArray[np.float64], NDArray[np.float64]]], *,
+                          level: float) -> Estimate:
+    """sum_k c_k (sum_j Y_kj / sum_j X_kj) with its confidence interval by batch means (the delta method
+    of the module docstring applied to the sum: psi_j = sum_k c_k psi_kj).
+
+    Parameters
+    ----------
+    terms : sequence of (c, Y, X)
+        A coefficient and the per-batch totals of a ratio's numerator and denominator (one entry per
+        batch, at least 2 batches); terms with c = 0 are left out.
+    level : float
+        Confidence level of the half-width (t quantile with b - 1 degrees of freedom).
+
+    The cost J of paper 000 eq. (2) is such a sum; :func:`estimate_from_batches` uses this for it, and a
+    replay for the cost observed over a trace cut into batches of time.
+    """
+    _check_level(level)
+    kept = [(float(c), np.asarray(y, dtype=float), np.asarray(x, dtype=float)) for c, y, x in terms if c]
+    b = kept[0][1].size if kept else 2
+    if b < 2 or any(y.size != b or x.size != b for _, y, x in kept):
+        raise InputError("terms", f"need the same number (>= 2) of batches in every term, got {b}",
+                         "cut the run into at least 2 batches")
+    value = 0.0
+    psi = np.zeros(b)
+    for c, y, x in kept:
+        r = _Ratio(y, x)
+        value += c * r.value
+        psi = psi + c * r.psi
+    return _estimate(float(value), psi, t_quantile(level, b))
+
+
 def _check_level(level: float) -> None:
     if not (isinstance(level, int | float) and 0.0 < level < 1.0):
         raise InputError("level", f"must lie strictly between 0 and 1, got {level!r}",
@@ -378,14 +409,11 @@ def estimate_from_batches(batches: NDArray[np.float64], layout: Totals, modes: S
     cost = None
     if costs is not None:
         # J = c_loss lost/T + c_obs obsolete/T + a V^(1) + c_rob N_act + c_star P_star (eq. (2))
-        parts = [(costs.loss, _Ratio(Z[:, L.LOST], T)),
-                 (costs.obsolescence, _Ratio(Z[:, L.OBSOLETE], T)),
-                 (costs.response, ratios["mean_response_served"]),
-                 (costs.robot, ratios["mean_active_robots"]),
-                 (costs.starvation, ratios["p_starvation"])]
-        value = sum(c * r.value for c, r in parts if c)
-        psi = sum((c * r.psi for c, r in parts if c), np.zeros(b))
-        cost = _estimate(float(value), psi, q)
+        cost = linear_ratio_estimate([
+            (costs.loss, Z[:, L.LOST], T), (costs.obsolescence, Z[:, L.OBSOLETE], T),
+            (costs.response, Z[:, L.SOJOURN_SERVED], Z[:, L.SERVED]),
+            (costs.robot, mt @ np.arange(mt.shape[1], dtype=float), T), (costs.starvation, qt[:, 0], T)],
+            level=level)
     undefined = [n for n, e in est.items() if not math.isfinite(e.value)]
     status = SimulationStatus.UNDEFINED if undefined else SimulationStatus.SUCCESS
     message = STATUS_MESSAGES[status] + (f": {', '.join(undefined)}" if undefined else "")

@@ -10,7 +10,8 @@ import pytest
 from robotctl import agent
 
 MODULES = ["robotctl.agent.app", "robotctl.agent.client", "robotctl.agent.compute", "robotctl.agent.config",
-           "robotctl.agent.policy", "robotctl.agent.refit", "robotctl.agent.worker"]
+           "robotctl.agent.convert", "robotctl.agent.policy", "robotctl.agent.refit", "robotctl.agent.replay",
+           "robotctl.agent.sources", "robotctl.agent.worker"]
 
 
 def _isort_key(name: str) -> tuple[int, str]:

@@ -198,12 +198,17 @@ async def test_every_operation_answers_as_documented(caller: tuple[Caller, Any])
     assert (await call("POST", fetched, "/v1/robots/robot-1/fetched", {"page": "/zz"}))[0] == 400
     assert (await call("POST", fetched, "/v1/robots/nobody/fetched", report))[0] == 404
     assert (await call("GET", "/v1/revisit"))[1]["pages"] == ["/a", "/b", "/c", "/d"]
+    assert (await call("POST", "/v1/revisit/replan"))[1]["replanned"] in (True, False)
     assert (await call("POST", "/v1/control", body={"action": "pin", "robots": 2, "duration_s": 60}))[1]["mode"] == \
         "pinned"
     assert (await call("POST", "/v1/control", body={"action": "pin"}))[0] == 400
     assert (await call("GET", "/v1/control"))[1]["robots"] == 2
     assert (await call("POST", "/v1/control", body={"action": "resume"}))[1]["mode"] == "auto"
-    assert (await call("POST", "/v1/revisit/replan"))[1]["replanned"] in (True, False)
+    assert (await call("POST", "/v1/mode", body={"mode": "advise"}))[1]["mode"] == "advise"
+    assert (await call("POST", "/v1/mode", body={"mode": "sideways"}))[0] == 400
+    assert (await call("GET", "/v1/mode"))[1]["mode"] == "advise"
+    assert (await call("POST", "/v1/mode", body={"mode": "command"}))[1]["mode"] == "command"
+    await call("GET", "/v1/status")
     one = "/v1/robots/{robot_id}"
     assert (await call("DELETE", one, "/v1/robots/robot-2", key=False))[0] == 403  # another client's robot
     assert (await call("GET", cmd, "/v1/robots/robot-2/command", params={"wait_s": "0"}, key=False))[0] == 403

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
-from hypothesis import given
+import numpy as np
+import pytest
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from robotctl import InputError
+from robotctl.agent import trace
 from robotctl.agent.trace import EVENT_KINDS, TraceEvent, parse_event, read_trace, write_trace
 
 events = st.builds(
@@ -53,3 +58,58 @@ def test_write_and_read_back(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     assert write_trace(path, rows) == 3
     assert read_trace(path) == rows
+
+
+# -- the fast reader (msgspec) against the line-by-line one ---------------------------------------------
+
+def _same_arrays(a: Any, b: Any) -> None:
+    for name in ("t", "event", "pages", "bytes", "service_s", "line"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert x.dtype == y.dtype, name
+        np.testing.assert_array_equal(x, y, err_msg=name)
+    assert a.extra.keys() == b.extra.keys()
+    for key in a.extra:
+        np.testing.assert_array_equal(a.extra[key], b.extra[key], err_msg=key)
+    assert dict(a.notes) == dict(b.notes)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(events, min_size=1, max_size=30))
+def test_fast_reader_gives_the_slow_readers_columns(rows: list[TraceEvent]) -> None:
+    rows = [r if r.event not in ("refit", "policy") else
+            TraceEvent(r.t, r.event, r.robot, r.pages, r.bytes, r.service_s,
+                       {"reason": "interval"} if r.event == "refit" else {"robots_at_level": [3, 1], "version": 2})
+            for r in rows]
+    data = "".join(r.to_json() + "\n" for r in rows).encode()
+    extras = ("active", "client_t")
+    try:
+        slow = trace._slow_arrays(data.decode(), "x.jsonl", extras, False)
+    except InputError as exc:  # text in a numeric extra: the same error by either route
+        with pytest.raises(InputError) as info:
+            trace.read_trace_arrays("x.jsonl", extra_fields=extras, data=data)
+        assert str(info.value) == str(exc)
+        return
+    fast = trace._fast_jsonl(data, "x.jsonl", extras)
+    numeric_extras = all(isinstance(v, int | float) for r in rows for k, v in r.extra.items() if k in extras)
+    if numeric_extras:
+        assert fast is not None, "a well-formed trace must take the fast path"
+    if fast is not None:
+        _same_arrays(fast, slow)
+    _same_arrays(trace.read_trace_arrays("x.jsonl", extra_fields=extras, data=data), slow)
+
+
+@pytest.mark.parametrize(("line", "field"), [
+    ('{"t": "soon", "event": "delivery"}', "x.jsonl:2.t"),
+    ('{"t": 2, "event": "teleport"}', "x.jsonl:2.event"),
+    ('{"t": 2, "pages": 0}', "x.jsonl:2.pages"),
+    ('{"t": 2, "pages": 1.5}', "x.jsonl:2.pages"),
+    ('{"t": 2, "bytes": -1}', "x.jsonl:2.bytes"),
+    ('{"event": "delivery"}', "x.jsonl:2.t"),
+    ('{"t": 2, "active": "many"}', "x.jsonl:2.active"),
+    ('{"t": 2,', "x.jsonl:2"),
+])
+def test_a_bad_line_is_named_by_file_line_and_field(line: str, field: str) -> None:
+    data = ('{"t": 1, "event": "delivery"}\n' + line + "\n").encode()
+    with pytest.raises(InputError) as info:
+        trace.read_trace_arrays("x.jsonl", extra_fields=("active",), data=data)
+    assert info.value.field == field

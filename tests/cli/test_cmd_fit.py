@@ -65,7 +65,8 @@ def test_yaml_output_is_a_model_file_with_its_report(trace: str, tmp_path: Path,
 def test_json_output_and_costs_are_copied(trace: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     costs = tmp_path / "costs.yaml"
     costs.write_text("costs: {loss: 5, obsolescence: 10, response: 2, robot: 20, starvation: 300}\n")
-    code, out, _ = run(["fit", trace, "--processing-rate-bps", "5e4", "--costs", str(costs), "--json"], capsys)
+    code, out, _ = run(["fit", trace, "--capacity", "5", "--processing-rate-bps", "5e4", "--costs", str(costs),
+                        "--json"], capsys)
     assert code == 0
     doc = json.loads(out)
     assert list(doc) == ["model", "costs", "report"] and doc["costs"]["starvation"] == 300.0
@@ -101,7 +102,7 @@ def test_service_from_service_s_and_obsolescence_from_drops(tmp_path: Path,
             rows.append({"t": t + 0.02, "event": "obsolete", "pages": 1})
         rows.append({"t": t + 0.03, "event": "completion", "pages": 1})
     path = write_jsonl(tmp_path / "svc.jsonl", rows)
-    code, out, err = run(["fit", path], capsys)
+    code, out, err = run(["fit", path, "--capacity", "5"], capsys)
     assert code == 0, err
     rep = yaml.safe_load(out)["report"]
     assert rep["service"]["source"] == "service_times" and rep["service"]["samples"] == 4000
@@ -111,7 +112,7 @@ def test_service_from_service_s_and_obsolescence_from_drops(tmp_path: Path,
 
 def test_insufficient_data_prints_the_model_and_exits_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rows = [{"t": float(i), "event": "delivery", "service_s": 0.5} for i in range(10)]
-    code, out, _ = run(["fit", write_jsonl(tmp_path / "short.jsonl", rows)], capsys)
+    code, out, _ = run(["fit", write_jsonl(tmp_path / "short.jsonl", rows), "--capacity", "5"], capsys)
     assert code == 1 and yaml.safe_load(out)["report"]["status"] == "insufficient_data"
 
 
@@ -119,9 +120,9 @@ def test_out_of_order_needs_sort(tmp_path: Path, capsys: pytest.CaptureFixture[s
     rows = [{"t": float(i), "event": "delivery", "service_s": 0.5} for i in range(200)]
     rows[50], rows[51] = rows[51], rows[50]
     path = write_jsonl(tmp_path / "unsorted.jsonl", rows)
-    code, _, err = run(["fit", path], capsys)
+    code, _, err = run(["fit", path, "--capacity", "5"], capsys)
     assert code == 2 and err.count("\n") == 1 and "unsorted.jsonl:52.t: is 50.0, earlier" in err and "--sort" in err
-    code, out, _ = run(["fit", path, "--sort"], capsys)
+    code, out, _ = run(["fit", path, "--capacity", "5", "--sort"], capsys)
     assert code == 0 and yaml.safe_load(out)["report"]["out_of_order"] == 1
 
 
@@ -143,7 +144,7 @@ def test_bad_traces_give_one_line_and_exit_two(case: str, tmp_path: Path, capsys
     text, words = BAD[case]
     path = tmp_path / "bad.jsonl"
     path.write_text(text)
-    code, out, err = run(["fit", str(path)], capsys)
+    code, out, err = run(["fit", str(path), "--capacity", "5"], capsys)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("robotctl: error: ") and words in err
 
@@ -151,15 +152,15 @@ def test_bad_traces_give_one_line_and_exit_two(case: str, tmp_path: Path, capsys
 def test_wrong_columns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     csv = tmp_path / "trace.csv"
     csv.write_text("time,event\n0,delivery\n1,delivery\n")
-    code, _, err = run(["fit", str(csv)], capsys)
+    code, _, err = run(["fit", str(csv), "--capacity", "5"], capsys)
     assert code == 2 and "trace.csv:1: has no column t" in err
     rows = [{"t": float(i), "event": "delivery", "service_s": 0.5} for i in range(50)]
     path = write_jsonl(tmp_path / "nomode.jsonl", rows)
-    code, _, err = run(["fit", path, "--mode-field", "robots"], capsys)
+    code, _, err = run(["fit", path, "--capacity", "5", "--mode-field", "robots"], capsys)
     assert code == 2 and "robots: no line has this column" in err
     rows[7]["active"] = 2
     path = write_jsonl(tmp_path / "partial.jsonl", rows)
-    code, _, err = run(["fit", path, "--mode-field", "active"], capsys)
+    code, _, err = run(["fit", path, "--capacity", "5", "--mode-field", "active"], capsys)
     assert code == 2 and "partial.jsonl:1.active: is missing on a delivery" in err
 
 
@@ -168,7 +169,7 @@ def test_csv_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     lines = ["t,event,pages,bytes"] + [f"{r['t']!r},delivery,{r['pages']},{r['bytes']}" for r in rows]
     path = tmp_path / "trace.csv"
     path.write_text("\n".join(lines) + "\n")
-    code, out, err = run(["fit", str(path), "--processing-rate-bps", "1e5"], capsys)
+    code, out, err = run(["fit", str(path), "--capacity", "5", "--processing-rate-bps", "1e5"], capsys)
     assert code == 0, err
     assert yaml.safe_load(out)["report"]["deliveries"] == len(rows)
 
@@ -178,7 +179,7 @@ def test_help_ends_with_an_example(capsys: pytest.CaptureFixture[str]) -> None:
         main(["fit", "--help"])
     assert exc.value.code == 0
     text = capsys.readouterr().out
-    assert "robotctl fit trace.jsonl" in text and "| robotctl optimise -" in text and "default: 5" in text
+    assert "robotctl fit trace.jsonl" in text and "| robotctl optimise -" in text and "--config" in text
 
 
 def test_mode_exposure_from_park_and_resume_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -189,7 +190,7 @@ def test_mode_exposure_from_park_and_resume_lines(tmp_path: Path, capsys: pytest
     assert main(["simulate", str(example), "--policy", "3,3,3,1,1,1", "--events", "60000", "--seed", "2",
                  "--trace", str(path), "--json"]) == 0
     capsys.readouterr()
-    assert main(["fit", str(path), "--mode-field", "active", "--json"]) == 0
+    assert main(["fit", str(path), "--capacity", "5", "--mode-field", "active", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert any("exposure" in note for note in doc["report"]["notes"])
     events = [json.loads(line) for line in path.read_text().splitlines()]
@@ -201,3 +202,29 @@ def test_mode_exposure_from_park_and_resume_lines(tmp_path: Path, capsys: pytest
     model_file.write_text(json.dumps(doc))
     model, _ = load_model_file(str(model_file))
     assert model.arrivals[1].rate == pytest.approx(pages_1 / in_mode_1, rel=1e-9)
+
+
+def test_capacity_is_required_and_the_sidecar_config_gives_it_with_the_costs(trace: str, tmp_path: Path,
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's pipeline: without --capacity (or --config) fit refuses; with the sidecar's configuration
+    the model file has its K, costs and modes, and `optimise -` reads it; without costs optimise refuses."""
+    code, _, err = run(["fit", trace, "--processing-rate-bps", "5e4"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "--capacity" in err
+    config = tmp_path / "sidecar.yaml"
+    config.write_text("queue: {capacity: 7}\nrobots: {count: 3}\ncosts: {loss: 5, robot: 2, starvation: 50}\n"
+                      "fit: {processing_rate_bps: 5.0e+4, mean_useful_life_s: 30}\n")
+    code, out, _ = run(["fit", trace, "--config", str(config), "--mode-field", "active"], capsys)
+    assert code == 0
+    doc = yaml.safe_load(out)
+    assert doc["costs"]["starvation"] == 50 and doc["model"]["capacity"] == 7
+    path = tmp_path / "model.yaml"
+    path.write_text(out)
+    model, _ = load_model_file(str(path))
+    assert model.modes == (1, 2, 3)
+    assert main(["optimise", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["cost"] > 0
+    code, out, _ = run(["fit", trace, "--capacity", "7", "--processing-rate-bps", "5e4"], capsys)
+    path.write_text(out)
+    assert main(["optimise", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "costs: are missing" in err

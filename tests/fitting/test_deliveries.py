@@ -11,11 +11,13 @@ from robotctl.fitting import (
     choose_batch_resolution,
     choose_censor_bound,
     extract_batches,
+    fit_gap_mixture,
+    fit_model,
     split_intervals,
     validate_deliveries,
 )
-from robotctl.fitting._synthetic import paper_like_trace
-from robotctl.model import InputError
+from robotctl.fitting._synthetic import paper_like_trace, sample_bmap
+from robotctl.model import BMAP, InputError
 
 
 @pytest.mark.parametrize(("kwargs", "field", "words"), [
@@ -93,3 +95,61 @@ def test_split_drops_censored_and_mode_switch_intervals_and_breaks_segments() ->
     assert len(set(one.segments[:2])) == 1 and one.segments[2] != one.segments[0]
     assert two.mode == 2 and list(two.intervals) == [1.0, 1.0] and len(set(two.segments)) == 1
     assert list(one.sizes) == [1, 1, 1, 1, 1] and list(two.sizes) == [1, 1, 1]
+
+
+# -- batches of crawler traffic: pages milliseconds apart, batches exponential with a mean of seconds ------
+
+BATCH_LAW = np.array([0.3, 0.2, 0.15, 0.1, 0.08, 0.07, 0.05, 0.05])  # P(k pages), k = 1..8
+
+
+def crawler_trace(rng: np.random.Generator, n_batches: int, *, mean_batch_gap_s: float = 2.0,
+                  mean_page_gap_s: float = 0.002) -> tuple[np.ndarray, np.ndarray]:
+    """Batches at Poisson epochs (mean ``mean_batch_gap_s``), each of k pages (``BATCH_LAW``) delivered one
+    by one, exponential ``mean_page_gap_s`` apart: an exponential's gaps fill every stretch of log gaps."""
+    sizes = rng.choice(np.arange(1, 9), size=n_batches, p=BATCH_LAW)
+    epochs = np.cumsum(rng.exponential(mean_batch_gap_s, n_batches))
+    offsets = np.concatenate([np.cumsum(np.r_[0.0, rng.exponential(mean_page_gap_s, k - 1)]) for k in sizes])
+    return np.sort(np.repeat(epochs, sizes) + offsets), sizes
+
+
+def test_mixture_finds_the_batches_of_crawler_traffic_where_no_empty_stretch_exists() -> None:
+    rng = np.random.default_rng(11)
+    times, sizes = crawler_trace(rng, 6000)
+    d = validate_deliveries(times)
+    logs = np.log10(np.sort(d.gaps[d.gaps > 0]))
+    assert np.diff(logs[60:-300]).max() < 1.0  # no empty decade: the old rule found no batch at all
+    mix = fit_gap_mixture(d.gaps)
+    assert mix is not None and mix.two_populations
+    assert 1 / mix.rate_fast == pytest.approx(0.002, rel=0.05) and 1 / mix.rate_slow == pytest.approx(2.0, rel=0.05)
+    res = choose_batch_resolution(d.gaps)
+    assert res.value == pytest.approx(mix.crossing_s) and "two exponential populations" in res.reason
+    b = extract_batches(d, res.value)
+    # the batch law recovered: within sampling error of the truth (chi-square-sized bounds, n = 6000)
+    assert b.n == pytest.approx(sizes.size, rel=0.02)
+    found = np.bincount(np.minimum(b.sizes, 8), minlength=9)[1:] / b.n
+    np.testing.assert_allclose(found, BATCH_LAW, atol=0.02)
+    assert b.sizes.mean() == pytest.approx(sizes.mean(), rel=0.02)
+    fit = fit_model(times, service_times=rng.exponential(0.1, 500), mean_useful_life_s=10.0, capacity=8)
+    bmap = fit.model.arrivals[1]
+    assert bmap.mean_batch_size == pytest.approx(float(BATCH_LAW @ np.arange(1, 9)), rel=0.03)
+    assert bmap.batch_rate == pytest.approx(0.5, rel=0.05)
+    assert fit.modes[0].rung == "poisson"  # the epochs are Poisson once the batches are found
+
+
+@pytest.mark.parametrize("seed", [3, 4, 5])
+def test_mixture_finds_no_batches_in_poisson_traffic(seed: int) -> None:
+    gaps = np.random.default_rng(seed).exponential(0.5, 20_000)
+    mix = fit_gap_mixture(gaps)
+    assert mix is not None and not mix.two_populations
+    res = choose_batch_resolution(gaps)
+    assert res.value == 0.0 and "nor two exponential populations" in res.reason
+
+
+def test_mixture_finds_no_batches_in_bursty_unbatched_traffic() -> None:
+    """A MAP with c^2 = 8.7 (bursts of short gaps, no batches): its H2 passes the likelihood ratio test but
+    its two rates are too close for a clean valley."""
+    bmap = BMAP.from_map(np.array([[-10.0, 1.0], [0.05, -0.1]]), np.array([[9.0, 0.0], [0.0, 0.05]]))
+    gaps, _ = sample_bmap(bmap, 20_000, np.random.default_rng(6))
+    mix = fit_gap_mixture(gaps)
+    assert mix is not None and mix.lr_statistic > 20 and mix.overlap > 0.02 and not mix.two_populations
+    assert choose_batch_resolution(gaps).value == 0.0

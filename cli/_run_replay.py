@@ -1,0 +1,93 @@
+"""``robotctl replay``: what it runs (imported when it runs)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+from robotctl.agent.config import load_config
+from robotctl.agent.replay import ReplayOptions, ReplayResult, replay
+from robotctl.agent.sources import read_events
+
+from ._progress import Progress
+
+
+def _fmt(x: float | None, spec: str = ".4g") -> str:
+    return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
+
+
+def _quality_lines(q: dict[str, Any]) -> list[str]:
+    files = ", ".join(f"{name} ({fmt})" for name, fmt in q["formats"].items())
+    lines = [f"trace: {q['events']:,} events from {len(q['files'])} file(s): {files}",
+             f"  duplicates dropped {q['duplicates']}, out of order (sorted) {q['out_of_order']}, "
+             f"gaps {q['gaps']} ({_fmt(q['gap_seconds'], '.6g')} s, longer than {_fmt(q['gap_bound_s'])} s)"]
+    if q["skipped"]:
+        lines.append("  lines not taken: " + ", ".join(f"{k} {v}" for k, v in sorted(q["skipped"].items())))
+    lines.extend(f"  warning: {w}" for w in q["warnings"])
+    return lines
+
+
+def text_lines(result: ReplayResult) -> list[str]:
+    """The text output of ``robotctl replay``."""
+    d = result.to_dict()
+    lines = _quality_lines(d["trace"])
+    lines.append(f"replayed {d['events']:,} events over {d['span'][1] - d['span'][0]:,.1f} s; refits "
+                 f"{d['refits']['adopted']} adopted of {d['refits']['attempts']}"
+                 + (" (at the live agent's refit lines)" if d["refits"]["from_log"] else " (refit.interval_s "
+                    "and the drift check)"))
+    if d["windows"]:
+        lines.append("")
+        lines.append(f"{'window (s)':<24}{'rates per mode (pages/s)':<38}{'robots_at_level':<20}{'J predicted':>12}")
+        for w in d["windows"]:
+            rates = " ".join(f"{m}:{_fmt(v['arrival_rate'], '.3g')}" for m, v in sorted(w["fit"]["modes"].items()))
+            span = f"{w['t_start']:.1f}-{w['t_end']:.1f}"
+            policy = ",".join(map(str, w["policy"]["robots_at_level"]))
+            live = "" if "live_policy" not in w else (
+                "  (live: same)" if w["live_policy"] == w["policy"]["robots_at_level"]
+                else f"  (live: {','.join(map(str, w['live_policy']))})")
+            lines.append(f"{span:<24}{rates:<38}{policy:<20}{_fmt(w['predicted']['cost'], '12.4f')}{live}")
+    for f in d["refits"]["failed"]:
+        lines.append(f"refit at {f['t']:.6g} ({f['reason']}) failed at {f['stage']}: {f['message']}")
+    if d["comparison"]:
+        lo, hi = d["compared_span"]
+        lines.append("")
+        lines.append(f"cost rate J over {lo:.6g}-{hi:.6g} s ({100 * d['level']:g}% intervals)")
+        for r in d["comparison"]:
+            extra = ""
+            if r["name"] == "best_static":
+                extra = f"  ({r['robots']} robots always)"
+            if r["basis"] == "simulated":
+                extra += f"  predicted {_fmt(r['predicted'], '.4f')}"
+            lines.append(f"  {r['name']:<12} {_fmt(r['cost'], '10.4f')}  [{_fmt(r['ci'][0], '.4f')}, "
+                         f"{_fmt(r['ci'][1], '.4f')}]  {r['basis']}{extra}")
+    if not result.success:
+        lines.append(f"warning: {result.message}")
+    return lines
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    table = read_events(args.traces, fmt=args.format, gap_s=args.gap_s)
+    options = ReplayOptions(t_from=args.t_from, t_to=args.t_to, active=args.active, sim_events=args.sim_events,
+                            level=args.level, seed=args.seed)
+    with Progress(1000, "replaying") as bar:
+        result = replay(table, config, options, progress=lambda f: bar.advance(int(f * 1000) - bar.done))
+    if args.report is not None:
+        from ._replay_report import write_report
+
+        note = write_report(args.report, result, config)
+        if note:
+            print(f"robotctl: {note}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        print("\n".join(text_lines(result)))
+        if args.report is not None:
+            print(f"report: {args.report}")
+    return 0 if result.success else 1
+
+
+__all__ = ["run_replay", "text_lines"]

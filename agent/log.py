@@ -44,6 +44,8 @@ from typing import Any
 
 from robotctl import InputError
 
+from .trace import EVENT_KINDS
+
 LOG = logging.getLogger("robotctl.agent.log")
 
 PREFIX = "deliveries-"
@@ -113,8 +115,9 @@ class LogWriteError(OSError):
     """
 
 
-#: Events a log line may hold (the trace format's, and ``queue`` checkpoints).
-LOG_EVENTS = frozenset({"delivery", "completion", "obsolete", "loss", "park", "resume", "queue"})
+#: Events a log line may hold: the trace format's (``queue`` checkpoints, ``refit`` and ``policy`` marks
+#: included), one list for the writer, the readers and this check.
+LOG_EVENTS = frozenset(EVENT_KINDS)
 #: Bounds of a valid line (they match what the API accepts; see agent/api.py).
 _MAX_T = 1e12
 _MAX_COUNT = 1 << 50

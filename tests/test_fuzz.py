@@ -225,7 +225,7 @@ def test_fit_on_any_trace_is_exit_0_1_or_one_line(lines: list[bytes]) -> None:
     with tempfile.TemporaryDirectory(prefix="robotctl-fuzz-") as d:
         path = Path(d) / "trace.jsonl"
         path.write_bytes(b"\n".join(lines) + b"\n")
-        one_line_error(*run_cli("fit", str(path), "--mode-field", "active"))
+        one_line_error(*run_cli("fit", str(path), "--mode-field", "active", "--capacity", "5"))
 
 
 # -- model files -------------------------------------------------------------------------------------------

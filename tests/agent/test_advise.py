@@ -26,7 +26,7 @@ N = 4
 
 def _config(tmp_path: Path, **server: Any) -> AgentConfig:
     return AgentConfig.from_dict({
-        "server": {"port": 0, **server}, "queue": {"capacity": 5},
+        "server": {"port": 0, "insecure_loopback": True, **server}, "queue": {"capacity": 5},
         "robots": {"ids": [f"r{i}" for i in range(1, N + 1)], "lease_s": 1e6},
         "costs": {"loss": 5, "obsolescence": 10, "response": 2, "robot": 20, "starvation": 300},
         "refit": {"interval_s": 200, "window_s": 2000, "min_interval_s": 0, "min_deliveries": 200,
@@ -110,10 +110,10 @@ async def test_switching_modes_needs_the_token(tmp_path: Path) -> None:
             aiohttp.ClientSession() as session:
         async with session.post(f"{url}/v1/mode", json={"mode": "command"}) as resp:
             assert resp.status == 403 and (await resp.json())["field"] == "server.token"
-        async with session.get(f"{url}/v1/mode") as resp:
+        async with session.get(f"{url}/v1/mode") as resp:  # loopback without a token: open to read
             assert (await resp.json())["mode"] == "advise"
-    secret = {"Authorization": "Bearer s3cret"}
-    async with run_in_process(_config(tmp_path, token="s3cret"), clock=ManualClock(0.0)) as (url, app), \
+    secret = {"Authorization": "Bearer s3cret-s3cret-s3cret"}
+    async with run_in_process(_config(tmp_path, token="s3cret-s3cret-s3cret"), clock=ManualClock(0.0)) as (url, app), \
             aiohttp.ClientSession() as session:
         agent = app[AGENT]
         for i in range(1, N + 1):

@@ -214,3 +214,31 @@ async def test_quarantined_lines_are_on_metrics_and_status(tmp_path: Path) -> No
     values = {smp.name: smp.value for fam in text_string_to_metric_families(text) for smp in fam.samples}
     assert values["robotctl_log_quarantined_lines_total"] == 1
     assert status["log"]["quarantined"] == 1
+
+
+async def test_the_agents_own_lines_are_never_quarantined(tmp_path: Path) -> None:
+    """Every kind of line the agent writes (deliveries, losses, completions, obsolete drops, queue checkpoints,
+    park and resume, policy and refit marks) passes the recovery's validation."""
+    cfg = _cfg(tmp_path, log={"max_bytes": 4096, "fsync": "never"}, robots={"count": 3, "dwell_s": 0.0})
+    clock = ManualClock(100.0)
+    a = Agent(cfg, clock)
+    a.open()
+    a.register("r1", None, None)
+    a.register("r2", None, None)
+    for k in range(60):
+        clock.advance(0.5)
+        a.deliver([Delivery("r1", 1 + k % 3, 1000 + k, float(k))])
+        if k % 3 == 0:
+            a.complete([Completion(2, 0.4, 2048)])
+        if k % 7 == 0:
+            a.obsolete(1)
+    a.set_queue(2)
+    a.adopt(PolicyFit.of(ThresholdPolicy((3, 3, 2, 2, 1, 1, 1, 1, 1))), clock.now())
+    a._log_refit(clock.now(), "test")
+    await a.close()
+    kinds = {json.loads(x)["event"] for p in list_segments(tmp_path / "log") for x in p.read_text().splitlines()}
+    assert {"delivery", "loss", "completion", "obsolete", "queue", "park", "policy", "refit"} <= kinds
+    b = Agent(cfg, ManualClock(200.0))
+    b.open()
+    assert b.log_stats().quarantined == 0
+    await b.close()

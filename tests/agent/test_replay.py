@@ -138,7 +138,8 @@ async def test_replay_of_the_agents_own_log_reproduces_its_decisions(tmp_path: P
     truth, costs = load_model_file(str(ROOT / "config" / "paper-example.yaml"))
     clock = ManualClock(1_000.0)
     raw: dict[str, Any] = {
-        "server": {"port": 0}, "queue": {"capacity": 5}, "robots": {"count": 4, "lease_s": 1e6},
+        "server": {"port": 0, "insecure_loopback": True}, "queue": {"capacity": 5},
+        "robots": {"count": 4, "lease_s": 1e6},
         "costs": costs.to_dict(),
         "refit": {"interval_s": 300, "window_s": 1200, "min_interval_s": 0, "drift_window_s": 60,
                   "drift_bound": 0.5, "min_deliveries": 200, "probe_s": 150, "executor": "thread"},

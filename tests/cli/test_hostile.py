@@ -19,7 +19,7 @@ TOKEN = "k9Vb2-Qx7_Lm4Ns8Tp1Wz"
 BASE = "[[[-2, 0], [0, -2]], [[1, 1], [1, 1]]]"
 
 
-def _model(arrivals: str, *, capacity: int = 3, extra: str = "") -> str:
+def _model(arrivals: str, *, capacity: int = 3, extra: str = "costs: {loss: 1, robot: 1}\n") -> str:
     return f"model:\n  capacity: {capacity}\n  arrivals: {arrivals}\n  service: {{rate: 1}}\n{extra}"
 
 
@@ -93,7 +93,7 @@ def test_fit_on_a_file_that_is_not_text(tmp_path: Path, capsys: pytest.CaptureFi
                                         name: str) -> None:
     path = tmp_path / f"{name}.jsonl"
     path.write_bytes(data)
-    one_line_exit_2(main(["fit", str(path)]), capsys.readouterr().err, path.name)
+    one_line_exit_2(main(["fit", str(path), "--capacity", "5"]), capsys.readouterr().err, path.name)
 
 
 @pytest.mark.parametrize("modes", ["1-100000", "1-1000000000", "0-5000"])

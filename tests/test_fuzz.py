@@ -134,12 +134,18 @@ BODIES = (VALUES.map(lambda v: json.dumps(v).encode())
           | st.lists(ITEM, max_size=10).map(lambda v: json.dumps({"completions": v}).encode())
           | st.fixed_dictionaries({}, optional={"length": VALUES, "robot": VALUES, "rank": VALUES,
                                                 "default_state": VALUES}).map(lambda v: json.dumps(v).encode())
+          | st.fixed_dictionaries({"action": st.sampled_from(["pause", "pin", "resume"]) | VALUES},
+                                  optional={"robots": VALUES | EDGE_NUMBERS, "duration_s": VALUES | EDGE_NUMBERS,
+                                            "reason": VALUES, "mode": VALUES}).map(lambda v: json.dumps(v).encode())
+          | st.fixed_dictionaries({"mode": st.sampled_from(["command", "advise"]) | VALUES}).map(
+              lambda v: json.dumps(v).encode())
           | st.binary(max_size=64)
           | st.integers(1, 600).map(lambda n: b"[" * n + b"]" * n))
 ROUTES = st.sampled_from([("POST", "/v1/deliveries"), ("POST", "/v1/completions"), ("POST", "/v1/obsolete"),
                           ("POST", "/v1/queue"), ("POST", "/v1/robots"), ("DELETE", "/v1/robots/{id}"),
                           ("GET", "/v1/robots/{id}/command?version={q}&wait_s={q}"), ("GET", "/v1/status"),
-                          ("GET", "/v1/policy"), ("POST", "/v1/robots/{id}"), ("GET", "/v1/{id}")])
+                          ("GET", "/v1/policy"), ("POST", "/v1/robots/{id}"), ("GET", "/v1/{id}"),
+                          ("POST", "/v1/control"), ("GET", "/v1/control"), ("POST", "/v1/mode")])
 AUTH = st.sampled_from([f"Bearer {TOKEN}"] * 6 + [f"bearer {TOKEN}", "", "Bearer", f"Basic {TOKEN}",
                                                   "Bearer wrong-wrong-wrong-wrong"])
 PATH_PART = st.sampled_from(["r1", "r2", "robot-1", "x" * 300, "%00", "..", "%ff", "r%201"]) | \

@@ -12,7 +12,8 @@ Authentication (:func:`auth_middleware`)
 Timeouts and bounds
     ``server.header_timeout_s``: a connection that has not sent a whole request head (or sits idle between
     requests) that long is closed (aiohttp's keep-alive timer, which also runs before the first request).
-    ``server.body_timeout_s``: :func:`body_middleware` reads every body within it, or answers 408.
+    ``server.body_timeout_s``: :func:`body_middleware` reads every body within it, or answers 408 (and
+    the connection closes :data:`LINGER_S` later).
     ``server.max_connections``, held below ``RLIMIT_NOFILE``: :class:`ConnectionGuard` closes the
     connection that has waited longest outside a request when a new one would exceed it (so a health
     check gets through half-sent requests), or refuses the newcomer when every connection is in a request.
@@ -280,10 +281,17 @@ def quiet_protocol_errors() -> None:
 
 
 # -- serving --------------------------------------------------------------------------------------------
+#: After answering a request whose body did not all arrive (a 401, a 408), aiohttp reads and drops the rest
+#: for this long before it closes the connection (its default, 10 s, let a stalled body hold a connection
+#: that long after its 408).
+LINGER_S = 1.0
+
+
 def runner_for(app: web.Application, *, header_timeout_s: float, shutdown_timeout_s: float) -> web.AppRunner:
-    """The app's runner with the header timeout (aiohttp's keep-alive timer) and the shutdown timeout."""
+    """The app's runner with the header timeout (aiohttp's keep-alive timer), the shutdown timeout and a
+    short lingering close (:data:`LINGER_S`)."""
     return web.AppRunner(app, handle_signals=False, access_log=None, keepalive_timeout=header_timeout_s,
-                         shutdown_timeout=shutdown_timeout_s)
+                         shutdown_timeout=shutdown_timeout_s, lingering_time=LINGER_S)
 
 
 def serve_forever(app: web.Application, sock: socket.socket, loop: asyncio.AbstractEventLoop, *,
@@ -319,6 +327,7 @@ def serve_forever(app: web.Application, sock: socket.socket, loop: asyncio.Abstr
 
 __all__ = [
     "DEFAULT_PUBLIC_PATHS",
+    "LINGER_S",
     "PUBLIC_PATHS",
     "UNMATCHED",
     "ConnectionGuard",

@@ -7,11 +7,14 @@ from ._arrivals import ModeArrivals
 from ._blocks import PreparedModel
 from ._bmap import BMAP
 from ._bruteforce import solve_bruteforce
+from ._evaluate import PolicyEvaluator, Rates
+from ._levels import LevelChain
 from ._measures import CostBreakdown, Measures, cost_of
 from ._model import Admission, Costs, QueueModel
 from ._ph import PH
-from ._policy import ThresholdPolicy
+from ._policy import QueueLengthPolicy, ThresholdPolicy
 from ._random import random_bmap, random_model, random_ph, random_policy
+from ._reduce import Reduction, reduce_model
 from ._sim_engine import Simulation
 from ._sim_events import Controller, EventKind, TraceKind, TraceRow
 from ._sim_stats import Comparison, ComparisonRow, Estimate, SimulationResult, SimulationStatus, StopRule
@@ -32,10 +35,15 @@ __all__ = [
     "Estimate",
     "EventKind",
     "InputError",
+    "LevelChain",
     "Measures",
     "ModeArrivals",
+    "PolicyEvaluator",
     "PreparedModel",
+    "QueueLengthPolicy",
     "QueueModel",
+    "Rates",
+    "Reduction",
     "RobotctlError",
     "Simulation",
     "SimulationResult",
@@ -57,6 +65,7 @@ __all__ = [
     "random_model",
     "random_ph",
     "random_policy",
+    "reduce_model",
     "simulate",
     "simulate_events",
     "simulate_horizon",

@@ -7,7 +7,7 @@ the head in a PH(beta, S) time; every *waiting* page has its own PH(gamma, Gamma
 obsolete when it ends (the page in service cannot become obsolete); FIFO; at most K pages in the system,
 the one in service included; a batch of k arriving to i pages keeps min(k, K - i) pages
 (:attr:`Admission.PARTIAL`) or all or none (:attr:`Admission.REJECT_BATCH`); the number of active robots
-is whatever the controller returns after each event (for a :class:`ThresholdPolicy`, r(i)).
+is whatever the controller returns after each event (for a policy, r(i)).
 
 How the entities of a discrete-event simulator map onto this loop (ciw's ``Individual``, ``Node``,
 ``ArrivalNode``, ``Simulation``), flattened for speed:
@@ -45,7 +45,7 @@ from numpy.typing import NDArray
 from robotctl._errors import InputError
 
 from ._model import Admission, QueueModel
-from ._policy import ThresholdPolicy
+from ._policy import QueueLengthPolicy
 from ._sim_events import Controller, TraceKind, TraceRow
 from ._sim_sources import BmapSource, exponential_stream, ph_stream, uniform_stream
 
@@ -83,15 +83,15 @@ class Totals:
         self.size = self.mode_time + max_mode + 1
 
 
-def _as_controller(model: QueueModel, controller: ThresholdPolicy | Controller
+def _as_controller(model: QueueModel, controller: QueueLengthPolicy | Controller
                    ) -> tuple[list[int] | None, Controller | None]:
-    if isinstance(controller, ThresholdPolicy):
+    if isinstance(controller, QueueLengthPolicy):
         model.check_policy(controller)
         return list(controller.robots_at_level), None
     if not callable(controller):
         raise InputError("controller",
-                         f"is a {type(controller).__name__}, neither a ThresholdPolicy nor a callable",
-                         "pass a ThresholdPolicy or a function "
+                         f"is a {type(controller).__name__}, neither a QueueLengthPolicy nor a callable",
+                         "pass a policy (ThresholdPolicy or QueueLengthPolicy) or a function "
                          "(queue_length, active_robots, t) -> active_robots")
     return None, controller
 
@@ -102,7 +102,7 @@ class Simulation:
     Parameters
     ----------
     model : QueueModel
-    controller : ThresholdPolicy or Controller
+    controller : QueueLengthPolicy or Controller
         A policy r(0..K), or a callable ``(queue_length, active_robots, t) -> active_robots`` asked after
         every event (see :data:`model._sim_events.Controller`).
     rng : numpy.random.Generator
@@ -116,7 +116,7 @@ class Simulation:
         teeth: the page in service also gets a fresh useful life and leaves obsolete if it ends first.
     """
 
-    def __init__(self, model: QueueModel, controller: ThresholdPolicy | Controller,
+    def __init__(self, model: QueueModel, controller: QueueLengthPolicy | Controller,
                  rng: np.random.Generator, *, record: bool = False,
                  obsolete_in_service: bool = False) -> None:
         self.model = model

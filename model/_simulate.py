@@ -26,7 +26,7 @@ import numpy as np
 from robotctl._errors import InputError
 
 from ._model import Costs, QueueModel
-from ._policy import ThresholdPolicy
+from ._policy import QueueLengthPolicy
 from ._sim_engine import Simulation
 from ._sim_events import Controller, TraceRow
 from ._sim_stats import SimulationResult, StopRule, _check_level, estimate_from_batches
@@ -61,7 +61,7 @@ def _seconds(field: str, value: object, *, positive: bool) -> float:
     return float(value)  # type: ignore[arg-type]
 
 
-def _engine(model: QueueModel, controller: ThresholdPolicy | Controller, rng: np.random.Generator,
+def _engine(model: QueueModel, controller: QueueLengthPolicy | Controller, rng: np.random.Generator,
             record: bool, obsolete_in_service: bool) -> Simulation:
     if not isinstance(rng, np.random.Generator):
         raise InputError("rng", f"must be a numpy.random.Generator, got {type(rng).__name__}",
@@ -69,7 +69,7 @@ def _engine(model: QueueModel, controller: ThresholdPolicy | Controller, rng: np
     return Simulation(model, controller, rng, record=record, obsolete_in_service=obsolete_in_service)
 
 
-def _events_steps(model: QueueModel, controller: ThresholdPolicy | Controller, rng: np.random.Generator, *,
+def _events_steps(model: QueueModel, controller: QueueLengthPolicy | Controller, rng: np.random.Generator, *,
                   events: int, warmup_events: int | None, batches: int, level: float, costs: Costs | None,
                   record: bool, obsolete_in_service: bool) -> Generator[Step, None, SimulationResult]:
     """Check the input now, then return the run as a generator."""
@@ -114,7 +114,7 @@ def _events_run(sim: Simulation, model: QueueModel, *, events: int, warm: int, b
                                  warmup_events=warm, warmup_s=warmup_s, costs=costs)
 
 
-def _horizon_steps(model: QueueModel, controller: ThresholdPolicy | Controller, rng: np.random.Generator, *,
+def _horizon_steps(model: QueueModel, controller: QueueLengthPolicy | Controller, rng: np.random.Generator, *,
                    horizon_s: float, warmup_s: float | None, batches: int, level: float, costs: Costs | None,
                    record: bool, obsolete_in_service: bool) -> Generator[Step, None, SimulationResult]:
     """Check the input now, then return the run as a generator."""
@@ -164,7 +164,7 @@ def _consume(steps: Generator[Step, None, SimulationResult], *, keep: bool, on_t
             on_progress(min(1.0, fraction))
 
 
-def simulate_events(model: QueueModel, controller: ThresholdPolicy | Controller, rng: np.random.Generator,
+def simulate_events(model: QueueModel, controller: QueueLengthPolicy | Controller, rng: np.random.Generator,
                     *, events: int, warmup_events: int | None = None, batches: int = BATCHES,
                     level: float = 0.99, costs: Costs | None = None, trace: bool = False,
                     on_trace: TraceSink | None = None, on_progress: ProgressSink | None = None,
@@ -174,7 +174,7 @@ def simulate_events(model: QueueModel, controller: ThresholdPolicy | Controller,
     Parameters
     ----------
     model : QueueModel
-    controller : ThresholdPolicy or callable
+    controller : QueueLengthPolicy or callable
         A policy r(0..K) (checked against the model), or ``f(queue_length, active_robots, t) ->
         active_robots`` asked after every event; what it returns must be a mode of ``model.arrivals``.
     rng : numpy.random.Generator
@@ -209,7 +209,7 @@ def simulate_events(model: QueueModel, controller: ThresholdPolicy | Controller,
     return _consume(steps, keep=trace, on_trace=on_trace, on_progress=on_progress)
 
 
-def simulate_horizon(model: QueueModel, controller: ThresholdPolicy | Controller, rng: np.random.Generator, *,
+def simulate_horizon(model: QueueModel, controller: QueueLengthPolicy | Controller, rng: np.random.Generator, *,
                      horizon_s: float, warmup_s: float | None = None, batches: int = BATCHES,
                      level: float = 0.99, costs: Costs | None = None, trace: bool = False,
                      on_trace: TraceSink | None = None, on_progress: ProgressSink | None = None,
@@ -223,7 +223,7 @@ def simulate_horizon(model: QueueModel, controller: ThresholdPolicy | Controller
     return _consume(steps, keep=trace, on_trace=on_trace, on_progress=on_progress)
 
 
-def iter_simulate(model: QueueModel, controller: ThresholdPolicy | Controller, rng: np.random.Generator, *,
+def iter_simulate(model: QueueModel, controller: QueueLengthPolicy | Controller, rng: np.random.Generator, *,
                   events: int | None = None, horizon_s: float | None = None, warmup: float | None = None,
                   batches: int = BATCHES, level: float = 0.99, costs: Costs | None = None,
                   trace: bool = False) -> Generator[Step, None, SimulationResult]:
@@ -248,7 +248,7 @@ def iter_simulate(model: QueueModel, controller: ThresholdPolicy | Controller, r
                           level=level, costs=costs, record=trace, obsolete_in_service=False)
 
 
-def simulate(model: QueueModel, controller: ThresholdPolicy | Controller, rng: np.random.Generator, *,
+def simulate(model: QueueModel, controller: QueueLengthPolicy | Controller, rng: np.random.Generator, *,
              events: int | None = None, horizon_s: float | None = None, warmup: float | None = None,
              batches: int = BATCHES, level: float = 0.99, costs: Costs | None = None, trace: bool = False,
              on_trace: TraceSink | None = None, on_progress: ProgressSink | None = None) -> SimulationResult:

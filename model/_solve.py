@@ -34,7 +34,8 @@ from robotctl._errors import InputError
 from ._blocks import Blocks, Matrix, PreparedModel, to_dense
 from ._measures import Measures
 from ._model import QueueModel
-from ._policy import ThresholdPolicy
+from ._policy import QueueLengthPolicy
+from ._reduce import reduce_model
 from ._sojourn import tagged_totals
 
 METHODS = ("auto", "block", "qbd", "sparse")
@@ -74,37 +75,43 @@ class Solution:
     message : str
     method : str
         ``block``, ``qbd``, ``sparse`` (or ``bruteforce`` from the independent route).
-    policy : ThresholdPolicy
+    policy : QueueLengthPolicy
     measures : Measures
     level_vectors : tuple of ndarray
-        p_i for i = 0..K, in the state order of :class:`model._blocks.Blocks`.
+        p_i for i = 0..K, in the state order of :class:`model._blocks.Blocks` for the model solved (the
+        reduced one when ``reduction`` is not empty).
     n_states : int
     residual : float
         max |p Q| over all states.
     seconds : float
         Wall time of the solve.
+    reduction : tuple of str
+        The exact reductions made before solving (:func:`reduce_model`); empty when none applied.
     """
 
     success: bool
     status: SolveStatus
     message: str
     method: str
-    policy: ThresholdPolicy
+    policy: QueueLengthPolicy
     measures: Measures
     level_vectors: tuple[NDArray[np.float64], ...]
     n_states: int
     residual: float
     seconds: float
+    reduction: tuple[str, ...] = ()
 
 
-def solve(model: QueueModel, policy: ThresholdPolicy, *, method: str = "auto",
-          dense_limit: int = DENSE_LIMIT, tol: float = 1e-9, prepared: PreparedModel | None = None) -> Solution:
+def solve(model: QueueModel, policy: QueueLengthPolicy, *, method: str = "auto",
+          dense_limit: int = DENSE_LIMIT, tol: float = 1e-9, prepared: PreparedModel | None = None,
+          reduce: bool = True) -> Solution:
     """Stationary distribution and measures of ``model`` under ``policy``.
 
     Parameters
     ----------
     model, policy
-        The policy must have K + 1 levels and use only modes the arrivals define.
+        The policy must have K + 1 levels and use only modes the arrivals define; it need not be
+        monotone.
     method
         One of ``auto``, ``block``, ``qbd``, ``sparse`` (see the module docstring).
     dense_limit
@@ -113,6 +120,9 @@ def solve(model: QueueModel, policy: ThresholdPolicy, *, method: str = "auto",
         Residual max |p Q| above which the result has ``status=INACCURATE``.
     prepared
         The policy-independent blocks of ``model`` (:func:`prepare`), reused across policies.
+    reduce
+        Solve the exactly reduced model (:func:`reduce_model`: lumped phases); the measures are the
+        same, the chain smaller.
 
     References
     ----------
@@ -122,6 +132,13 @@ def solve(model: QueueModel, policy: ThresholdPolicy, *, method: str = "auto",
     if method not in METHODS:
         raise InputError("method", f"unknown solver method {method!r}", f"use one of {', '.join(METHODS)}")
     start = time.perf_counter()
+    model.check_policy(policy)
+    notes: tuple[str, ...] = ()
+    if prepared is not None and prepared.original is model:
+        model, notes = prepared.model, prepared.reduction
+    elif reduce and prepared is None:
+        red = reduce_model(model)
+        model, notes = red.model, red.notes
     blocks = Blocks(model, policy, prepared)
     if method == "auto":
         if blocks.is_qbd():
@@ -151,20 +168,23 @@ def solve(model: QueueModel, policy: ThresholdPolicy, *, method: str = "auto",
     message = STATUS_MESSAGES[status] if status is SolveStatus.SUCCESS else (
         f"{STATUS_MESSAGES[status]}: {residual:.3g} > {tol:g}")
     return Solution(status is SolveStatus.SUCCESS, status, message, method, policy, measures, p,
-                    blocks.n_states, residual, time.perf_counter() - start)
+                    blocks.n_states, residual, time.perf_counter() - start, notes)
 
 
-def _failed(model: QueueModel, policy: ThresholdPolicy, method: str, blocks: Blocks,
+def _failed(model: QueueModel, policy: QueueLengthPolicy, method: str, blocks: Blocks,
             p: tuple[NDArray[np.float64], ...], message: str, seconds: float) -> Solution:
     nan = float("nan")
     m = Measures(nan, nan, nan, nan, nan, nan, (), tuple(nan for _ in range(blocks.K + 1)), nan, nan, nan, nan)
     return Solution(False, SolveStatus.SINGULAR, message, method, policy, m, p, blocks.n_states, nan, seconds)
 
 
-def prepare(model: QueueModel) -> PreparedModel:
-    """The policy-independent blocks of ``model``, to pass as ``solve(..., prepared=...)`` when solving
-    many policies of one model."""
-    return PreparedModel(model)
+def prepare(model: QueueModel, *, reduce: bool = True) -> PreparedModel:
+    """The policy-independent blocks of ``model`` (of its exact reduction, with ``reduce``), to pass as
+    ``solve(..., prepared=...)`` when solving many policies of one model."""
+    if not reduce:
+        return PreparedModel(model)
+    red = reduce_model(model)
+    return PreparedModel(red.model, original=model, reduction=red.notes)
 
 
 def _dense(block: Matrix | None, shape: tuple[int, int]) -> NDArray[np.float64]:

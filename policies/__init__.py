@@ -1,5 +1,6 @@
 """Decisions: cost-optimal threshold policies for the model core (paper 000)."""
 
+from ._search import LocalOptimum, search_policies
 from ._thresholds import (
     EXHAUSTIVE_LIMIT,
     SEARCH_METHODS,
@@ -16,12 +17,14 @@ from ._thresholds import (
 __all__ = [
     "EXHAUSTIVE_LIMIT",
     "SEARCH_METHODS",
+    "LocalOptimum",
     "PolicySearch",
     "ThresholdOptimum",
     "count_policies",
     "count_threshold_vectors",
     "optimise",
     "optimise_thresholds",
+    "search_policies",
     "static_costs",
     "threshold_vectors",
 ]

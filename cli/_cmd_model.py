@@ -9,7 +9,7 @@ from ._args import policy
 from ._parser import Formatter, lazy
 
 #: The exact solver's methods (``robotctl.model.METHODS``; a test keeps the two equal).
-SOLVER_METHODS = ("auto", "block", "qbd", "sparse")
+SOLVER_METHODS = ("auto", "block", "qbd", "sparse", "iterative")
 #: The threshold search's methods (``robotctl.policies.SEARCH_METHODS``; a test keeps the two equal).
 SEARCH_METHODS = ("auto", "exhaustive", "local")
 

@@ -443,13 +443,12 @@ class LevelChain:
         prev = (served[0], obsolete[0], served_t[0], obsolete_t[0])
         for n in range(0, self.K - 1):
             inner = self.inner_dim(n + 1)
-            gen = _sum([_kron(self.A(n + 1), np.eye(R)), _kron(_eye(inner), self.Gamma)])
             if n == 0:
                 down = np.kron(np.outer(self.S0, self.beta), np.ones((R, 1)))
             else:
                 down = _kron(self.down(n + 1), np.eye(R))
             own = np.kron(np.ones(inner), self.Gamma0)
-            solve = _factorise(-gen)
+            solve = self._tagged_solver(n)
             v = solve(down @ prev[0])
             o = solve(own + down @ prev[1])
             w = solve(v + down @ prev[2])
@@ -458,6 +457,25 @@ class LevelChain:
             for acc, x in zip((served, obsolete, served_t, obsolete_t), prev):
                 acc.append(x.reshape(inner, R) @ self.gamma)
         return tuple(served), tuple(obsolete), tuple(served_t), tuple(obsolete_t)
+
+    def _tagged_solver(self, n: int) -> Any:
+        """x -> (-(A(n + 1) (+) Gamma))^{-1} x: dense LU on small levels; on large ones the Kronecker-sum
+        inverse refined by GMRES against the exact product (``model._kron``)."""
+        factors = [*self.kron_factors(n + 1), self.Gamma]
+        size = int(np.prod([f.shape[0] for f in factors]))
+        if size <= 600:
+            A = _sum([_kron(self.A(n + 1), np.eye(self.R)), _kron(_eye(self.inner_dim(n + 1)), self.Gamma)])
+            return _factorise(-A)
+        from ._kron import KronSum, refine
+
+        ks = KronSum(factors, rng_seed=n)
+
+        def solve(rhs: Vector) -> Vector:
+            x, res, _ = refine(ks.col, ks.solve_col, -np.asarray(rhs, dtype=float), rtol=1e-14)
+            if not res <= 1e-11:
+                raise ArithmeticError(f"tagged-page solve at {n} pages ahead stalled at residual {res:.1e}")
+            return x
+        return solve
 
     def tagged_weights(self, mode: int, i: int) -> NDArray[np.float64]:
         """On the states of level i (nu, inner): the rates, summed over arriving pages, of

@@ -8,6 +8,7 @@ from ._blocks import PreparedModel
 from ._bmap import BMAP
 from ._bruteforce import solve_bruteforce
 from ._evaluate import PolicyEvaluator, Rates
+from ._fifo import solve_product_form
 from ._levels import LevelChain
 from ._measures import CostBreakdown, Measures, cost_of
 from ._model import Admission, Costs, QueueModel
@@ -71,4 +72,5 @@ __all__ = [
     "simulate_horizon",
     "solve",
     "solve_bruteforce",
+    "solve_product_form",
 ]

@@ -3,6 +3,7 @@ stationary solution of the controlled BMAP/PH/1/K queue with obsolescence (paper
 
 from robotctl._errors import InputError, RobotctlError
 
+from ._approx import ApproxSolution, ApproxStatus, LadderStep, solve_approx
 from ._arrivals import ModeArrivals
 from ._blocks import PreparedModel
 from ._bmap import BMAP
@@ -28,6 +29,8 @@ __all__ = [
     "METHODS",
     "PH",
     "Admission",
+    "ApproxSolution",
+    "ApproxStatus",
     "Comparison",
     "ComparisonRow",
     "Controller",
@@ -36,6 +39,7 @@ __all__ = [
     "Estimate",
     "EventKind",
     "InputError",
+    "LadderStep",
     "LevelChain",
     "Measures",
     "ModeArrivals",
@@ -71,6 +75,7 @@ __all__ = [
     "simulate_events",
     "simulate_horizon",
     "solve",
+    "solve_approx",
     "solve_bruteforce",
     "solve_product_form",
 ]

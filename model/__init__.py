@@ -15,7 +15,7 @@ from ._measures import CostBreakdown, Measures, cost_of
 from ._model import Admission, Costs, QueueModel
 from ._ph import PH
 from ._policy import QueueLengthPolicy, ThresholdPolicy
-from ._random import random_bmap, random_model, random_ph, random_policy
+from ._random import fleet_model, random_bmap, random_model, random_ph, random_policy
 from ._reduce import Reduction, reduce_model
 from ._sim_engine import Simulation
 from ._sim_events import Controller, EventKind, TraceKind, TraceRow
@@ -61,6 +61,7 @@ __all__ = [
     "TraceRow",
     "cost_of",
     "costs_from_dict",
+    "fleet_model",
     "iter_simulate",
     "model_from_dict",
     "model_to_dict",

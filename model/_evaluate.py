@@ -51,7 +51,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.linalg as la
 from numpy.typing import NDArray
 
 from ._levels import LevelChain, fast_kron, to_dense
@@ -60,6 +59,8 @@ from ._model import Costs
 
 Array = NDArray[np.float64]
 
+#: Generator blocks with at most this many entries are kept per (level, mode) once built.
+SMALL_BLOCK = 1024
 #: The rate columns every evaluation carries (then, optionally, P(level = i) for i = 0..K).
 FUNCTIONALS = ("mass", "starvation", "robots", "offered", "lost", "served", "obsolete", "served_time",
                "obsolete_time", "will_serve", "will_expire")
@@ -147,6 +148,7 @@ class PolicyEvaluator:
         self.kmax = max(chain.max_jump(m, 0) for m in chain.model.modes)
         self.dims = [chain.dim(i) for i in range(K + 1)]
         self._dense: dict[tuple[str, int, int], Array] = {}
+        self._small: dict[tuple[str, int, int], Array] = {}
         self._F: dict[tuple[int, int], Array] = {}
         # backward quantities "at l" (valid for l >= back_lo): Pi[(j, l)], B[(j, l)] for l < j <= l + kmax
         self.Pi: dict[tuple[int, int], Array] = {}
@@ -187,8 +189,26 @@ class PolicyEvaluator:
         return self._dense[key]
 
     def _diag(self, i: int, mode: int) -> Array:
+        key = ("Qdiag", i, mode)
+        hit = self._small.get(key)
+        if hit is not None:
+            return hit
         arr0 = self.chain.arrivals(mode, i)[0]
-        return fast_kron(arr0, np.eye(self.chain.inner_dim(i))) + self._inner_diag(i)
+        out = fast_kron(arr0, np.eye(self.chain.inner_dim(i))) + self._inner_diag(i)
+        if out.size <= SMALL_BLOCK:
+            self._small[key] = out
+        return out
+
+    def _up_block(self, i: int, mode: int, k: int) -> Array:
+        """Q_{i,i+k} under ``mode``, dense (kept when small)."""
+        key = ("Qup", i, mode * 1000 + k)
+        hit = self._small.get(key)
+        if hit is not None:
+            return hit
+        out = self._up(i, mode, k, np.eye(self.dims[i + k]))
+        if out.size <= SMALL_BLOCK:
+            self._small[key] = out
+        return out
 
     def _down_block(self, i: int) -> Array:
         """Q_{i,i-1} = I_W (x) down(i)."""
@@ -227,15 +247,20 @@ class PolicyEvaluator:
         """Backward step: from the quantities at l, those at l - 1 (needs rows of levels >= l)."""
         mode = self.policy[l]
         top = self._reach(l)
-        Qbar = self._diag(l, mode)
+        Qbar = self._diag(l, mode).copy()
         rhs_B = self.functionals(l, mode).copy()
         for k in range(1, top + 1):
-            Qbar += self._up(l, mode, k, self.Pi[l + k, l])
-            rhs_B += self._up(l, mode, k, self.B[l + k, l])
-        lu = la.lu_factor(-Qbar)
+            if self.dims[l] * self.dims[l + k] <= SMALL_BLOCK:
+                Q = self._up_block(l, mode, k)
+                Qbar += Q @ self.Pi[l + k, l]
+                rhs_B += Q @ self.B[l + k, l]
+            else:
+                Qbar += self._up(l, mode, k, self.Pi[l + k, l])
+                rhs_B += self._up(l, mode, k, self.B[l + k, l])
+        down = self._down_block(l)
+        both = np.linalg.solve(-Qbar, np.concatenate([down, rhs_B], axis=1))
         self.solves += 1
-        G = la.lu_solve(lu, self._down_block(l))
-        a = la.lu_solve(lu, rhs_B)
+        G, a = both[:, :down.shape[1]], both[:, down.shape[1]:]
         self.Pi[l, l - 1] = G
         self.B[l, l - 1] = a
         for j in range(l + 1, min(l - 1 + self._reach(l - 1), self.K) + 1):
@@ -251,7 +276,6 @@ class PolicyEvaluator:
         """Forward step: Z_l, z_l (needs rows of levels <= l)."""
         mode = self.policy[l]
         top = self._reach(l)
-        d = self.dims[l]
         H = -self._diag(l, mode)
         rhs_z = self.functionals(l, mode).copy()
         if l > 0:
@@ -259,16 +283,21 @@ class PolicyEvaluator:
             if Zp:
                 H -= self._down(l, Zp[0])
             rhs_z += self._down(l, self.z[l - 1])
-        lu = la.lu_factor(H)
-        self.solves += 1
-        Zl = []
+        rhs_list = []
         for k in range(1, top + 1):
-            rhs = self._up(l, mode, k, np.eye(self.dims[l + k]))
+            rhs = self._up_block(l, mode, k)
             if l > 0 and k < len(self.Z[l - 1]):
                 rhs = rhs + self._down(l, self.Z[l - 1][k])
-            Zl.append(la.lu_solve(lu, rhs) if rhs.any() else np.zeros((d, self.dims[l + k])))
+            rhs_list.append(rhs)
+        sol = np.linalg.solve(H, np.concatenate([*rhs_list, rhs_z], axis=1))
+        self.solves += 1
+        Zl, at = [], 0
+        for k in range(1, top + 1):
+            width = self.dims[l + k]
+            Zl.append(sol[:, at:at + width])
+            at += width
         self.Z[l] = Zl
-        self.z[l] = la.lu_solve(lu, rhs_z)
+        self.z[l] = sol[:, at:]
 
     def _ensure_fwd(self, l: int) -> None:
         while self.fwd_hi < l:
@@ -346,3 +375,17 @@ class PolicyEvaluator:
     def set_policy(self, robots_at_level: Sequence[int]) -> None:
         for i, m in enumerate(robots_at_level):
             self.set_mode(i, m)
+
+    def evaluate(self, robots_at_level: Sequence[int]) -> Rates:
+        """The rates of any policy: the changes from the current one are applied and the chain is censored
+        on the highest level changed, so that only the levels between the lowest and the highest change
+        are passed again (enumerations that change the upper levels fastest are cheap)."""
+        changed = [i for i, m in enumerate(robots_at_level) if self.policy[i] != m]
+        self.set_policy(robots_at_level)
+        at = changed[-1] if changed else self.K
+        y = self.rates_at(at, [self.policy[at]])[0]
+        return Rates(y[:len(FUNCTIONALS)], y[len(FUNCTIONALS):] if self.levels else None)
+
+    def cost(self, robots_at_level: Sequence[int], costs: Costs) -> float:
+        """J of any policy (:meth:`evaluate`)."""
+        return self.evaluate(robots_at_level).cost(costs)

@@ -5,8 +5,8 @@ size of a level, W M R^(K-1) states for the exact chain: 2 GiB at 16384 states, 
 obsolescence stopped at K of about 12. Here nothing larger than a vector is formed:
 
 - each level's diagonal block D_0-part (+) S (+) Gamma (+) ... (+) Gamma (+) Cnt_c is a Kronecker sum,
-  applied and inverted axis by axis (:class:`model._kron.KronSum`; a level with counted pages whose
-  eigenvectors are badly conditioned is factorised by sparse LU instead);
+  applied and inverted axis by axis (:class:`model._kron.KronSum`; a level with counted pages, whose
+  count generator has badly conditioned eigenvectors, is factorised by sparse LU instead);
 - the blocks between levels, I_W (x) down(i) and D_a-part (x) up(i, a), are applied through the chain's
   inner operators (sparse above a few thousand states).
 
@@ -81,12 +81,11 @@ class _LevelSolve:
         self.lu: Any = None
         counted = i > 0 and chain.shape(i).counted > 0
         if counted and chain.dim(i) <= SPLU_LIMIT:
-            self.kron._decompose()
-            if self.kron.perturbed:
-                W, inner = chain.W, chain.inner_dim(i)
-                A = chain.A(i)
-                block = sp.kron(sp.csr_matrix(arr0), sp.identity(inner)) + sp.kron(sp.identity(W), sp.csr_matrix(A))
-                self.lu = spla.splu(sp.csc_matrix(block.T))
+            # the count generator's eigenvectors are badly conditioned: factorise the block itself
+            W, inner = chain.W, chain.inner_dim(i)
+            A = chain.A(i)
+            block = sp.kron(sp.csr_matrix(arr0), sp.identity(inner)) + sp.kron(sp.identity(W), sp.csr_matrix(A))
+            self.lu = spla.splu(sp.csc_matrix(block.T))
 
     def row(self, x: Array) -> Array:
         return self.kron.row(x)

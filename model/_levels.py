@@ -459,11 +459,13 @@ class LevelChain:
         return tuple(served), tuple(obsolete), tuple(served_t), tuple(obsolete_t)
 
     def _tagged_solver(self, n: int) -> Any:
-        """x -> (-(A(n + 1) (+) Gamma))^{-1} x: dense LU on small levels; on large ones the Kronecker-sum
-        inverse refined by GMRES against the exact product (``model._kron``)."""
+        """x -> (-(A(n + 1) (+) Gamma))^{-1} x: LU on small levels and on levels with counted pages; on
+        large ordered ones the Kronecker-sum inverse refined by GMRES against the exact product
+        (``model._kron``)."""
         factors = [*self.kron_factors(n + 1), self.Gamma]
         size = int(np.prod([f.shape[0] for f in factors]))
-        if size <= 600:
+        if size <= 600 or (self.shape(n + 1).counted and size <= 200_000):
+            # counted pages: the count generator's eigenvectors are badly conditioned, LU is safer
             A = _sum([_kron(self.A(n + 1), np.eye(self.R)), _kron(_eye(self.inner_dim(n + 1)), self.Gamma)])
             return _factorise(-A)
         from ._kron import KronSum, refine
@@ -477,37 +479,38 @@ class LevelChain:
             return x
         return solve
 
+    def _tagged_inner(self, i: int, l: int) -> NDArray[np.float64]:
+        """On inner(i): [served, obsolete, served_time, obsolete_time] of a page arriving at level i in
+        position l of its batch (inner x 4; level 0: 1 x 4)."""
+        def build() -> NDArray[np.float64]:
+            vecs = self.tagged
+            if i == 0:
+                if l == 1:
+                    return np.array([[self.beta @ v[0] for v in vecs]])
+                entry = self.up(0, l - 1)
+                return np.array([[float(np.asarray(entry @ v[l - 1]).ravel()[0]) for v in vecs]])
+            n = i + l - 2  # waiting pages ahead of the tagged one
+            cols = [v[n + 1] for v in vecs]
+            if l > 1:
+                U = self.up(i, l - 1)
+                cols = [np.asarray(U @ c).ravel() for c in cols]
+            return np.column_stack(cols)
+        return self._memo(("tagged_inner", i, l), build)  # type: ignore[no-any-return]
+
     def tagged_weights(self, mode: int, i: int) -> NDArray[np.float64]:
         """On the states of level i (nu, inner): the rates, summed over arriving pages, of
         [will be served, will expire, sojourn if served, sojourn if expired] (shape dim(i) x 4)."""
-        def build() -> NDArray[np.float64]:
-            arr = self.arrivals(mode, i)
-            out = np.zeros((self.dim(i), 4))
-            top = len(arr) - 1
-            if top == 0:
-                return out
-            admitted = np.array([a.sum(axis=1) for a in arr[1:]])  # row a-1: batches admitting a, by nu
-            y = np.cumsum(admitted[::-1], axis=0)[::-1]  # row l-1: batches putting a page at position l
-            vecs = self.tagged
-            for l in range(1, top + 1):
-                if not y[l - 1].any():
-                    continue
-                if i == 0:
-                    if l == 1:
-                        inner_w = np.array([[self.beta @ v[0] for v in vecs]])
-                    else:
-                        entry = self.up(0, l - 1)
-                        inner_w = np.array([[float(np.asarray(entry @ v[l - 1]).ravel()[0]) for v in vecs]])
-                else:
-                    n = i + l - 2  # waiting pages ahead of the tagged one
-                    cols = [v[n + 1] for v in vecs]
-                    if l > 1:
-                        U = self.up(i, l - 1)
-                        cols = [np.asarray(U @ c).ravel() for c in cols]
-                    inner_w = np.column_stack(cols)
-                out += np.kron(y[l - 1].reshape(-1, 1), inner_w)
-            return out
-        return self._memo(("tagged", mode, i), build)  # type: ignore[no-any-return]
+        arr = self.arrivals(mode, i)
+        out = np.zeros((self.W, self.inner_dim(i), 4))
+        top = len(arr) - 1
+        if top == 0:
+            return out.reshape(self.dim(i), 4)
+        admitted = np.array([a.sum(axis=1) for a in arr[1:]])  # row a-1: batches admitting a, by nu
+        y = np.cumsum(admitted[::-1], axis=0)[::-1]  # row l-1: batches putting a page at position l
+        for l in range(1, top + 1):
+            if y[l - 1].any():
+                out += y[l - 1][:, None, None] * self._tagged_inner(i, l)[None, :, :]
+        return out.reshape(self.dim(i), 4)
 
 
 def _factorise(A: Any) -> Any:

@@ -45,6 +45,9 @@ from ._reduce import reduce_model
 from ._sojourn import tagged_totals
 
 METHODS = ("auto", "block", "qbd", "sparse", "iterative")
+#: Exact solves of larger chains are refused (the iterative method keeps about 40 vectors of this size);
+#: :func:`model.solve_approx` evaluates such models with an error bar.
+EXACT_STATE_LIMIT = 3_000_000
 #: ``auto`` uses the iterative method above this many states in one level: measured on the paper example
 #: with two-phase obsolescence (bench/scale.py), the dense block algorithm took 2.4 s at K = 10 (2048
 #: states per level) against 0.4 s, and the gap grows like R^(2K).
@@ -150,6 +153,10 @@ def solve(model: QueueModel, policy: QueueLengthPolicy, *, method: str = "auto",
         red = reduce_model(model)
         model, notes = red.model, red.notes
     blocks = Blocks(model, policy, prepared)
+    if blocks.n_states > EXACT_STATE_LIMIT:
+        raise InputError("model", f"the exact chain has {blocks.n_states:.3g} states (it grows like R^(K-1) with R "
+                         f"obsolescence phases), more than {EXACT_STATE_LIMIT:,} an exact solve may take",
+                         "evaluate it with an error bar: robotctl solve --approx, or model.solve_approx")
     if method == "auto" and blocks.dim(blocks.K) > ITERATIVE_ABOVE:
         method = "iterative"
     if method == "iterative":

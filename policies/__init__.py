@@ -3,20 +3,25 @@
 from ._search import LocalOptimum, search_policies
 from ._thresholds import (
     EXHAUSTIVE_LIMIT,
+    SEARCH_DIM,
     SEARCH_METHODS,
+    SPACES,
     PolicySearch,
     ThresholdOptimum,
     count_policies,
     count_threshold_vectors,
     optimise,
     optimise_thresholds,
+    search_chain,
     static_costs,
     threshold_vectors,
 )
 
 __all__ = [
     "EXHAUSTIVE_LIMIT",
+    "SEARCH_DIM",
     "SEARCH_METHODS",
+    "SPACES",
     "LocalOptimum",
     "PolicySearch",
     "ThresholdOptimum",
@@ -24,6 +29,7 @@ __all__ = [
     "count_threshold_vectors",
     "optimise",
     "optimise_thresholds",
+    "search_chain",
     "search_policies",
     "static_costs",
     "threshold_vectors",

@@ -11,11 +11,13 @@ one-level change costs one solve of one level's size, not a whole solve. The bes
 moving to the next level (Gauss-Seidel sweeps); the passes it needs are rebuilt one level at a time.
 
 **Block moves.** When no single level improves: every boundary between two runs of equal modes slides
-by two or more levels (one run grows into the other), and every run switches to another mode as a
-whole. They are evaluated by applying the change level by level, each step costing one level of a pass.
+by two or more levels (one run grows into the other), and every run switches to a neighbouring run's
+mode as a whole. A slide is walked level by level, each step costing one level of a pass, so all its
+lengths together cost one pass.
 
 **Restarts.** The descent starts from the best static fleet and from other policies (a ramp from the
-largest to the smallest mode, and seeded random monotone policies); the best local optimum wins. Starts
+largest to the smallest mode, and seeded random monotone policies of few runs); the best local optimum
+wins. Starts
 are independent: they can run in parallel processes through ``workers`` (a ``map``-like callable, as
 scipy's ``differential_evolution`` takes; the command line passes a process pool with one BLAS thread
 per process).
@@ -47,6 +49,8 @@ from robotctl.model import (
 
 #: ``map``-like callable: workers(fn, iterable) -> iterable of fn(item), in order.
 Workers = Callable[[Callable[..., object], Iterable[object]], Iterable[object]]
+#: Called with the number of policies costed since the last call.
+Progress = Callable[[int], None]
 
 #: A move must lower the cost by more than this (relative) to count: rounding must not make it cycle.
 REL_IMPROVEMENT = 1e-12
@@ -67,7 +71,9 @@ class LocalOptimum:
     restricted : bool
         True when the search allowed monotone policies only.
     evaluations : int
-        Policies costed (every candidate of every move).
+        Policies costed (every candidate of every move, the current policy included).
+    distinct : int
+        Distinct policies among them (summed over the starts).
     sweeps : int
         Coordinate sweeps, over all starts.
     starts : tuple of QueueLengthPolicy
@@ -81,6 +87,7 @@ class LocalOptimum:
     monotone: bool
     restricted: bool
     evaluations: int
+    distinct: int
     sweeps: int
     starts: tuple[QueueLengthPolicy, ...]
     chain: str
@@ -92,6 +99,7 @@ class _Descent:
     cost: float
     evaluations: int
     sweeps: int
+    distinct: int
 
 
 def _allowed(policy: list[int], i: int, pool: Sequence[int], monotone: bool) -> list[int]:
@@ -106,7 +114,7 @@ class _Descender:
     """Coordinate and block moves from one start on one evaluator."""
 
     def __init__(self, evaluator: PolicyEvaluator, costs: Costs, pool: Sequence[int], monotone: bool,
-                 max_sweeps: int) -> None:
+                 max_sweeps: int, progress: Progress | None = None) -> None:
         self.ev = evaluator
         self.costs = costs
         self.pool = tuple(sorted(pool, reverse=True))
@@ -114,10 +122,25 @@ class _Descender:
         self.max_sweeps = max_sweeps
         self.evaluations = 0
         self.sweeps = 0
+        self.progress = progress
+        self._reported = 0
+        self.seen: set[tuple[int, ...]] = set()
+
+    def _report(self) -> None:
+        if self.progress is not None and self.evaluations > self._reported:
+            self.progress(self.evaluations - self._reported)
+            self._reported = self.evaluations
+
+    def _note(self, i: int, modes: Sequence[int]) -> None:
+        base = list(self.ev.policy)
+        for m in modes:
+            base[i] = m
+            self.seen.add(tuple(base))
 
     def cost_now(self, i: int) -> float:
         """The current policy's cost, censored on level i (cheap next to a level just changed)."""
         self.evaluations += 1
+        self.seen.add(tuple(self.ev.policy))
         return float(self.ev.costs_at(i, [self.ev.policy[i]], self.costs)[0])
 
     def _better(self, new: float, old: float) -> bool:
@@ -131,6 +154,7 @@ class _Descender:
                 continue
             cs = self.ev.costs_at(i, cands, self.costs)
             self.evaluations += len(cands)
+            self._note(i, cands)
             here = float(cs[cands.index(self.ev.policy[i])])
             k = int(np.nanargmin(np.where(np.isfinite(cs), cs, np.nan))) if np.isfinite(cs).any() else -1
             if k >= 0 and self._better(float(cs[k]), here):
@@ -152,9 +176,25 @@ class _Descender:
             self.ev.set_mode(i, m)
         return cost, False
 
+    def _walk(self, levels: list[int], mode: int, cost: float) -> tuple[float, bool]:
+        """Set ``levels`` to ``mode`` one after the other, costing the policy after each step (each step
+        re-passes one level, as the levels are adjacent); keep the best prefix of two or more levels if it
+        lowers the cost, else restore."""
+        old = [self.ev.policy[i] for i in levels]
+        best_k, best = 0, cost
+        for k, i in enumerate(levels, start=1):
+            self.ev.set_mode(i, mode)
+            c = self.cost_now(i)
+            if k >= 2 and math.isfinite(c) and self._better(c, best):
+                best_k, best = k, c
+        for i, m in zip(levels[best_k:], old[best_k:]):
+            self.ev.set_mode(i, m)
+        return (best, True) if best_k else (cost, False)
+
     def block_moves(self, cost: float) -> tuple[float, bool]:
-        """Slide every run boundary by 2+ levels, and switch every run to another mode; first
-        improvement wins."""
+        """Slide every run boundary by two or more levels (one run grows into its neighbour, up to the
+        whole neighbour), and switch every run of two or more levels to a neighbouring run's mode (the run
+        disappears); first improvement wins. Runs keep their order, so monotone policies stay monotone."""
         r = list(self.ev.policy)
         K = len(r) - 1
         runs: list[tuple[int, int]] = []
@@ -164,24 +204,19 @@ class _Descender:
                 runs.append((start, i - 1))
                 start = i
         for (a, b), (c, d) in zip(runs, runs[1:]):
-            left, right = r[a], r[c]
-            # one run grows into the other (a monotone policy stays monotone: runs keep their order)
-            for s in range(2, d - c + 2):
-                cost, ok = self._try([(c + t, left) for t in range(s)], cost)
+            if d > c:
+                cost, ok = self._walk(list(range(c, d + 1)), r[a], cost)
                 if ok:
                     return cost, True
-            for s in range(2, b - a + 2):
-                cost, ok = self._try([(b - t, right) for t in range(s)], cost)
+            if b > a:
+                cost, ok = self._walk(list(range(b, a - 1, -1)), r[c], cost)
                 if ok:
                     return cost, True
-        for a, b in runs:
+        for k, (a, b) in enumerate(runs):
             if b == a:
                 continue  # a single level: a coordinate move
-            hi = r[a - 1] if self.monotone and a > 0 else max(self.pool)
-            lo = r[b + 1] if self.monotone and b < K else min(self.pool)
-            for m in self.pool:
-                if m == r[a] or not lo <= m <= hi:
-                    continue
+            neighbours = {r[runs[k - 1][0]] if k > 0 else None, r[runs[k + 1][0]] if k + 1 < len(runs) else None}
+            for m in sorted(x for x in neighbours if x is not None):
                 cost, ok = self._try([(i, m) for i in range(a, b + 1)], cost)
                 if ok:
                     return cost, True
@@ -194,20 +229,22 @@ class _Descender:
             order = range(K + 1) if self.sweeps % 2 == 0 else range(K, -1, -1)
             self.sweeps += 1
             cost, improved = self.sweep(order, cost)
+            self._report()
             if improved:
                 continue
             cost, improved = self.block_moves(cost)
+            self._report()
             if not improved:
                 break
         return cost
 
 
 def descend(chain: LevelChain, costs: Costs, start: Sequence[int], pool: Sequence[int], *,
-            monotone: bool, max_sweeps: int = 100) -> _Descent:
+            monotone: bool, max_sweeps: int = 100, progress: Progress | None = None) -> _Descent:
     """One local descent from ``start`` (coordinate sweeps, then block moves, until none improves)."""
-    d = _Descender(PolicyEvaluator(chain, start), costs, pool, monotone, max_sweeps)
+    d = _Descender(PolicyEvaluator(chain, start), costs, pool, monotone, max_sweeps, progress)
     cost = d.run()
-    return _Descent(tuple(d.ev.policy), cost, d.evaluations, d.sweeps)
+    return _Descent(tuple(d.ev.policy), cost, d.evaluations, d.sweeps, len(d.seen))
 
 
 def _descend_task(args: tuple[QueueModel, int | None, Costs, tuple[int, ...], tuple[int, ...], bool, int]
@@ -220,7 +257,7 @@ def _descend_task(args: tuple[QueueModel, int | None, Costs, tuple[int, ...], tu
 def default_starts(chain: LevelChain, costs: Costs, pool: Sequence[int], *, restarts: int, seed: int = 0
                    ) -> list[tuple[int, ...]]:
     """The best static fleet, a ramp from the largest mode at level 0 to the smallest at level K, and
-    ``restarts - 2`` seeded random monotone policies (distinct ones only)."""
+    ``restarts - 2`` seeded random monotone policies with few runs (distinct ones only)."""
     K = chain.K
     ms = sorted(pool, reverse=True)
     statics = [(m,) * (K + 1) for m in ms]
@@ -234,7 +271,11 @@ def default_starts(chain: LevelChain, costs: Costs, pool: Sequence[int], *, rest
     tries = 0
     while len(starts) < restarts and tries < 10 * restarts:
         tries += 1
-        cand = tuple(sorted((int(x) for x in rng.choice(ms, size=K + 1)), reverse=True))
+        # a few modes, each on a random stretch of levels: few runs, so block moves stay cheap
+        chosen = sorted((int(x) for x in rng.choice(ms, size=min(len(ms), 3), replace=False)), reverse=True)
+        cuts = sorted(int(x) for x in rng.integers(0, K + 1, size=len(chosen) - 1))
+        bounds = [0, *cuts, K + 1]
+        cand = tuple(chosen[j] for j in range(len(chosen)) for _ in range(bounds[j], bounds[j + 1]))
         if cand not in starts:
             starts.append(cand)
     return starts
@@ -243,7 +284,8 @@ def default_starts(chain: LevelChain, costs: Costs, pool: Sequence[int], *, rest
 def search_policies(model: QueueModel, costs: Costs, *, modes: Sequence[int] | None = None,
                     monotone: bool = False, h: int | None = None, chain: LevelChain | None = None,
                     starts: Sequence[Sequence[int]] | None = None, restarts: int = 3, seed: int = 0,
-                    max_sweeps: int = 100, workers: Workers | None = None) -> LocalOptimum:
+                    max_sweeps: int = 100, workers: Workers | None = None,
+                    progress: Progress | None = None) -> LocalOptimum:
     """A locally optimal queue-length policy (module docstring).
 
     Parameters
@@ -263,6 +305,8 @@ def search_policies(model: QueueModel, costs: Costs, *, modes: Sequence[int] | N
         Coordinate sweeps per start at most.
     workers
         ``map``-like callable to run the starts in parallel (None: one after another here).
+    progress
+        Called with the number of policies costed as the search goes.
     """
     pool = tuple(sorted({int(m) for m in (modes if modes is not None else model.modes)}, reverse=True))
     unknown = [m for m in pool if m not in model.modes]
@@ -282,14 +326,20 @@ def search_policies(model: QueueModel, costs: Costs, *, modes: Sequence[int] | N
             if monotone and not QueueLengthPolicy(s).is_monotone:
                 raise InputError("starts", f"{s} is not monotone", "give non-increasing starting policies")
     if workers is None or len(start_list) == 1:
-        results = [descend(chain, costs, s, pool, monotone=monotone, max_sweeps=max_sweeps) for s in start_list]
+        results = [descend(chain, costs, s, pool, monotone=monotone, max_sweeps=max_sweeps, progress=progress)
+                   for s in start_list]
     else:
         tasks = [(model, chain.h, costs, s, pool, monotone, max_sweeps) for s in start_list]
-        results = list(workers(_descend_task, tasks))  # type: ignore[arg-type]
+        results = []
+        for res in workers(_descend_task, tasks):  # type: ignore[arg-type]
+            assert isinstance(res, _Descent)
+            results.append(res)
+            if progress is not None:
+                progress(res.evaluations)
     best = min(results, key=lambda r: r.cost if math.isfinite(r.cost) else math.inf)
     policy = QueueLengthPolicy(best.robots_at_level)
     if policy.is_monotone:
         policy = ThresholdPolicy(best.robots_at_level)
-    return LocalOptimum(policy, best.cost, policy.is_monotone, monotone,
-                        sum(r.evaluations for r in results), sum(r.sweeps for r in results),
+    return LocalOptimum(policy, best.cost, policy.is_monotone, monotone, sum(r.evaluations for r in results),
+                        sum(r.distinct for r in results), sum(r.sweeps for r in results),
                         tuple(QueueLengthPolicy(s) for s in start_list), chain.label)

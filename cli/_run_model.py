@@ -157,15 +157,15 @@ def run_optimise(args: argparse.Namespace) -> int:
     exhaustive = args.search == "exhaustive" or (
         args.search == "auto" and count_policies(len(pool), model.capacity) <= EXHAUSTIVE_LIMIT)
     total = count_policies(len(pool), model.capacity) if exhaustive else None
-    pool, workers = (None, None) if exhaustive else _workers(args)
+    processes, workers = (None, None) if exhaustive else _workers(args)
     try:
         with Progress(total, "optimising") as bar:
             search = optimise(model, costs, modes=args.modes, method=args.search, solver_method=args.method,
                               progress=bar.advance, space=args.space, rtol=args.tol, max_seconds=args.max_seconds,
                               workers=workers)
     finally:
-        if pool is not None:
-            pool.shutdown()
+        if processes is not None:
+            processes.shutdown()
     best = search.best
     queue_length = search.queue_length
     if args.json:

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -63,11 +64,11 @@ Array = NDArray[np.float64]
 SMALL_BLOCK = 1024
 #: The rate columns every evaluation carries (then, optionally, P(level = i) for i = 0..K).
 FUNCTIONALS = ("mass", "starvation", "robots", "offered", "lost", "served", "obsolete", "served_time",
-               "obsolete_time", "will_serve", "will_expire")
+               "obsolete_time", "will_serve", "will_expire", "queue_length")
 _F = {name: k for k, name in enumerate(FUNCTIONALS)}
 #: ``LevelChain.rate_columns`` order -> FUNCTIONALS[1:] order
 _CHAIN_COLUMNS = ("starvation", "robots", "offered", "lost", "served", "obsolete", "will_serve", "will_expire",
-                  "served_time", "obsolete_time")
+                  "served_time", "obsolete_time", "queue_length")
 _COLUMN_ORDER = [_CHAIN_COLUMNS.index(name) for name in FUNCTIONALS[1:]]
 
 
@@ -82,15 +83,25 @@ class Rates:
         return float(self.values[_F[name]])
 
     def cost(self, costs: Costs) -> float:
-        return cost_from_rates(self.values, costs)
+        return float(cost_from_rates(self.values, costs))
 
     def measures(self, robots_at_level: Sequence[int]) -> Measures:
-        if self.levels is None:
-            raise ValueError("the level distribution was not computed (levels=False)")
-        return Measures.from_rates(offered=self["offered"], lost=self["lost"], obsolete=self["obsolete"],
-                                   served=self["served"], level_probabilities=self.levels,
-                                   robots_at_level=tuple(robots_at_level), served_time=self["served_time"],
-                                   obsolete_time=self["obsolete_time"])
+        """The measures; without the level distribution (``levels=False``) the scalars are the same and the
+        two distributions are empty."""
+        if self.levels is not None:
+            return Measures.from_rates(offered=self["offered"], lost=self["lost"], obsolete=self["obsolete"],
+                                       served=self["served"], level_probabilities=self.levels,
+                                       robots_at_level=tuple(robots_at_level), served_time=self["served_time"],
+                                       obsolete_time=self["obsolete_time"])
+        offered, served, obsolete = self["offered"], self["served"], self["obsolete"]
+        v1 = self["served_time"] / served if served > 0 else float("nan")
+        v2 = self["obsolete_time"] / obsolete if obsolete > 0 else 0.0
+        return Measures(arrival_rate=offered, p_loss=self["lost"] / offered, p_obsolete=obsolete / offered,
+                        p_success=served / offered, p_starvation=self["starvation"],
+                        mean_active_robots=self["robots"], active_robots_distribution=(),
+                        queue_length_distribution=(), mean_queue_length=self["queue_length"],
+                        mean_response_served=v1, mean_sojourn_obsolete=v2,
+                        mean_sojourn=v1 * served / offered + v2 * obsolete / offered)
 
     @property
     def consistency(self) -> float:
@@ -103,7 +114,7 @@ class Rates:
                    abs(float(v[_F["obsolete"]] - v[_F["will_expire"]]))) / scale
 
 
-def cost_from_rates(values: Array, costs: Costs) -> float:
+def cost_from_rates(values: Array, costs: Costs) -> Any:
     """J of eq. (2) from normalised rate columns (last axis): lambda (c_loss P_loss + c_obs P_obs) is
     c_loss lost + c_obs obsolete (pages per second), V^(1) = served_time / served."""
     v = np.asarray(values)
@@ -111,7 +122,7 @@ def cost_from_rates(values: Array, costs: Costs) -> float:
     total = (costs.loss * v[..., _F["lost"]] + costs.obsolescence * v[..., _F["obsolete"]]
              + costs.robot * v[..., _F["robots"]] + costs.starvation * v[..., _F["starvation"]]
              + costs.response * response)
-    return total  # type: ignore[no-any-return]
+    return total
 
 
 def _stationary_batch(C: Array) -> Array:
@@ -120,7 +131,7 @@ def _stationary_batch(C: Array) -> Array:
     A[:, :, 0] = 1.0
     rhs = np.zeros((C.shape[0], C.shape[1], 1))
     rhs[:, 0, 0] = 1.0
-    return np.linalg.solve(np.swapaxes(A, 1, 2), rhs)[:, :, 0]
+    return np.asarray(np.linalg.solve(np.swapaxes(A, 1, 2), rhs)[:, :, 0], dtype=float)
 
 
 class PolicyEvaluator:
@@ -147,9 +158,12 @@ class PolicyEvaluator:
         self.W = chain.W
         self.kmax = max(chain.max_jump(m, 0) for m in chain.model.modes)
         self.dims = [chain.dim(i) for i in range(K + 1)]
-        self._dense: dict[tuple[str, int, int], Array] = {}
-        self._small: dict[tuple[str, int, int], Array] = {}
-        self._F: dict[tuple[int, int], Array] = {}
+        # dense pieces depend on the chain (and the mode), not on the policy: kept on the chain, shared by
+        # every evaluator of it
+        caches = chain.evaluator_caches
+        self._dense: dict[tuple[str, int, int], Array] = caches.setdefault("dense", {})
+        self._small: dict[tuple[str, int, int], Array] = caches.setdefault("small", {})
+        self._F: dict[tuple[int, int], Array] = caches.setdefault(f"F{int(levels)}", {})
         # backward quantities "at l" (valid for l >= back_lo): Pi[(j, l)], B[(j, l)] for l < j <= l + kmax
         self.Pi: dict[tuple[int, int], Array] = {}
         self.B: dict[tuple[int, int], Array] = {}

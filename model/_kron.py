@@ -19,6 +19,7 @@ approximate, the products stay exact).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -30,16 +31,16 @@ CArray = NDArray[np.complex128]
 COND_LIMIT = 1e8
 
 
-def _mode_product_right(T: NDArray[np.generic], k: int, F: NDArray[np.generic]) -> NDArray[np.generic]:
+def _mode_product_right(T: NDArray[Any], k: int, F: NDArray[Any]) -> NDArray[Any]:
     """(T x_k F)[..., j, ...] = sum_i T[..., i, ...] F[i, j] on axis k."""
     shape = T.shape
     left = int(np.prod(shape[:k]))
     right = int(np.prod(shape[k + 1:]))
-    out = F.T @ T.reshape(left, shape[k], right)
+    out = np.matmul(F.T, T.reshape(left, shape[k], right))
     return out.reshape((*shape[:k], F.shape[1], *shape[k + 1:]))
 
 
-def _mode_product_left(T: NDArray[np.generic], k: int, F: NDArray[np.generic]) -> NDArray[np.generic]:
+def _mode_product_left(T: NDArray[Any], k: int, F: NDArray[Any]) -> NDArray[Any]:
     """(F x_k T)[..., j, ...] = sum_i F[j, i] T[..., i, ...] on axis k."""
     return _mode_product_right(T, k, F.T)
 

@@ -270,6 +270,8 @@ class LevelChain:
         self.exact = h >= exact_depth or self.R == 1
         self.counts = _Counts(self.gamma, self.Gamma)
         self._cache: dict[tuple[Any, ...], Any] = {}
+        #: dense blocks built by :class:`model.PolicyEvaluator`, shared by all evaluators of this chain
+        self.evaluator_caches: dict[str, dict[Any, Any]] = {}
 
     # -- sizes --------------------------------------------------------------------------------
     def shape(self, i: int) -> LevelShape:
@@ -309,13 +311,14 @@ class LevelChain:
         def build() -> list[NDArray[np.float64]]:
             bmap = self.model.arrivals[mode]
             free = self.K - i
-            out = [np.zeros((self.W, self.W)) for _ in range(free + 1)]
+            admitted = [self.model.admission.admitted(k, free) for k in range(1, bmap.max_batch + 1)]
+            top = max((a for a, Dk in zip(admitted, bmap.D[1:]) if Dk.any()), default=0)
+            out = [np.zeros((self.W, self.W)) for _ in range(top + 1)]
             out[0] += bmap.D0
-            for k, Dk in enumerate(bmap.D[1:], start=1):
-                out[self.model.admission.admitted(k, free)] += Dk
-            top = max((a for a in range(1, free + 1) if out[a].any()), default=0)
-            return out[:top + 1]
-        return self._memo(("arr", mode, i), build)  # type: ignore[no-any-return]
+            for a, Dk in zip(admitted, bmap.D[1:]):
+                out[a] += Dk
+            return out
+        return self._memo(("arr", mode, i), build)
 
     def max_jump(self, mode: int, i: int) -> int:
         return len(self.arrivals(mode, i)) - 1
@@ -331,7 +334,7 @@ class LevelChain:
                 offered += k * rate
                 lost += (k - self.model.admission.admitted(k, self.K - i)) * rate
             return offered, lost
-        return self._memo(("rates", mode, i), build)  # type: ignore[no-any-return]
+        return self._memo(("rates", mode, i), build)
 
     # -- inner operators ----------------------------------------------------------------------
     def kron_factors(self, i: int) -> list[NDArray[np.float64]]:
@@ -410,14 +413,15 @@ class LevelChain:
                                 for n in compositions(s.counted, self.R)])
             inner = (ordered[:, None] + counted[None, :]).ravel()
             return np.tile(inner, self.M)
-        return self._memo(("expiry", i), build)  # type: ignore[no-any-return]
+        return self._memo(("expiry", i), build)
 
     def rate_columns(self, mode: int, i: int) -> NDArray[np.float64]:
         """On the states of level i, the rates [starvation, robots, offered, lost, served, obsolete,
-        will_serve, will_expire, served_time, obsolete_time] (dim(i) x 10)."""
+        will_serve, will_expire, served_time, obsolete_time, queue_length] (dim(i) x 11)."""
         def build() -> NDArray[np.float64]:
             inner = self.inner_dim(i)
-            out = np.zeros((self.dim(i), 10))
+            out = np.zeros((self.dim(i), 11))
+            out[:, 10] = float(i)
             out[:, 0] = 1.0 if i == 0 else 0.0
             out[:, 1] = float(mode)
             offered, lost = self.page_rates(mode, i)
@@ -425,9 +429,9 @@ class LevelChain:
             out[:, 3] = np.repeat(lost, inner)
             out[:, 4] = np.tile(self.service_rates(i), self.W)
             out[:, 5] = np.tile(self.expiry_rates(i), self.W)
-            out[:, 6:] = self.tagged_weights(mode, i)
+            out[:, 6:10] = self.tagged_weights(mode, i)
             return out
-        return self._memo(("columns", mode, i), build)  # type: ignore[no-any-return]
+        return self._memo(("columns", mode, i), build)
 
     # -- the tagged page ----------------------------------------------------------------------
     @cached_property
@@ -495,7 +499,7 @@ class LevelChain:
                 U = self.up(i, l - 1)
                 cols = [np.asarray(U @ c).ravel() for c in cols]
             return np.column_stack(cols)
-        return self._memo(("tagged_inner", i, l), build)  # type: ignore[no-any-return]
+        return self._memo(("tagged_inner", i, l), build)
 
     def tagged_weights(self, mode: int, i: int) -> NDArray[np.float64]:
         """On the states of level i (nu, inner): the rates, summed over arriving pages, of

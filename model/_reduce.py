@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -160,7 +161,7 @@ def lump_ph(law: PH, *, rtol: float = RTOL, field: str = "ph") -> tuple[PH, Part
     b, T = beta[keep], S[np.ix_(keep, keep)]
     exits = -T.sum(axis=1)
     tol = rtol * max(float(np.abs(T).max()), 1e-300)
-    part = coarsest_lumpable([], [T], exits, tol)
+    part = coarsest_lumpable([], [T], exits.tolist(), tol)
     k = len(part)
     Sh = np.zeros((k, k))
     bh = np.zeros(k)
@@ -184,7 +185,7 @@ def lump_arrivals(arrivals: ModeArrivals, *, rtol: float = RTOL) -> tuple[ModeAr
     scale = max(float(np.abs(D).max()) for b in bmaps for D in b.D)
     tol = rtol * scale
     batches = [D for b in bmaps for D in b.D[1:]]
-    part = coarsest_lumpable(batches, [b.D0 for b in bmaps], np.zeros(W), tol)
+    part = coarsest_lumpable(batches, [b.D0 for b in bmaps], [0.0] * W, tol)
     if len(part) == W:
         return arrivals, part
     k = len(part)
@@ -249,7 +250,7 @@ def reduce_model(model: QueueModel, *, rtol: float = RTOL, batch_mass: float = 0
     service, s_part = lump_ph(model.service, rtol=rtol, field="model.service")
     if service.order < model.service.order:
         notes.append(f"service phases lumped {model.service.order} -> {service.order}")
-    obsolescence, o_part = model.obsolescence, ()
+    obsolescence, o_part = model.obsolescence, cast(Partition, ())
     if model.obsolescence is not None:
         obsolescence, o_part = lump_ph(model.obsolescence, rtol=rtol, field="model.obsolescence")
         if obsolescence.order < model.obsolescence.order:

@@ -15,9 +15,10 @@ by two or more levels (one run grows into the other), and every run switches to 
 mode as a whole. A slide is walked level by level, each step costing one level of a pass, so all its
 lengths together cost one pass.
 
-**Restarts.** The descent starts from the best static fleet and from other policies (a ramp from the
-largest to the smallest mode, and seeded random monotone policies of few runs); the best local optimum
-wins. Starts
+**Restarts.** The descent starts from the best static fleet and from other policies (the best two-mode
+threshold policy between the largest and the smallest mode, seeded random monotone policies of few runs;
+on an approximate chain also the optimum of a cheap exponential surrogate, :func:`surrogate`); the best
+local optimum wins. Starts
 are independent: they can run in parallel processes through ``workers`` (a ``map``-like callable, as
 scipy's ``differential_evolution`` takes; the command line passes a process pool with one BLAS thread
 per process).
@@ -33,11 +34,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from robotctl.model import (
+    PH,
     Costs,
     InputError,
     LevelChain,
@@ -254,24 +256,41 @@ def _descend_task(args: tuple[QueueModel, int | None, Costs, tuple[int, ...], tu
     return descend(LevelChain(model, h), costs, start, pool, monotone=monotone, max_sweeps=max_sweeps)
 
 
-def default_starts(chain: LevelChain, costs: Costs, pool: Sequence[int], *, restarts: int, seed: int = 0
-                   ) -> list[tuple[int, ...]]:
-    """The best static fleet, a ramp from the largest mode at level 0 to the smallest at level K, and
-    ``restarts - 2`` seeded random monotone policies with few runs (distinct ones only)."""
+def best_two_mode(chain: LevelChain, costs: Costs, high: int, low: int) -> tuple[tuple[int, ...], float]:
+    """The best policy running ``high`` robots up to some threshold and ``low`` above it, found by one walk
+    of the threshold down from K (each step re-passes one level)."""
+    K = chain.K
+    ev = PolicyEvaluator(chain, (high,) * (K + 1))
+    best_t, best = K, float(ev.costs_at(K, [high], costs)[0])
+    for t in range(K, 0, -1):  # levels t..K run ``low``
+        ev.set_mode(t, low)
+        c = float(ev.costs_at(t, [low], costs)[0])
+        if c < best:
+            best_t, best = t - 1, c
+    return tuple(high if i <= best_t else low for i in range(K + 1)), best
+
+
+def default_starts(chain: LevelChain, costs: Costs, pool: Sequence[int], *, restarts: int, seed: int = 0,
+                   statics: bool = True) -> list[tuple[int, ...]]:
+    """The best static fleet, the best two-mode threshold policy between the largest and the smallest mode
+    (:func:`best_two_mode`), and ``restarts - 2`` seeded random monotone policies of at most three runs
+    (distinct ones only): starts with few runs keep block moves cheap. ``statics=False`` leaves out the
+    first two (the caller has its own)."""
     K = chain.K
     ms = sorted(pool, reverse=True)
-    statics = [(m,) * (K + 1) for m in ms]
-    static_costs = [PolicyEvaluator(chain, s).rates().cost(costs) for s in statics]
-    best = statics[int(np.nanargmin(static_costs))]
-    starts = [best]
-    if restarts >= 2 and len(ms) > 1:
-        ramp = tuple(ms[min(len(ms) - 1, round(i * (len(ms) - 1) / max(K, 1)))] for i in range(K + 1))
-        starts.append(ramp)
+    starts: list[tuple[int, ...]] = []
+    if statics:
+        fleets = [(m,) * (K + 1) for m in ms]
+        ev = PolicyEvaluator(chain, fleets[0])
+        starts.append(fleets[int(np.nanargmin([ev.cost(f, costs) for f in fleets]))])
+        if restarts >= 2 and len(ms) > 1:
+            two, _ = best_two_mode(chain, costs, ms[0], ms[-1])
+            if two not in starts:
+                starts.append(two)
     rng = np.random.default_rng(seed)
     tries = 0
     while len(starts) < restarts and tries < 10 * restarts:
         tries += 1
-        # a few modes, each on a random stretch of levels: few runs, so block moves stay cheap
         chosen = sorted((int(x) for x in rng.choice(ms, size=min(len(ms), 3), replace=False)), reverse=True)
         cuts = sorted(int(x) for x in rng.integers(0, K + 1, size=len(chosen) - 1))
         bounds = [0, *cuts, K + 1]
@@ -279,6 +298,16 @@ def default_starts(chain: LevelChain, costs: Costs, pool: Sequence[int], *, rest
         if cand not in starts:
             starts.append(cand)
     return starts
+
+
+def surrogate(model: QueueModel) -> QueueModel:
+    """``model`` with its obsolescence law replaced by the exponential law of the same mean: a cheap chain
+    (one phase per waiting page) whose local optima are good *starting points* for the search on the real
+    chain. Never used to report a cost."""
+    law = model.obsolescence
+    if law is None or law.order == 1:
+        return model
+    return replace(model, obsolescence=PH.exponential(1.0 / law.mean))
 
 
 def search_policies(model: QueueModel, costs: Costs, *, modes: Sequence[int] | None = None,
@@ -331,7 +360,7 @@ def search_policies(model: QueueModel, costs: Costs, *, modes: Sequence[int] | N
     else:
         tasks = [(model, chain.h, costs, s, pool, monotone, max_sweeps) for s in start_list]
         results = []
-        for res in workers(_descend_task, tasks):  # type: ignore[arg-type]
+        for res in workers(_descend_task, tasks):
             assert isinstance(res, _Descent)
             results.append(res)
             if progress is not None:

@@ -51,6 +51,7 @@ from robotctl.model import (
     Measures,
     PolicyEvaluator,
     PreparedModel,
+    QueueLengthPolicy,
     QueueModel,
     ThresholdPolicy,
     cost_of,
@@ -59,7 +60,7 @@ from robotctl.model import (
     solve_approx,
 )
 
-from ._search import LocalOptimum, Workers, search_policies
+from ._search import LocalOptimum, Workers, best_two_mode, default_starts, search_policies, surrogate
 
 SEARCH_METHODS = ("auto", "exhaustive", "local")
 #: ``auto`` searches exhaustively while there are at most this many threshold vectors (or policies).
@@ -182,8 +183,14 @@ class _Costing:
 
     def _evaluator(self, key: tuple[int, ...]) -> PolicyEvaluator:
         if self._ev is None:
-            self._ev = PolicyEvaluator(self.chain, key, levels=True)
+            self._ev = PolicyEvaluator(self.chain, key, levels=self.levels)
         return self._ev
+
+    @property
+    def levels(self) -> bool:
+        """Carry the level distribution while costing: only where the chain's levels are small (it widens
+        every reward block by K + 1 columns)."""
+        return self.chain.max_dim <= 32
 
     def total(self, policy: ThresholdPolicy) -> float:
         key = policy.robots_at_level
@@ -201,9 +208,13 @@ class _Costing:
                 self.progress(1)
         return self.cache[key]
 
-    def details(self, policy: ThresholdPolicy) -> tuple[Measures, CostBreakdown]:
+    def details(self, policy: ThresholdPolicy, *, levels: bool = False) -> tuple[Measures, CostBreakdown]:
+        """Measures and cost terms; the level distribution only when the costing carries it or ``levels``."""
         key = policy.robots_at_level
-        m = self._evaluator(key).evaluate(key).measures(key)
+        if levels and not self.levels:
+            m = PolicyEvaluator(self.chain, key, levels=True).rates().measures(key)
+        else:
+            m = self._evaluator(key).evaluate(key).measures(key)
         return m, cost_of(m, self.costs)
 
 
@@ -269,8 +280,8 @@ def _search(costing: _Costing, modes: tuple[int, ...], method: str) -> tuple[tup
 
 
 def _as_optimum(costing: _Costing, policy: ThresholdPolicy, modes: tuple[int, ...], js: tuple[int, ...],
-                search: str, exact: bool, looked: int) -> ThresholdOptimum:
-    measures, cost = costing.details(policy)
+                search: str, exact: bool, looked: int, *, levels: bool = False) -> ThresholdOptimum:
+    measures, cost = costing.details(policy, levels=levels)
     return ThresholdOptimum(modes, js, policy, cost, measures, "levels" if costing.chain.exact else costing.chain.label,
                             search, exact, looked)
 
@@ -374,7 +385,8 @@ def optimise(model: QueueModel, costs: Costs, *, modes: Sequence[int] | None = N
         statics = [_as_optimum(costing, ThresholdPolicy.static(r, K), (r,), (), "exhaustive", True, 1) for r in pool]
         start = min(statics, key=lambda o: o.cost.total).policy
         local = search_policies(reduced, costs, modes=pool, monotone=True, chain=chain, restarts=restarts,
-                                starts=_starts(chain, costs, pool, start.robots_at_level, restarts), workers=workers,
+                                starts=_starts(reduced, chain, costs, pool, start.robots_at_level, restarts),
+                                workers=workers,
                                 progress=progress)
         assert isinstance(local.policy, ThresholdPolicy)
         found = _as_optimum(costing, local.policy, local.policy.modes, local.policy.thresholds, "local", False,
@@ -390,19 +402,22 @@ def optimise(model: QueueModel, costs: Costs, *, modes: Sequence[int] | None = N
     queue_length = None
     if space == "all":
         queue_length = search_policies(reduced, costs, modes=pool, chain=chain, restarts=restarts, workers=workers,
-                                       starts=_starts(chain, costs, pool, best.policy.robots_at_level, restarts),
+                                       starts=_starts(reduced, chain, costs, pool, best.policy.robots_at_level,
+                                                      restarts),
                                        progress=progress)
     # R compares costs of one chain: the search chain's, before the optimum is re-evaluated on the ladder
     minimum_static = min(c.total for _, c in static)
     profit = (1.0 - best.cost.total / minimum_static) * 100.0 if math.isfinite(minimum_static) and minimum_static \
         else 0.0
     method_name, bound, exact = "exact", 0.0, True
+    if chain.exact and not best.measures.queue_length_distribution:
+        best = _as_optimum(costing, best.policy, best.modes, best.thresholds, best.search_method, best.exact,
+                           best.evaluated, levels=True)
     if not chain.exact:
         if solver_method != "auto":
             warnings.warn(f"solver_method={solver_method!r} ignored: the exact chain is too large; the optimum "
                           "is evaluated on the ordered-head ladder", stacklevel=2)
-        best, method_name, bound = _ladder(model, costs, best, chain.h, rtol, max_seconds)
-        exact = False
+        best, method_name, bound, exact = _ladder(model, costs, best, chain.h, rtol, max_seconds)
     elif solver_method != "auto":
         best = _resolve(model, costs, best, solver_method)
     ok = costing.failures == 0 and math.isfinite(best.cost.total)
@@ -411,22 +426,35 @@ def optimise(model: QueueModel, costs: Costs, *, modes: Sequence[int] | None = N
                         None, chain.label, queue_length, red.notes)
 
 
-def _starts(chain: LevelChain, costs: Costs, pool: tuple[int, ...], first: tuple[int, ...], restarts: int
-            ) -> list[tuple[int, ...]]:
-    from ._search import default_starts
-
-    others = [s for s in default_starts(chain, costs, pool, restarts=max(restarts, 1)) if s != first]
-    return [first, *others][:max(restarts, 1)]
+def _starts(model: QueueModel, chain: LevelChain, costs: Costs, pool: tuple[int, ...], first: tuple[int, ...],
+            restarts: int) -> list[tuple[int, ...]]:
+    """``first`` (the best static fleet or threshold policy), then on an exact chain the best two-mode
+    policy, on an approximate one the local optimum of the exponential surrogate (cheap), then seeded
+    random starts of few runs; ``restarts`` of them."""
+    starts = [first]
+    if restarts >= 2 and not chain.exact:
+        cheap = surrogate(model)
+        found = search_policies(cheap, costs, modes=pool, monotone=QueueLengthPolicy(first).is_monotone,
+                                chain=search_chain(cheap), restarts=restarts)
+        starts.append(found.policy.robots_at_level)
+    elif restarts >= 2 and len(pool) > 1:
+        starts.append(best_two_mode(chain, costs, max(pool), min(pool))[0])
+    for s in default_starts(chain, costs, pool, restarts=max(restarts, 1), statics=False):
+        if len(starts) >= max(restarts, 1):
+            break
+        if s not in starts:
+            starts.append(s)
+    return starts[:max(restarts, 1)]
 
 
 def _ladder(model: QueueModel, costs: Costs, best: ThresholdOptimum, h: int, rtol: float,
-            max_seconds: float | None) -> tuple[ThresholdOptimum, str, float]:
+            max_seconds: float | None) -> tuple[ThresholdOptimum, str, float, bool]:
     """The optimum evaluated with its error bar (model.solve_approx, from the search chain's depth)."""
     out = solve_approx(model, best.policy, costs, rtol=rtol, max_seconds=max_seconds, h_start=h)
     cost = cost_of(out.measures, costs)
     reported = ThresholdOptimum(best.modes, best.thresholds, best.policy, cost, out.measures, out.method,
                                 best.search_method, best.exact, best.evaluated)
-    return reported, out.method, out.error_bound
+    return reported, out.method, out.error_bound, out.exact
 
 
 def static_costs(model: QueueModel, costs: Costs, *, prepared: PreparedModel | None = None

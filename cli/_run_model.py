@@ -12,6 +12,7 @@ from robotctl.agent._files import load_model_file
 from robotctl.model import ApproxSolution, CostBreakdown, Measures, QueueLengthPolicy, cost_of, solve, solve_approx
 from robotctl.policies import (
     EXHAUSTIVE_LIMIT,
+    PARALLEL_POLICIES,
     LocalOptimum,
     PolicySearch,
     ThresholdOptimum,
@@ -157,7 +158,8 @@ def run_optimise(args: argparse.Namespace) -> int:
     exhaustive = args.search == "exhaustive" or (
         args.search == "auto" and count_policies(len(pool), model.capacity) <= EXHAUSTIVE_LIMIT)
     total = count_policies(len(pool), model.capacity) if exhaustive else None
-    processes, workers = (None, None) if exhaustive else _workers(args)
+    large = total is None or total >= PARALLEL_POLICIES
+    processes, workers = _workers(args) if large else (None, None)
     try:
         with Progress(total, "optimising") as bar:
             search = optimise(model, costs, modes=args.modes, method=args.search, solver_method=args.method,

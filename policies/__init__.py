@@ -3,6 +3,7 @@
 from ._search import LocalOptimum, search_policies
 from ._thresholds import (
     EXHAUSTIVE_LIMIT,
+    PARALLEL_POLICIES,
     SEARCH_DIM,
     SEARCH_METHODS,
     SPACES,
@@ -19,6 +20,7 @@ from ._thresholds import (
 
 __all__ = [
     "EXHAUSTIVE_LIMIT",
+    "PARALLEL_POLICIES",
     "SEARCH_DIM",
     "SEARCH_METHODS",
     "SPACES",

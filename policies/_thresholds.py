@@ -70,6 +70,8 @@ EXHAUSTIVE_LIMIT = 5_000
 SEARCH_DIM = 256
 #: ``space``: threshold (non-increasing) policies only, or every queue-length policy as well.
 SPACES = ("monotone", "all")
+#: With ``workers``, an exhaustive search over at least this many policies costs its subsets in parallel.
+PARALLEL_POLICIES = 1000
 
 Progress = Callable[[int], None]
 
@@ -369,7 +371,8 @@ def optimise(model: QueueModel, costs: Costs, *, modes: Sequence[int] | None = N
     rtol, max_seconds
         Tolerance and time budget of the error bar's ladder when the exact chain is too large.
     restarts, workers
-        Starts of the local search, and a ``map``-like callable to run them in parallel.
+        Starts of the local search, and a ``map``-like callable to run them (or, for a large exhaustive
+        search, the subsets of modes) in parallel.
     """
     _check_method(method)
     if space not in SPACES:
@@ -394,9 +397,18 @@ def optimise(model: QueueModel, costs: Costs, *, modes: Sequence[int] | None = N
         subsets = [*statics, found]
         solved = len(costing.cache) + local.distinct
     else:
-        subsets = [_optimum(costing, subset, method)
-                   for size in range(1, len(pool) + 1) for subset in itertools.combinations(pool, size)]
-        solved = len(costing.cache)
+        all_subsets = [subset for size in range(1, len(pool) + 1) for subset in itertools.combinations(pool, size)]
+        if workers is not None and count_policies(len(pool), K) >= PARALLEL_POLICIES:
+            tasks = [(reduced, chain.h, costs, subset, method) for subset in all_subsets]
+            results: list[tuple[ThresholdOptimum, set[tuple[int, ...]]]] = []
+            for item in workers(_subset_task, tasks):
+                assert isinstance(item, tuple)
+                results.append(item)
+            subsets = [opt for opt, _ in results]
+            solved = len({key for _, keys in results for key in keys})
+        else:
+            subsets = [_optimum(costing, subset, method) for subset in all_subsets]
+            solved = len(costing.cache)
     static = tuple((opt.modes[0], opt.cost) for opt in subsets if len(opt.modes) == 1 and opt.search_method != "local")
     best = min(subsets, key=lambda o: (o.cost.total, len(o.modes)))
     queue_length = None
@@ -424,6 +436,14 @@ def optimise(model: QueueModel, costs: Costs, *, modes: Sequence[int] | None = N
     message = "optimum found" if ok else f"{costing.failures} policies could not be solved and were skipped"
     return PolicySearch(best, tuple(subsets), static, profit, solved, ok, message, method_name, bound, exact,
                         None, chain.label, queue_length, red.notes)
+
+
+def _subset_task(args: tuple[QueueModel, int, Costs, tuple[int, ...], str]
+                 ) -> tuple[ThresholdOptimum, set[tuple[int, ...]]]:
+    """One subset's best thresholds in a worker process (the chain is rebuilt there)."""
+    model, h, costs, subset, method = args
+    costing = _Costing(model, costs, LevelChain(model, h), None)
+    return _optimum(costing, subset, method), set(costing.cache)
 
 
 def _starts(model: QueueModel, chain: LevelChain, costs: Costs, pool: tuple[int, ...], first: tuple[int, ...],

@@ -79,3 +79,17 @@ def test_bad_modes_and_starts_are_rejected() -> None:
         search_policies(model, costs, modes=(5,))
     with pytest.raises(InputError, match="monotone"):
         search_policies(model, costs, monotone=True, starts=[(1, 2, 2, 2, 2)])
+
+
+def test_parallel_exhaustive_subsets_give_the_serial_optimum() -> None:
+    """A large exhaustive search costs its subsets through ``workers`` (builtin map here: same path)."""
+    from robotctl.policies import PARALLEL_POLICIES, count_policies, optimise
+
+    model, costs = random_case(15, 16, (1, 2, 3, 4))
+    assert count_policies(4, 16) >= PARALLEL_POLICIES
+    serial = optimise(model, costs, method="exhaustive")
+    parallel = optimise(model, costs, method="exhaustive", workers=map)
+    assert parallel.best.policy == serial.best.policy
+    assert parallel.best.cost.total == pytest.approx(serial.best.cost.total, rel=1e-12)
+    assert [o.cost.total for o in parallel.subsets] == pytest.approx([o.cost.total for o in serial.subsets], rel=1e-12)
+    assert parallel.policies_solved == serial.policies_solved

@@ -347,7 +347,8 @@ def count_policies(n_modes: int, capacity: int) -> int:
 def optimise(model: QueueModel, costs: Costs, *, modes: Sequence[int] | None = None, method: str = "auto",
              solver_method: str = "auto", prepared: PreparedModel | None = None,
              progress: Progress | None = None, space: str = "monotone", rtol: float = 1e-3,
-             max_seconds: float | None = 20.0, restarts: int = 3, workers: Workers | None = None) -> PolicySearch:
+             max_seconds: float | None = 20.0, restarts: int = 3, workers: Workers | None = None,
+             lower_bound: Callable[[QueueModel, Costs], float] | None = None) -> PolicySearch:
     """The best policy over every non-empty subset of ``modes`` (default: all the model's modes),
     with the static costs C_r and the relative profit R (paper 000, Section 7, Table 1).
 
@@ -373,6 +374,9 @@ def optimise(model: QueueModel, costs: Costs, *, modes: Sequence[int] | None = N
     restarts, workers
         Starts of the local search, and a ``map``-like callable to run them (or, for a large exhaustive
         search, the subsets of modes) in parallel.
+    lower_bound
+        A function of (model, costs) giving a lower bound on every policy's cost (the full-information MDP
+        bound of issue 14); its value is reported as ``PolicySearch.lower_bound`` (None when not given).
     """
     _check_method(method)
     if space not in SPACES:
@@ -434,8 +438,9 @@ def optimise(model: QueueModel, costs: Costs, *, modes: Sequence[int] | None = N
         best = _resolve(model, costs, best, solver_method)
     ok = costing.failures == 0 and math.isfinite(best.cost.total)
     message = "optimum found" if ok else f"{costing.failures} policies could not be solved and were skipped"
+    bound_value = None if lower_bound is None else float(lower_bound(model, costs))
     return PolicySearch(best, tuple(subsets), static, profit, solved, ok, message, method_name, bound, exact,
-                        None, chain.label, queue_length, red.notes)
+                        bound_value, chain.label, queue_length, red.notes)
 
 
 def _subset_task(args: tuple[QueueModel, int, Costs, tuple[int, ...], str]

@@ -93,3 +93,19 @@ def test_parallel_exhaustive_subsets_give_the_serial_optimum() -> None:
     assert parallel.best.cost.total == pytest.approx(serial.best.cost.total, rel=1e-12)
     assert [o.cost.total for o in parallel.subsets] == pytest.approx([o.cost.total for o in serial.subsets], rel=1e-12)
     assert parallel.policies_solved == serial.policies_solved
+
+
+def test_lower_bound_is_reported_when_a_bound_is_given() -> None:
+    """The MDP bound (issue 14) plugs in as a function of (model, costs); without one it stays None."""
+    from robotctl.policies import optimise
+
+    model, costs = random_case(16, 4, (1, 2))
+    assert optimise(model, costs).lower_bound is None
+    seen = []
+
+    def bound(m: QueueModel, c: Costs) -> float:
+        seen.append((m, c))
+        return 1.25
+
+    out = optimise(model, costs, lower_bound=bound)
+    assert out.lower_bound == 1.25 and seen == [(model, costs)]

@@ -76,15 +76,6 @@ def kron_power(v: Vector, n: int) -> Vector:
     return out
 
 
-def _csr(rows: list[int], cols: list[int], vals: list[float], shape: tuple[int, int]) -> Any:
-    """A matrix from its entries: dense when small (``DENSE_ENTRIES``), CSR otherwise."""
-    if _is_dense(shape):
-        out = np.zeros(shape)
-        np.add.at(out, (np.asarray(rows, dtype=int), np.asarray(cols, dtype=int)), vals)
-        return out
-    return sp.csr_matrix((vals, (rows, cols)), shape=shape)
-
-
 #: Operators with at most this many entries are built as dense arrays (sparse bookkeeping costs more
 #: than it saves on small levels); larger ones as scipy.sparse CSR.
 DENSE_ENTRIES = 1 << 18
@@ -92,6 +83,15 @@ DENSE_ENTRIES = 1 << 18
 
 def _is_dense(shape: tuple[int, int]) -> bool:
     return shape[0] * shape[1] <= DENSE_ENTRIES
+
+
+def _csr(rows: list[int], cols: list[int], vals: list[float], shape: tuple[int, int]) -> Any:
+    """A matrix from its entries: dense when small (``DENSE_ENTRIES``), CSR otherwise."""
+    if _is_dense(shape):
+        out = np.zeros(shape)
+        np.add.at(out, (np.asarray(rows, dtype=int), np.asarray(cols, dtype=int)), vals)
+        return out
+    return sp.csr_matrix((vals, (rows, cols)), shape=shape)
 
 
 def _as(m: Any, dense: bool) -> Any:
@@ -113,7 +113,7 @@ def _eye(n: int) -> Any:
 
 
 def _sum(parts: list[Any]) -> Any:
-    """Sum of operators of one shape (dense if any part is dense and the result is small)."""
+    """Sum of operators of one shape (dense when the result is small)."""
     dense = _is_dense(parts[0].shape)
     total = _as(parts[0], dense).copy() if dense else _as(parts[0], False)
     for p in parts[1:]:

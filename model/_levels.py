@@ -104,7 +104,7 @@ def _kron(a: Any, b: Any) -> Any:
     """a (x) b, dense when the product is small, CSR otherwise."""
     dense = _is_dense((a.shape[0] * b.shape[0], a.shape[1] * b.shape[1]))
     if dense:
-        return np.kron(_as(a, True), _as(b, True))
+        return fast_kron(_as(a, True), _as(b, True))
     return sp.kron(_as(a, False), _as(b, False), format="csr")
 
 

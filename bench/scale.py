@@ -311,7 +311,7 @@ def main() -> int:
     if not args.skip_accuracy:
         print(f"\n== 6. accuracy: optimised cost against {args.events:,} simulated events "
               "(99% interval widened by the error bar)")
-        print(f"   {'N':>3}{'K':>4}  {'obsolescence':<12}{'method':<20}{'J':>11}{'+-':>9}{'simulated':>11}{'99% hw':>8}"
+        print(f"   {'N':>3}{'K':>4}  {'obsolescence':<13}{'method':<20}{'J':>11}{'+-':>9}{'simulated':>11}{'99% hw':>8}"
               f"{'gap':>8}  inside")
         inside = 0
         for k in range(len(ACCURACY_CASES)):
@@ -320,7 +320,7 @@ def main() -> int:
                 print(f"   case {k} failed: {r['error']}")
                 continue
             inside += r["inside"]
-            print(f"   {r['N']:>3}{r['K']:>4}  {r['law']:<12}{r['method']:<20}{r['cost']:>11.4f}{r['bar']:>9.2g}"
+            print(f"   {r['N']:>3}{r['K']:>4}  {r['law']:<13}{r['method']:<20}{r['cost']:>11.4f}{r['bar']:>9.2g}"
                   f"{r['sim']:>11.4f}{r['half_width']:>8.3f}{r['gap']:>8.3f}  {'yes' if r['inside'] else 'NO'}")
         print(f"   {inside} of {len(ACCURACY_CASES)} inside")
     print(f"\nload average at end: {os.getloadavg()[0]:.2f}")

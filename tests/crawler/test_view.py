@@ -64,10 +64,3 @@ def test_a_disabled_view_is_silent() -> None:
     view.update(state(1.0))
     assert out.getvalue() == ""
 
-
-def test_long_policies_are_run_length_coded_in_the_report() -> None:
-    from robotctl.crawler._report import compact_levels
-
-    assert compact_levels((3, 3, 3, 1, 1, 1)) == "3,3,3,1,1,1"
-    assert compact_levels((16,) * 14 + (1,) * 37) == "16x14,1x37"
-    assert compact_levels((4, 3, 3) + (2,) * 20) == "4x1,3x2,2x20"

@@ -5,16 +5,23 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._args import policy
+from ._args import policy, real_number, whole_number
 from ._cmd_buffers import add_buffer_arguments
 from ._parser import Formatter, lazy
 
 #: The exact solver's methods (``robotctl.model.METHODS``; a test keeps the two equal).
-SOLVER_METHODS = ("auto", "block", "qbd", "sparse")
+SOLVER_METHODS = ("auto", "block", "qbd", "sparse", "iterative")
 #: The threshold search's methods (``robotctl.policies.SEARCH_METHODS``; a test keeps the two equal).
 SEARCH_METHODS = ("auto", "exhaustive", "local")
 #: What ``optimise`` optimises: paper 000's thresholds or paper 001's dynamic control.
 CONTROLS = ("thresholds", "mdp")
+#: Policy spaces of ``optimise`` (``robotctl.policies.SPACES``; a test keeps the two equal).
+SPACES = ("monotone", "all")
+
+#: argparse types of the tolerance, the time budget and the process count
+_tolerance = real_number(0.0, "the tolerance", "1e-3", strict=True)
+_seconds = real_number(0.0, "the time budget", "20", strict=True)
+_processes = whole_number(1, "the number of processes", "2")
 
 SOLVE_EXAMPLE = """\
 example:
@@ -25,6 +32,10 @@ example:
       renovation (paper 004) instead of obsolescence timers; --q best searches the cheapest law
 
 --policy lists r(0), r(1), ..., r(K): the number of active robots at each queue length, non-increasing.
+The model is first reduced exactly (lumped phases). When the exact chain is too large (it grows like
+R^(K-1) with R obsolescence phases), --approx evaluates the ordered-head ladder and prints every measure
+with its error bar:
+  robotctl solve big.yaml --policy ... --approx --tol 1e-4
 Exit status: 0 solved, 1 the solver reports success=false, 2 bad input.
 """
 
@@ -52,6 +63,14 @@ Modes are numbers of active robots. For modes m_1 > ... > m_n the paper's thresh
 j_1 <= ... <= j_{n-1} (each in 0..K-1) run m_r robots at queue lengths j_{r-1}+1 .. j_r
 (j_0 = -1, j_n = K): the largest mode at an empty queue, the smallest at a full one.
 Without --modes the search covers every subset of the model's modes.
+
+Large fleets and buffers: above 5,000 threshold policies the search is local (coordinate and block
+moves with restarts; --workers runs the restarts in parallel processes). When the exact chain is too
+large, policies are costed on an ordered-head approximation and the optimum is reported with an
+error bar on its cost (--tol, --max-seconds); the output says which ("method", "error_bound",
+"exact"). --space all also searches queue-length policies whose robots need not decrease with the
+queue, and says whether the best one is monotone.
+  robotctl optimise fleet.yaml --workers 2 --json | jq '{cost, error_bound, method}'
 With any of --max-loss, --max-obsolete, --max-starvation the search minimises robot time under those
 bounds (the cost weights then only price the answer); --search local is then the Lagrangian search.
 Exit status: 0 optimum found, 1 some policy could not be solved (or the MDP or the bound did not
@@ -96,6 +115,10 @@ def register(sub: Any) -> None:
                    help="robots at queue length 0..K, comma-separated, non-increasing (e.g. 3,3,3,1,1,1)")
     p.add_argument("--method", choices=SOLVER_METHODS, default="auto", help="exact solver method")
     add_buffer_arguments(p)
+    p.add_argument("--approx", action="store_true",
+                   help="exact when the exact chain is small, else the ordered-head ladder with error bars")
+    p.add_argument("--tol", type=_tolerance, default=1e-4,
+                   help="with --approx: relative agreement of consecutive depths to stop at")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=lazy("robotctl.cli._run_model", "run_solve"))
 
@@ -110,7 +133,7 @@ def register(sub: Any) -> None:
     o.add_argument("--search", choices=SEARCH_METHODS, default="auto",
                    help="exhaustive over every threshold vector, or local descent (for large K or many modes)")
     o.add_argument("--method", choices=(*SOLVER_METHODS, "mdp"), default="auto",
-                   help="exact solver method for each policy; mdp means --control mdp")
+                   help="exact solver method to recompute the optimum's measures with; mdp means --control mdp")
     o.add_argument("--control", choices=CONTROLS, default="thresholds",
                    help="thresholds: the best r(i) of paper 000; mdp: paper 001's dynamic control (Poisson robots)")
     o.add_argument("--certify", action="store_true",
@@ -121,8 +144,16 @@ def register(sub: Any) -> None:
                    help="target: at most this fraction of offered pages dropped as obsolete (P_obsolete)")
     o.add_argument("--max-starvation", type=_fraction_arg, default=None, metavar="FRACTION",
                    help="target: the indexer idle at most this fraction of the time (P_starvation)")
+    o.add_argument("--space", choices=SPACES, default="monotone",
+                   help="threshold policies only, or also queue-length policies in any order")
+    o.add_argument("--workers", type=_processes, default=None,
+                   help="processes for the local search's restarts (default: the number of CPUs)")
+    o.add_argument("--tol", type=_tolerance, default=1e-3,
+                   help="relative tolerance of the error bar's ladder when the exact chain is too large")
+    o.add_argument("--max-seconds", type=_seconds, default=20.0,
+                   help="time budget of that ladder (a wider error bar when it runs out)")
     o.add_argument("--json", action="store_true", help="machine-readable output")
     o.set_defaults(func=lazy("robotctl.cli._run_model", "run_optimise"))
 
 
-__all__ = ["CONTROLS", "MAX_MODES", "SEARCH_METHODS", "SOLVER_METHODS", "register"]
+__all__ = ["CONTROLS", "MAX_MODES", "SEARCH_METHODS", "SOLVER_METHODS", "SPACES", "register"]

@@ -10,9 +10,22 @@ from typing import Any
 
 from robotctl.agent._files import load_model_file
 from robotctl.agent._resources import check_solve_memory
-from robotctl.model import CostBreakdown, Costs, InputError, Measures, QueueModel, ThresholdPolicy, cost_of, solve
+from robotctl.model import (
+    ApproxSolution,
+    CostBreakdown,
+    Costs,
+    InputError,
+    Measures,
+    QueueLengthPolicy,
+    QueueModel,
+    cost_of,
+    solve,
+    solve_approx,
+)
 from robotctl.policies import (
     EXHAUSTIVE_LIMIT,
+    PARALLEL_POLICIES,
+    LocalOptimum,
     LowerBound,
     PolicySearch,
     ThresholdOptimum,
@@ -53,12 +66,25 @@ def _measure_lines(m: Measures, c: CostBreakdown) -> list[str]:
     ]
 
 
-def _describe_policy(policy: ThresholdPolicy) -> str:
+def _describe_policy(policy: QueueLengthPolicy) -> str:
     modes = policy.modes
     if len(modes) == 1:
         return f"robots_at_level {policy}   ({modes[0]} robots always)"
-    js = ",".join(str(j) for j in policy.thresholds)
+    if not policy.is_monotone:
+        return f"robots_at_level {policy}   (modes {', '.join(map(str, modes))}; not monotone: no thresholds)"
+    js = ",".join(str(j) for j in policy.as_threshold().thresholds)
     return f"robots_at_level {policy}   (modes {' > '.join(map(str, modes))}, thresholds {js})"
+
+
+def _evaluation_line(method: str, exact: bool, bound: float, lower: float | None) -> str:
+    """The output contract's method, error bound and lower bound, in words."""
+    if exact:
+        text = "evaluation: exact (error bound 0)"
+    else:
+        text = f"evaluation: {method} approximation, cost within +-{bound:.3g} (measured error bar)"
+    if lower is None:
+        return text + "; MDP lower bound not computed (--certify computes it)"
+    return text + f"; MDP lower bound {lower:.6g}"
 
 
 def run_solve(args: argparse.Namespace) -> int:
@@ -67,6 +93,8 @@ def run_solve(args: argparse.Namespace) -> int:
     model, costs = load_model_file(args.model_file)
     check_solve_memory(model, field=f"{args.model_file}: model.capacity")
     model.check_policy(args.policy)
+    if args.approx:
+        return _run_solve_approx(args, solve_approx(model, args.policy, costs, rtol=args.tol), costs)
     sol = solve(model, args.policy, method=args.method)
     cost = cost_of(sol.measures, costs)
     if args.json:
@@ -86,10 +114,52 @@ def run_solve(args: argparse.Namespace) -> int:
     return 0 if sol.success else 1
 
 
+def _run_solve_approx(args: argparse.Namespace, sol: ApproxSolution, costs: Any) -> int:
+    cost = cost_of(sol.measures, costs)
+    if args.json:
+        out = {
+            "success": sol.success, "status": sol.status.name.lower(), "message": sol.message,
+            "method": sol.method, "exact": sol.exact, "error_bound": _finite(sol.error_bound), "h": sol.h,
+            "robots_at_level": list(args.policy.robots_at_level), "cost": _finite(cost.total),
+            "cost_terms": {k: _finite(v) for k, v in cost.to_dict().items() if k != "total"},
+            "measures": measures_json(sol.measures),
+            "measure_errors": {k: _finite(v) for k, v in sol.measure_errors.items()},
+            "n_states": sol.n_states, "reduction": list(sol.reduction),
+            "ladder": [{"h": st.h, "states": st.n_states, "cost": _finite(st.cost), "seconds": st.seconds}
+                       for st in sol.ladder],
+        }
+        print(json.dumps(out, indent=2))
+    else:
+        print(_describe_policy(args.policy))
+        print(f"{sol.message}; {sol.n_states} states, {sol.seconds:.2f} s")
+        print(_evaluation_line(sol.method, sol.exact, sol.error_bound, None))
+        print("\n".join(_measure_lines(sol.measures, cost)))
+    return 0 if sol.success else 1
+
+
 def _optimum_json(o: ThresholdOptimum) -> dict[str, Any]:
     return {"modes": list(o.modes), "thresholds": list(o.thresholds),
             "robots_at_level": list(o.policy.robots_at_level), "cost": _finite(o.cost.total),
-            "search": o.search_method, "exact": o.exact}
+            "search": o.search_method, "exhaustive": o.exact}
+
+
+def _queue_length_json(q: LocalOptimum) -> dict[str, Any]:
+    return {"robots_at_level": list(q.policy.robots_at_level), "cost": _finite(q.cost), "monotone": q.monotone,
+            "chain": q.chain, "evaluations": q.evaluations}
+
+
+def _workers(args: argparse.Namespace) -> tuple[Any, Any]:
+    """A process pool (one BLAS thread per process: the environment set by the CLI is inherited) and its
+    map, or (None, None) for one process."""
+    import os
+
+    n = args.workers if args.workers is not None else (os.cpu_count() or 1)
+    if n <= 1:
+        return None, None
+    from concurrent.futures import ProcessPoolExecutor
+
+    pool = ProcessPoolExecutor(max_workers=n)
+    return pool, pool.map
 
 
 def _table(search: PolicySearch) -> list[str]:
@@ -120,23 +190,38 @@ def run_optimise(args: argparse.Namespace) -> int:
     exhaustive = args.search == "exhaustive" or (
         args.search == "auto" and count_policies(len(pool), model.capacity) <= EXHAUSTIVE_LIMIT)
     total = count_policies(len(pool), model.capacity) if exhaustive else None
-    with Progress(total, "optimising") as bar:
-        search = optimise(model, costs, modes=args.modes, method=args.search, solver_method=args.method,
-                          progress=bar.advance)
+    large = total is None or total >= PARALLEL_POLICIES
+    processes, workers = _workers(args) if large else (None, None)
+    try:
+        with Progress(total, "optimising") as bar:
+            search = optimise(model, costs, modes=args.modes, method=args.search, solver_method=args.method,
+                              progress=bar.advance, space=args.space, rtol=args.tol, max_seconds=args.max_seconds,
+                              workers=workers)
+    finally:
+        if processes is not None:
+            processes.shutdown()
     best = search.best
+    queue_length = search.queue_length
+    bound = _certify(args, model, costs)
+    lower = bound.value if bound is not None else search.lower_bound
     if args.json:
         out: dict[str, Any] = {
             "success": search.success, "message": search.message,
             **_optimum_json(best),
             "cost_terms": {k: _finite(v) for k, v in best.cost.to_dict().items() if k != "total"},
             "measures": measures_json(best.measures),
+            "method": search.method, "error_bound": _finite(search.error_bound), "exact": search.exact,
+            "lower_bound": lower, "monotone": best.policy.is_monotone,
+            "search_exhaustive": best.exact, "search_chain": search.search_chain,
             "solver_method": best.solver_method, "policies_solved": search.policies_solved,
             "static": {str(r): _finite(c.total) for r, c in search.static},
             "relative_profit_percent": _finite(search.relative_profit),
+            "reduction": list(search.reduction),
         }
+        if queue_length is not None:
+            out["queue_length_policy"] = _queue_length_json(queue_length)
         if args.all_subsets:
             out["subsets"] = [_optimum_json(o) for o in search.subsets]
-        bound = _certify(args, model, costs)
         if bound is not None:
             from ._run_mdp import certify_json
 
@@ -150,9 +235,17 @@ def run_optimise(args: argparse.Namespace) -> int:
     print(f"static fleets: {static}")
     print(f"optimum: {_describe_policy(best.policy)}")
     print("\n".join(_measure_lines(best.measures, best.cost)))
+    print(_evaluation_line(search.method, search.exact, search.error_bound, lower))
+    how = "exhaustive search" if best.exact else "local search (a local optimum)"
+    chain = "the exact chain" if search.search_chain == "exact" else f"the {search.search_chain} chain"
     print(f"relative profit R = {search.relative_profit:.2f}% over the best static fleet; "
-          f"{search.policies_solved} policies solved exactly ({best.solver_method})")
-    bound = _certify(args, model, costs)
+          f"{search.policies_solved} policies costed on {chain} ({how})")
+    if search.reduction:
+        print(f"exact reductions: {'; '.join(search.reduction)}")
+    if queue_length is not None:
+        kind = "monotone" if queue_length.monotone else "NOT monotone"
+        print(f"best queue-length policy ({kind}): robots_at_level {queue_length.policy}, "
+              f"cost {queue_length.cost:.6g} on {queue_length.chain}")
     if bound is not None:
         from ._run_mdp import certify_lines
 

@@ -52,8 +52,8 @@ DEFAULTS: dict[str, Any] = {
         "private_link_share": 0.05,
     },
     "robots": {
-        "count": 3,
-        "think_s": 0.2,
+        "count": 16,
+        "think_s": 1.6,
         "max_resources": 16,
         "fetch_timeout_s": 10.0,
         "max_page_bytes": 2_000_000,
@@ -65,14 +65,14 @@ DEFAULTS: dict[str, Any] = {
         "user_agent": "robotctl-demo/0.1",
     },
     "indexer": {
-        "capacity": 8,
+        "capacity": 50,
         "processing_rate_bps": 100_000.0,
     },
     "costs": {
         "loss": 1.0,
         "obsolescence": 2.0,
         "response": 5.0,
-        "robot": 1.0,
+        "robot": 0.1875,
         "starvation": 60.0,
     },
     "agent": {

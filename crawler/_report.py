@@ -29,10 +29,24 @@ def _cell(r: CrawlResult, key: str, digits: int) -> str:
     return f"{obs} ({_f(getattr(r.predicted, key), digits)})"
 
 
+def compact_levels(levels: tuple[int, ...] | list[int], *, longest: int = 13) -> str:
+    """r(0..K) as written in the model file when short, else run-length coded: ``16x14,1x37`` is 16 robots
+    at queue lengths 0..13 and 1 robot at 14..50."""
+    if len(levels) <= longest:
+        return ",".join(map(str, levels))
+    runs: list[list[int]] = []
+    for r in levels:
+        if runs and runs[-1][0] == r:
+            runs[-1][1] += 1
+        else:
+            runs.append([r, 1])
+    return ",".join(f"{r}x{n}" for r, n in runs)
+
+
 def _policy_text(r: CrawlResult) -> str:
     if r.kind == "robotctl":
         p = r.main_policy
-        return f"{p} (j={','.join(map(str, p.thresholds)) or '-'})"
+        return f"{compact_levels(p.robots_at_level)} (j={','.join(map(str, p.thresholds)) or '-'})"
     return f"{r.policies[0].robots_at_level[0]} always"
 
 
@@ -108,7 +122,7 @@ def format_report(report: DemoReport) -> str:
                 f"commands per robot per minute at cost {damping['cost']:.2f}; dwell 0 gives "
                 f"{damping['undamped_commands_per_robot_per_min']:.1f} at cost {damping['undamped_cost']:.2f} "
                 f"({100 * (damping['cost'] / damping['undamped_cost'] - 1):+.1f}%)")
-        spans = "; ".join(f"{','.join(map(str, s.robots_at_level))} ({s.source}) from {s.adopted_at:.1f} s, "
+        spans = "; ".join(f"{compact_levels(s.robots_at_level)} ({s.source}) from {s.adopted_at:.1f} s, "
                           f"{s.window_s:.1f} s measured" for s in me.policies)
         lines.append(f"robotctl's policies: {spans}")
         work = 100 * me.service.get("work_share", 0.0)

@@ -28,7 +28,7 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from ._model import QueueModel
-from ._policy import ThresholdPolicy
+from ._policy import QueueLengthPolicy
 
 Matrix: TypeAlias = "NDArray[np.float64] | sp.csr_matrix"
 #: Levels with at most this many states are kept as dense arrays.
@@ -67,10 +67,16 @@ class PreparedModel:
     model : QueueModel
     dense_limit : int
         Levels with at most this many states use dense blocks.
+    original, reduction
+        The model ``model`` was reduced from (:func:`model.reduce_model`), and the reductions made.
     """
 
-    def __init__(self, model: QueueModel, *, dense_limit: int = DENSE_BLOCK_LIMIT) -> None:
+    def __init__(self, model: QueueModel, *, dense_limit: int = DENSE_BLOCK_LIMIT, original: QueueModel | None = None,
+                 reduction: tuple[str, ...] = ()) -> None:
         self.model = model
+        #: the model this one was reduced from (``model`` itself when no reduction was asked)
+        self.original = model if original is None else original
+        self.reduction = reduction
         self.K = model.capacity
         self.W = model.arrivals.order
         self.beta = np.asarray(model.service.beta)
@@ -201,7 +207,7 @@ class PreparedModel:
 class Blocks:
     """Generator blocks of the controlled queue under one policy (views into a PreparedModel)."""
 
-    def __init__(self, model: QueueModel, policy: ThresholdPolicy, prepared: PreparedModel | None = None) -> None:
+    def __init__(self, model: QueueModel, policy: QueueLengthPolicy, prepared: PreparedModel | None = None) -> None:
         model.check_policy(policy)
         if prepared is None:
             prepared = PreparedModel(model)

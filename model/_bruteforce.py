@@ -22,7 +22,7 @@ from numpy.typing import NDArray
 
 from ._measures import Measures
 from ._model import QueueModel
-from ._policy import ThresholdPolicy
+from ._policy import QueueLengthPolicy
 from ._solve import Solution, SolveStatus
 
 State = tuple[int, int, int, tuple[int, ...]]  # (i, nu, m, (r_1..r_{i-1})); m = -1 when empty
@@ -51,7 +51,7 @@ def enumerate_states(model: QueueModel) -> list[State]:
     return states
 
 
-def generator(model: QueueModel, policy: ThresholdPolicy) -> tuple[list[State], sp.csr_matrix]:
+def generator(model: QueueModel, policy: QueueLengthPolicy) -> tuple[list[State], sp.csr_matrix]:
     """The generator, transition by transition."""
     model.check_policy(policy)
     K = model.capacity
@@ -151,7 +151,7 @@ def _fates(model: QueueModel) -> dict[tuple[int, ...], tuple[float, float]]:
     return fate
 
 
-def solve_bruteforce(model: QueueModel, policy: ThresholdPolicy) -> Solution:
+def solve_bruteforce(model: QueueModel, policy: QueueLengthPolicy) -> Solution:
     """Stationary distribution and measures by explicit enumeration (see the module docstring)."""
     start = time.perf_counter()
     states, Q = generator(model, policy)

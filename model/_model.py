@@ -13,7 +13,7 @@ from robotctl._errors import InputError
 
 from ._arrivals import ModeArrivals
 from ._ph import PH
-from ._policy import ThresholdPolicy
+from ._policy import QueueLengthPolicy
 
 
 class Admission(enum.Enum):
@@ -69,7 +69,7 @@ class QueueModel:
     def modes(self) -> tuple[int, ...]:
         return self.arrivals.modes
 
-    def check_policy(self, policy: ThresholdPolicy) -> None:
+    def check_policy(self, policy: QueueLengthPolicy) -> None:
         """Raise InputError unless the policy fits this model (length K+1, known modes)."""
         if policy.capacity != self.capacity:
             raise InputError("policy", f"has {len(policy.robots_at_level)} levels but K = {self.capacity} needs "

@@ -1,10 +1,11 @@
-"""Multi-threshold policies (paper 000, Section 2).
+"""Queue-length policies and multi-threshold policies (paper 000, Section 2).
 
-The canonical form is ``robots_at_level``: r(0..K), the number of active robots with i pages in the
-system, non-increasing in i. The paper's form lists modes m_1 > m_2 > ... > m_n and thresholds
-j_1 <= ... <= j_{n-1}: with j_0 = -1 and j_n = K, level i in (j_{r-1}, j_r] runs m_r robots. The
-first mode is used at level 0 and the last at level K; intermediate modes may be empty
-(j_{r-1} = j_r), which is how the paper's Table 1 lists e.g. "3 or 2 or 1 | 2,2".
+A queue-length policy runs r(i) robots when i pages are in the system, i = 0..K (``robots_at_level``);
+any modes of the model, in any order. The paper's threshold policies are the non-increasing ones
+(:class:`ThresholdPolicy`, the canonical form of DESIGN.md): the paper's form lists modes
+m_1 > m_2 > ... > m_n and thresholds j_1 <= ... <= j_{n-1}: with j_0 = -1 and j_n = K, level i in
+(j_{r-1}, j_r] runs m_r robots. The first mode is used at level 0 and the last at level K; intermediate
+modes may be empty (j_{r-1} = j_r), which is how the paper's Table 1 lists e.g. "3 or 2 or 1 | 2,2".
 """
 
 from __future__ import annotations
@@ -16,13 +17,13 @@ from robotctl._errors import InputError
 
 
 @dataclass(frozen=True)
-class ThresholdPolicy:
-    """r(i) robots active when i pages are in the system, i = 0..K.
+class QueueLengthPolicy:
+    """r(i) robots active when i pages are in the system, i = 0..K, in any order.
 
     Attributes
     ----------
     robots_at_level : tuple of int
-        Length K + 1, non-increasing, entries >= 0.
+        Length K + 1, entries >= 0.
     """
 
     robots_at_level: tuple[int, ...]
@@ -36,14 +37,10 @@ class ThresholdPolicy:
             if isinstance(x, bool) or not isinstance(x, int) or x < 0:
                 raise InputError(f"policy[{i}]", f"must be a whole number of robots >= 0, got {x!r}",
                                  "use integers")
-        for i in range(1, len(r)):
-            if r[i] > r[i - 1]:
-                raise InputError(f"policy[{i}]", f"is {r[i]} > {r[i - 1]} at level {i - 1}: not non-increasing",
-                                 "a longer queue must never have more active robots")
         object.__setattr__(self, "robots_at_level", r)
 
     @classmethod
-    def parse(cls, text: str) -> ThresholdPolicy:
+    def parse(cls, text: str) -> QueueLengthPolicy:
         """From "3,3,3,1,1,1"."""
         try:
             values = tuple(int(x) for x in text.replace(" ", "").split(",") if x != "")
@@ -51,6 +48,56 @@ class ThresholdPolicy:
             raise InputError("policy", f"{text!r} is not a comma-separated list of integers",
                              "write e.g. 3,3,3,1,1,1 (robots at queue length 0..K)") from exc
         return cls(values)
+
+    @classmethod
+    def static(cls, robots: int, capacity: int) -> QueueLengthPolicy:
+        return cls((robots,) * (capacity + 1))
+
+    @property
+    def capacity(self) -> int:
+        return len(self.robots_at_level) - 1
+
+    @property
+    def modes(self) -> tuple[int, ...]:
+        """The modes in use, largest first."""
+        return tuple(sorted(set(self.robots_at_level), reverse=True))
+
+    @property
+    def is_monotone(self) -> bool:
+        """True when r(i) never increases with i (a threshold policy)."""
+        r = self.robots_at_level
+        return all(a >= b for a, b in zip(r, r[1:]))
+
+    def as_threshold(self) -> ThresholdPolicy:
+        """The same policy as a :class:`ThresholdPolicy` (InputError if it is not monotone)."""
+        return ThresholdPolicy(self.robots_at_level)
+
+    def __str__(self) -> str:
+        return ",".join(str(x) for x in self.robots_at_level)
+
+
+@dataclass(frozen=True)
+class ThresholdPolicy(QueueLengthPolicy):
+    """A non-increasing queue-length policy: r(i) robots active when i pages are in the system.
+
+    Attributes
+    ----------
+    robots_at_level : tuple of int
+        Length K + 1, non-increasing, entries >= 0.
+    """
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        r = self.robots_at_level
+        for i in range(1, len(r)):
+            if r[i] > r[i - 1]:
+                raise InputError(f"policy[{i}]", f"is {r[i]} > {r[i - 1]} at level {i - 1}: not non-increasing",
+                                 "a longer queue must never have more active robots")
+
+    @classmethod
+    def parse(cls, text: str) -> ThresholdPolicy:
+        """From "3,3,3,1,1,1"."""
+        return cls(QueueLengthPolicy.parse(text).robots_at_level)
 
     @classmethod
     def static(cls, robots: int, capacity: int) -> ThresholdPolicy:
@@ -81,15 +128,6 @@ class ThresholdPolicy:
 
     # -- views ----------------------------------------------------------------------------------
     @property
-    def capacity(self) -> int:
-        return len(self.robots_at_level) - 1
-
-    @property
-    def modes(self) -> tuple[int, ...]:
-        """The modes in use, largest first."""
-        return tuple(sorted(set(self.robots_at_level), reverse=True))
-
-    @property
     def thresholds(self) -> tuple[int, ...]:
         """The paper's thresholds for the modes in use: j_r = last level running mode m_r or more."""
         return self.thresholds_for(self.modes)
@@ -107,4 +145,4 @@ class ThresholdPolicy:
         return tuple(max(i for i in range(len(r)) if r[i] >= m) for m in ms[:-1])
 
     def __str__(self) -> str:
-        return ",".join(str(x) for x in self.robots_at_level)
+        return QueueLengthPolicy.__str__(self)

@@ -8,7 +8,7 @@ import numpy as np
 
 from ._arrivals import ModeArrivals
 from ._bmap import BMAP
-from ._model import Admission, QueueModel
+from ._model import Admission, Costs, QueueModel
 from ._ph import PH
 from ._policy import ThresholdPolicy
 
@@ -58,3 +58,46 @@ def random_policy(rng: np.random.Generator, modes: Sequence[int], capacity: int)
     """A random non-increasing robots_at_level over the given modes."""
     values = sorted(rng.choice(list(modes), size=capacity + 1), reverse=True)
     return ThresholdPolicy(tuple(int(v) for v in values))
+
+
+#: The one-robot arrival process of :func:`fleet_model`: a correlated MAP(2) of batch epochs with batches
+#: of 1-4 pages (mean 2).
+FLEET_D0 = ((-3.0, 1.0), (0.5, -1.0))
+FLEET_D1 = ((1.8, 0.2), (0.1, 0.4))
+FLEET_BATCHES = (0.4, 0.3, 0.2, 0.1)
+#: A two-phase useful life that does not lump (exit rates 0.2 and 0.1): mean about 7 s.
+TWO_PHASE_LIFE = ((0.3, 0.7), ((-0.6, 0.4), (0.1, -0.2)))
+
+
+def fleet_model(robots: int, capacity: int, *, obsolescence: str | PH = "exponential", load: float = 1.5,
+                service_mean: float = 0.5, life_mean: float | None = None) -> tuple[QueueModel, Costs]:
+    """A crawler fleet of ``robots`` identical robots (modes 1..N, the linear rule: r robots deliver r
+    times the one-robot BMAP) feeding an indexer of capacity K, and costs with a non-trivial optimum.
+
+    Two-phase arrivals (:data:`FLEET_D0`, :data:`FLEET_D1`, batches of 1-4 pages) and two-phase service
+    (paper 000's (beta, S), scaled to ``service_mean``); all N robots offer ``load`` times what the
+    indexer can take. ``obsolescence``: ``exponential`` (mean ``life_mean``, default 20 service times),
+    ``paper`` (paper 000's two-phase law, which lumps exactly to an exponential one), ``two-phase``
+    (:data:`TWO_PHASE_LIFE`, which does not lump), or a PH law. Costs follow paper 000's example, with the
+    price of a robot divided so that the whole fleet costs as much as 4 robots there.
+    """
+
+    one = BMAP.from_map(np.array(FLEET_D0), np.array(FLEET_D1), FLEET_BATCHES)
+    service = PH(np.array([0.4, 0.6]), np.array([[-3.0, 1.0], [2.0, -3.0]]))
+    service = PH(service.beta, service.S * (service.mean / service_mean))
+    base = one.scaled(load / (robots * service_mean) / one.rate)
+    arrivals = ModeArrivals.linear(base, range(1, robots + 1))
+    mean = 20.0 * service_mean if life_mean is None else life_mean
+    if isinstance(obsolescence, PH):
+        law = obsolescence
+    elif obsolescence == "exponential":
+        law = PH.exponential(1.0 / mean)
+    elif obsolescence in ("paper", "two-phase"):
+        gamma, G = (np.array([0.3, 0.7]), np.array([[-0.6, 0.4], [0.1, -0.3]])) if obsolescence == "paper" else (
+            np.array(TWO_PHASE_LIFE[0]), np.array(TWO_PHASE_LIFE[1]))
+        law = PH(gamma, G)
+        law = PH(law.beta, law.S * (law.mean / mean))
+    else:
+        raise ValueError(f"unknown obsolescence {obsolescence!r}")
+    costs = Costs(loss=5.0, obsolescence=10.0, response=2.0, robot=80.0 / robots, starvation=300.0)
+    return QueueModel(capacity, arrivals, service, law, Admission.PARTIAL), costs

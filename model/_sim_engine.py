@@ -7,7 +7,7 @@ the head in a PH(beta, S) time; every *waiting* page has its own PH(gamma, Gamma
 obsolete when it ends (the page in service cannot become obsolete); FIFO; at most K pages in the system,
 the one in service included; a batch of k arriving to i pages keeps min(k, K - i) pages
 (:attr:`Admission.PARTIAL`) or all or none (:attr:`Admission.REJECT_BATCH`); the number of active robots
-is whatever the controller returns after each event (for a :class:`ThresholdPolicy`, r(i)).
+is whatever the controller returns after each event (for a policy, r(i)).
 
 How the entities of a discrete-event simulator map onto this loop (ciw's ``Individual``, ``Node``,
 ``ArrivalNode``, ``Simulation``), flattened for speed:
@@ -45,7 +45,7 @@ from numpy.typing import NDArray
 from robotctl._errors import InputError
 
 from ._model import Admission, QueueModel
-from ._policy import ThresholdPolicy
+from ._policy import QueueLengthPolicy
 from ._sim_events import Controller, EventKind, StateFeedback, TraceKind, TraceRow
 from ._sim_sources import BmapSource, exponential_stream, ph_stream, uniform_stream
 
@@ -84,20 +84,20 @@ class Totals:
 
 
 #: What drives a run: a policy r(i), a function of the state after each event, or a feedback controller.
-AnyController = ThresholdPolicy | Controller | StateFeedback
+AnyController = QueueLengthPolicy | Controller | StateFeedback
 
 
 def _as_controller(model: QueueModel, controller: AnyController
                    ) -> tuple[list[int] | None, Controller | None, StateFeedback | None]:
-    if isinstance(controller, ThresholdPolicy):
+    if isinstance(controller, QueueLengthPolicy):
         model.check_policy(controller)
         return list(controller.robots_at_level), None, None
     if isinstance(controller, StateFeedback):
         return None, None, controller
     if not callable(controller):
         raise InputError("controller",
-                         f"is a {type(controller).__name__}, neither a ThresholdPolicy, a StateFeedback nor a "
-                         "callable", "pass a ThresholdPolicy or a function "
+                         f"is a {type(controller).__name__}, neither a QueueLengthPolicy, a StateFeedback "
+                         "nor a callable", "pass a policy (ThresholdPolicy or QueueLengthPolicy) or a function "
                          "(queue_length, active_robots, t) -> active_robots")
     return None, controller, None
 
@@ -108,7 +108,7 @@ class Simulation:
     Parameters
     ----------
     model : QueueModel
-    controller : ThresholdPolicy, Controller or StateFeedback
+    controller : QueueLengthPolicy, Controller or StateFeedback
         A policy r(0..K), a callable ``(queue_length, active_robots, t) -> active_robots`` asked after
         every event (see :data:`model._sim_events.Controller`), or a :class:`StateFeedback` asked after
         every event with the event and the state before it.

@@ -173,7 +173,7 @@ def simulate_events(model: QueueModel, controller: AnyController, rng: np.random
     Parameters
     ----------
     model : QueueModel
-    controller : ThresholdPolicy, callable or StateFeedback
+    controller : QueueLengthPolicy, callable or StateFeedback
         A policy r(0..K) (checked against the model), ``f(queue_length, active_robots, t) ->
         active_robots`` asked after every event, or a :class:`StateFeedback` asked after every event
         with the event and the state before it (an MDP policy); what it returns must be a mode of

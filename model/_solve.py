@@ -10,10 +10,16 @@ Methods (all exact up to floating point; the result names the one used):
     tridiagonal and each step touches three blocks.
 ``sparse``
     The whole generator assembled sparse from the Kronecker blocks and solved by sparse LU (SuperLU).
-    For state spaces whose top level is too large for dense blocks.
+    Kept as an independent route; it fills in as badly as the dense blocks.
+``iterative``
+    GMRES with a block Gauss-Seidel preconditioner whose level solves invert each level's Kronecker sum
+    axis by axis (``model._iterative``): no block larger than a vector is formed. The exact reference for
+    large K (K = 16 with W = M = R = 2: 262,142 states in seconds); its residual is measured afterwards.
 ``auto``
-    ``qbd`` when it applies, else ``block`` while the largest level has at most ``dense_limit`` states
-    (memory), else ``sparse``.
+    ``iterative`` when the largest level has more than ``ITERATIVE_ABOVE`` states, else ``qbd`` when it
+    applies, else ``block``.
+
+Every method first reduces the model exactly (:func:`model.reduce_model`) unless ``reduce=False``.
 """
 
 from __future__ import annotations
@@ -34,10 +40,18 @@ from robotctl._errors import InputError
 from ._blocks import Blocks, Matrix, PreparedModel, to_dense
 from ._measures import Measures
 from ._model import QueueModel
-from ._policy import ThresholdPolicy
+from ._policy import QueueLengthPolicy
+from ._reduce import reduce_model
 from ._sojourn import tagged_totals
 
-METHODS = ("auto", "block", "qbd", "sparse")
+METHODS = ("auto", "block", "qbd", "sparse", "iterative")
+#: Exact solves of larger chains are refused (the iterative method keeps about 40 vectors of this size);
+#: :func:`model.solve_approx` evaluates such models with an error bar.
+EXACT_STATE_LIMIT = 3_000_000
+#: ``auto`` uses the iterative method above this many states in one level: measured on the paper example
+#: with two-phase obsolescence (bench/scale.py), the dense block algorithm took 2.4 s at K = 10 (2048
+#: states per level) against 0.4 s, and the gap grows like R^(2K).
+ITERATIVE_ABOVE = 1024
 #: ``auto`` leaves the dense block algorithm for sparse LU above this many states in one level. Measured on
 #: the paper example with two-phase obsolescence (bench/model_core.py): sparse LU fills in as badly and was
 #: slower at every size tried (K = 10: 5.4 s against 2.1 s; K = 11: 87 s against 25 s), so the switch only
@@ -74,37 +88,43 @@ class Solution:
     message : str
     method : str
         ``block``, ``qbd``, ``sparse`` (or ``bruteforce`` from the independent route).
-    policy : ThresholdPolicy
+    policy : QueueLengthPolicy
     measures : Measures
     level_vectors : tuple of ndarray
-        p_i for i = 0..K, in the state order of :class:`model._blocks.Blocks`.
+        p_i for i = 0..K, in the state order of :class:`model._blocks.Blocks` for the model solved (the
+        reduced one when ``reduction`` is not empty).
     n_states : int
     residual : float
         max |p Q| over all states.
     seconds : float
         Wall time of the solve.
+    reduction : tuple of str
+        The exact reductions made before solving (:func:`reduce_model`); empty when none applied.
     """
 
     success: bool
     status: SolveStatus
     message: str
     method: str
-    policy: ThresholdPolicy
+    policy: QueueLengthPolicy
     measures: Measures
     level_vectors: tuple[NDArray[np.float64], ...]
     n_states: int
     residual: float
     seconds: float
+    reduction: tuple[str, ...] = ()
 
 
-def solve(model: QueueModel, policy: ThresholdPolicy, *, method: str = "auto",
-          dense_limit: int = DENSE_LIMIT, tol: float = 1e-9, prepared: PreparedModel | None = None) -> Solution:
+def solve(model: QueueModel, policy: QueueLengthPolicy, *, method: str = "auto",
+          dense_limit: int = DENSE_LIMIT, tol: float = 1e-9, prepared: PreparedModel | None = None,
+          reduce: bool = True) -> Solution:
     """Stationary distribution and measures of ``model`` under ``policy``.
 
     Parameters
     ----------
     model, policy
-        The policy must have K + 1 levels and use only modes the arrivals define.
+        The policy must have K + 1 levels and use only modes the arrivals define; it need not be
+        monotone.
     method
         One of ``auto``, ``block``, ``qbd``, ``sparse`` (see the module docstring).
     dense_limit
@@ -113,6 +133,9 @@ def solve(model: QueueModel, policy: ThresholdPolicy, *, method: str = "auto",
         Residual max |p Q| above which the result has ``status=INACCURATE``.
     prepared
         The policy-independent blocks of ``model`` (:func:`prepare`), reused across policies.
+    reduce
+        Solve the exactly reduced model (:func:`reduce_model`: lumped phases); the measures are the
+        same, the chain smaller.
 
     References
     ----------
@@ -139,7 +162,22 @@ def solve(model: QueueModel, policy: ThresholdPolicy, *, method: str = "auto",
     if method not in METHODS:
         raise InputError("method", f"unknown solver method {method!r}", f"use one of {', '.join(METHODS)}")
     start = time.perf_counter()
+    model.check_policy(policy)
+    notes: tuple[str, ...] = ()
+    if prepared is not None and prepared.original is model:
+        model, notes = prepared.model, prepared.reduction
+    elif reduce and prepared is None:
+        red = reduce_model(model)
+        model, notes = red.model, red.notes
     blocks = Blocks(model, policy, prepared)
+    if blocks.n_states > EXACT_STATE_LIMIT:
+        raise InputError("model", f"the exact chain has {blocks.n_states:.3g} states (it grows like R^(K-1) with R "
+                         f"obsolescence phases), more than {EXACT_STATE_LIMIT:,} an exact solve may take",
+                         "evaluate it with an error bar: robotctl solve --approx, or model.solve_approx")
+    if method == "auto" and blocks.dim(blocks.K) > ITERATIVE_ABOVE:
+        method = "iterative"
+    if method == "iterative":
+        return _solve_iterative(model, policy, tol, notes, start)
     if method == "auto":
         if blocks.is_qbd():
             method = "qbd"
@@ -168,20 +206,43 @@ def solve(model: QueueModel, policy: ThresholdPolicy, *, method: str = "auto",
     message = STATUS_MESSAGES[status] if status is SolveStatus.SUCCESS else (
         f"{STATUS_MESSAGES[status]}: {residual:.3g} > {tol:g}")
     return Solution(status is SolveStatus.SUCCESS, status, message, method, policy, measures, p,
-                    blocks.n_states, residual, time.perf_counter() - start)
+                    blocks.n_states, residual, time.perf_counter() - start, notes)
 
 
-def _failed(model: QueueModel, policy: ThresholdPolicy, method: str, blocks: Blocks,
+def _solve_iterative(model: QueueModel, policy: QueueLengthPolicy, tol: float, notes: tuple[str, ...],
+                     start: float) -> Solution:
+    """The ``iterative`` method on the exact level chain (whose state order is that of Blocks)."""
+    from ._evaluate import FUNCTIONALS, Rates
+    from ._iterative import rates_from_levels, stationary_iterative
+    from ._levels import LevelChain
+
+    chain = LevelChain(model)
+    res = stationary_iterative(chain, policy.robots_at_level, rtol=min(1e-13, tol * 1e-4))
+    y = rates_from_levels(chain, policy.robots_at_level, res.level_vectors)
+    measures = Rates(y[:len(FUNCTIONALS)], y[len(FUNCTIONALS):]).measures(policy.robots_at_level)
+    ok = res.residual <= tol
+    status = SolveStatus.SUCCESS if ok else SolveStatus.INACCURATE
+    message = (f"solved in {res.iterations} iterations" if ok else
+               f"{STATUS_MESSAGES[SolveStatus.INACCURATE]}: {res.residual:.3g} > {tol:g} after {res.iterations} "
+               "iterations")
+    return Solution(ok, status, message, "iterative", policy, measures, res.level_vectors, chain.n_states,
+                    res.residual, time.perf_counter() - start, notes)
+
+
+def _failed(model: QueueModel, policy: QueueLengthPolicy, method: str, blocks: Blocks,
             p: tuple[NDArray[np.float64], ...], message: str, seconds: float) -> Solution:
     nan = float("nan")
     m = Measures(nan, nan, nan, nan, nan, nan, (), tuple(nan for _ in range(blocks.K + 1)), nan, nan, nan, nan)
     return Solution(False, SolveStatus.SINGULAR, message, method, policy, m, p, blocks.n_states, nan, seconds)
 
 
-def prepare(model: QueueModel) -> PreparedModel:
-    """The policy-independent blocks of ``model``, to pass as ``solve(..., prepared=...)`` when solving
-    many policies of one model."""
-    return PreparedModel(model)
+def prepare(model: QueueModel, *, reduce: bool = True) -> PreparedModel:
+    """The policy-independent blocks of ``model`` (of its exact reduction, with ``reduce``), to pass as
+    ``solve(..., prepared=...)`` when solving many policies of one model."""
+    if not reduce:
+        return PreparedModel(model)
+    red = reduce_model(model)
+    return PreparedModel(red.model, original=model, reduction=red.notes)
 
 
 def _dense(block: Matrix | None, shape: tuple[int, int]) -> NDArray[np.float64]:

@@ -107,6 +107,7 @@ from ._routing import (
     sequence_costs,
     switch_rate,
 )
+from ._search import LocalOptimum, search_policies
 from ._simplex import GRID_LIMIT, SimplexOptimum, simplex_pattern_search
 from ._simulate import simulate_routing_losses, simulate_staleness
 from ._targets import (
@@ -121,13 +122,17 @@ from ._targets import (
 )
 from ._thresholds import (
     EXHAUSTIVE_LIMIT,
+    PARALLEL_POLICIES,
+    SEARCH_DIM,
     SEARCH_METHODS,
+    SPACES,
     PolicySearch,
     ThresholdOptimum,
     count_policies,
     count_threshold_vectors,
     optimise,
     optimise_thresholds,
+    search_chain,
     static_costs,
     threshold_vectors,
 )
@@ -144,10 +149,13 @@ __all__ = [
     "MDP_STATE_LIMIT",
     "MEASURE_OF",
     "MIN_OBSERVATIONS",
+    "PARALLEL_POLICIES",
     "PHI",
     "REVISIT_POLICIES",
     "ROUTING_METHODS",
+    "SEARCH_DIM",
     "SEARCH_METHODS",
+    "SPACES",
     "TARGET_METHODS",
     "BestPossible",
     "BoundStatus",
@@ -164,6 +172,7 @@ __all__ = [
     "Frequencies",
     "FrequencyMethod",
     "FullStateMdp",
+    "LocalOptimum",
     "LocalSearchResult",
     "LowerBound",
     "MdpStatus",
@@ -233,6 +242,8 @@ __all__ = [
     "red_candidates",
     "rounding_error",
     "route",
+    "search_chain",
+    "search_policies",
     "sequence_costs",
     "simplex_pattern_search",
     "simulate_routing_losses",

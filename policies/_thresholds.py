@@ -9,40 +9,69 @@ with the static costs C_r and the relative profit R = (1 - C* / min_r C_r) 100% 
 Two search methods:
 
 ``exhaustive``
-    Every threshold vector (C(K + n - 1, n - 1) of them per subset); distinct policies are solved once.
+    Every threshold vector (C(K + n - 1, n - 1) of them per subset); distinct policies are costed once,
+    each from the previous one by re-passing only the levels that changed.
 ``local``
     For one subset: coordinate descent on the thresholds, each moved by +-1 until no move lowers the
-    cost. Over all subsets (:func:`optimise`): steepest descent over non-increasing robots_at_level from
-    the best static fleet, each step setting one level to another mode between its neighbours' modes. Much cheaper
-    for many modes and large K; it may stop at a local optimum, and says so (``exact=False``).
+    cost. Over all subsets (:func:`optimise`): the local search of :mod:`policies._search` (every level's
+    every mode costed at once from the censored chain, block moves, restarts) over non-increasing
+    policies. Much cheaper for many modes and large K; it stops at a local optimum, and says so
+    (``exact=False`` on the optimum: the *search* was not exhaustive).
 
 ``auto`` searches exhaustively while the number of distinct policies is at most ``EXHAUSTIVE_LIMIT``.
+
+**What the costs are computed on.** The model is first reduced exactly (:func:`robotctl.model.reduce_model`).
+When the exact chain's largest level has at most ``SEARCH_DIM`` states, every policy is costed exactly.
+Otherwise the search costs policies on the ordered-head chain of the largest depth h whose levels fit
+(:class:`robotctl.model.LevelChain`), and the optimum found, and the best static fleet, are then evaluated
+by :func:`robotctl.model.solve_approx`, which raises h until consecutive depths agree to ``rtol`` and
+reports the error bar. :class:`PolicySearch` says which (``method``, ``error_bound``, ``exact``); the
+subsets' rows and the other static fleets keep the search chain's costs.
+
+With ``space="all"`` the search also runs over every queue-length policy (modes in any order), from the
+best threshold policy found, and reports whether that optimum is monotone (``PolicySearch.queue_length``).
+``lower_bound`` is the full-information MDP bound when computed (issue 14; None until then).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from robotctl.model import (
     CostBreakdown,
     Costs,
     InputError,
+    LevelChain,
     Measures,
+    PolicyEvaluator,
     PreparedModel,
+    QueueLengthPolicy,
     QueueModel,
-    Solution,
     ThresholdPolicy,
     cost_of,
-    prepare,
+    reduce_model,
     solve,
+    solve_approx,
 )
+
+from ._search import LocalOptimum, Workers, best_two_mode, default_starts, search_policies, surrogate
 
 SEARCH_METHODS = ("auto", "exhaustive", "local")
 #: ``auto`` searches exhaustively while there are at most this many threshold vectors (or policies).
 EXHAUSTIVE_LIMIT = 5_000
+#: Policies are costed on the exact chain while its largest level has at most this many states; above,
+#: on the ordered-head chain of the largest depth that fits (the dense evaluator's comfortable range).
+SEARCH_DIM = 256
+#: ``space``: threshold (non-increasing) policies only, or every queue-length policy as well.
+SPACES = ("monotone", "all")
+#: With ``workers``, an exhaustive search over at least this many policies costs its subsets in parallel.
+PARALLEL_POLICIES = 1000
 
 Progress = Callable[[int], None]
 
@@ -61,7 +90,8 @@ class ThresholdOptimum:
     cost : CostBreakdown
     measures : Measures
     solver_method : str
-        The exact solver's method for the best policy (``block``, ``qbd``, ``sparse``).
+        How the reported measures were computed: ``levels`` (the censored evaluator, exact chain),
+        ``iterative``, a method of :func:`robotctl.model.solve`, or the ordered-head chain's name.
     search_method : str
         ``exhaustive`` or ``local``.
     exact : bool
@@ -93,12 +123,26 @@ class PolicySearch:
     static : tuple of (int, CostBreakdown)
         C_r: cost with r robots always active, for each mode r.
     relative_profit : float
-        R = (1 - C* / min_r C_r) * 100 (percent).
+        R = (1 - C* / min_r C_r) * 100 (percent), both costs on the search chain.
     policies_solved : int
-        Distinct policies solved exactly.
+        Distinct policies costed.
     success : bool
         False when some policy could not be solved (those are skipped and counted in ``message``).
     message : str
+    method : str
+        ``exact``, or ``ordered-head h=<h>`` for the chain ``best`` was finally evaluated on.
+    error_bound : float
+        Absolute error bar on ``best.cost.total`` (0 when exact; :func:`robotctl.model.solve_approx`).
+    exact : bool
+        True when ``best``'s measures and cost are exact (the search itself may still be local).
+    lower_bound : float or None
+        The full-information MDP lower bound on the cost, when computed.
+    search_chain : str
+        The chain the search costed policies on.
+    queue_length : LocalOptimum or None
+        With ``space="all"``: the best queue-length policy found (monotone or not).
+    reduction : tuple of str
+        Exact reductions made before the search.
     """
 
     best: ThresholdOptimum
@@ -108,38 +152,72 @@ class PolicySearch:
     policies_solved: int
     success: bool
     message: str
+    method: str = "exact"
+    error_bound: float = 0.0
+    exact: bool = True
+    lower_bound: float | None = None
+    search_chain: str = "exact"
+    queue_length: LocalOptimum | None = None
+    reduction: tuple[str, ...] = ()
 
 
-class _Evaluator:
-    """Solves each distinct policy once."""
+def search_chain(model: QueueModel, *, dim: int = SEARCH_DIM) -> LevelChain:
+    """The exact chain of ``model`` if its levels have at most ``dim`` states, else the ordered-head chain
+    of the largest depth h whose levels do (h = 0 at least)."""
+    exact = LevelChain(model)
+    if exact.max_dim <= dim:
+        return exact
+    h = 0
+    while h + 1 < exact.h and LevelChain(model, h + 1).max_dim <= dim:
+        h += 1
+    return LevelChain(model, h)
 
-    def __init__(self, model: QueueModel, costs: Costs, prepared: PreparedModel | None,
-                 solver_method: str, progress: Progress | None) -> None:
-        self.model, self.costs = model, costs
-        self.prepared = prepared if prepared is not None else prepare(model)
-        self.solver_method = solver_method
+
+class _Costing:
+    """Costs policies on one chain, each distinct policy once (changes re-pass only the levels touched)."""
+
+    def __init__(self, model: QueueModel, costs: Costs, chain: LevelChain, progress: Progress | None) -> None:
+        self.model, self.costs, self.chain = model, costs, chain
         self.progress = progress
-        self.cache: dict[tuple[int, ...], tuple[Solution, CostBreakdown]] = {}
+        self.cache: dict[tuple[int, ...], float] = {}
         self.failures = 0
+        self._ev: PolicyEvaluator | None = None
 
-    def __call__(self, policy: ThresholdPolicy) -> tuple[Solution, CostBreakdown]:
+    def _evaluator(self, key: tuple[int, ...]) -> PolicyEvaluator:
+        if self._ev is None:
+            self._ev = PolicyEvaluator(self.chain, key, levels=self.levels)
+        return self._ev
+
+    @property
+    def levels(self) -> bool:
+        """Carry the level distribution while costing: only where the chain's levels are small (it widens
+        every reward block by K + 1 columns)."""
+        return self.chain.max_dim <= 32
+
+    def total(self, policy: ThresholdPolicy) -> float:
         key = policy.robots_at_level
         if key not in self.cache:
-            sol = solve(self.model, policy, method=self.solver_method, prepared=self.prepared)
-            if sol.success:
-                cost = cost_of(sol.measures, self.costs)
-            else:
+            try:
+                c = self._evaluator(key).cost(key, self.costs)
+            except (np.linalg.LinAlgError, ValueError, ArithmeticError):
+                self._ev = None
+                c = math.nan
+            if not math.isfinite(c):
                 self.failures += 1
-                nan = math.nan
-                cost = CostBreakdown(math.inf, nan, nan, nan, nan, nan)
-            self.cache[key] = (sol, cost)
+                c = math.inf
+            self.cache[key] = c
             if self.progress is not None:
                 self.progress(1)
         return self.cache[key]
 
-    def total(self, policy: ThresholdPolicy) -> float:
-        t = self(policy)[1].total
-        return math.inf if math.isnan(t) else t
+    def details(self, policy: ThresholdPolicy, *, levels: bool = False) -> tuple[Measures, CostBreakdown]:
+        """Measures and cost terms; the level distribution only when the costing carries it or ``levels``."""
+        key = policy.robots_at_level
+        if levels and not self.levels:
+            m = PolicyEvaluator(self.chain, key, levels=True).rates().measures(key)
+        else:
+            m = self._evaluator(key).evaluate(key).measures(key)
+        return m, cost_of(m, self.costs)
 
 
 def threshold_vectors(n_modes: int, capacity: int) -> Iterator[tuple[int, ...]]:
@@ -162,8 +240,13 @@ def _check_modes(model: QueueModel, modes: Sequence[int]) -> tuple[int, ...]:
     return ms
 
 
-def _search(evaluate: _Evaluator, modes: tuple[int, ...], method: str) -> tuple[tuple[int, ...], bool, int]:
-    K = evaluate.model.capacity
+def _check_method(method: str) -> None:
+    if method not in SEARCH_METHODS:
+        raise InputError("method", f"unknown search method {method!r}", f"use one of {', '.join(SEARCH_METHODS)}")
+
+
+def _search(costing: _Costing, modes: tuple[int, ...], method: str) -> tuple[tuple[int, ...], bool, int]:
+    K = costing.model.capacity
     n = len(modes)
     if method == "auto":
         method = "exhaustive" if count_threshold_vectors(n, K) <= EXHAUSTIVE_LIMIT else "local"
@@ -173,14 +256,14 @@ def _search(evaluate: _Evaluator, modes: tuple[int, ...], method: str) -> tuple[
         best, best_cost, count = None, math.inf, 0
         for js in threshold_vectors(n, K):
             count += 1
-            c = evaluate.total(ThresholdPolicy.from_thresholds(modes, js, K))
+            c = costing.total(ThresholdPolicy.from_thresholds(modes, js, K))
             if c < best_cost or best is None:
                 best, best_cost = js, c
         assert best is not None
         return best, True, count
     # local: coordinate descent from evenly spread thresholds
     current = tuple(round((r + 1) * (K - 1) / n) for r in range(n - 1))
-    cur_cost = evaluate.total(ThresholdPolicy.from_thresholds(modes, current, K))
+    cur_cost = costing.total(ThresholdPolicy.from_thresholds(modes, current, K))
     count = 1
     improved = True
     while improved:
@@ -192,18 +275,30 @@ def _search(evaluate: _Evaluator, modes: tuple[int, ...], method: str) -> tuple[
                 if not (0 <= cand[r] <= K - 1) or any(a > b for a, b in zip(cand, cand[1:])):
                     continue
                 count += 1
-                c = evaluate.total(ThresholdPolicy.from_thresholds(modes, tuple(cand), K))
+                c = costing.total(ThresholdPolicy.from_thresholds(modes, tuple(cand), K))
                 if c < cur_cost - 1e-12:
                     current, cur_cost, improved = tuple(cand), c, True
     return current, False, count
 
 
-def _optimum(evaluate: _Evaluator, modes: tuple[int, ...], method: str) -> ThresholdOptimum:
-    js, exact, count = _search(evaluate, modes, method)
-    policy = ThresholdPolicy.from_thresholds(modes, js, evaluate.model.capacity)
-    sol, cost = evaluate(policy)
+def _as_optimum(costing: _Costing, policy: ThresholdPolicy, modes: tuple[int, ...], js: tuple[int, ...],
+                search: str, exact: bool, looked: int, *, levels: bool = False) -> ThresholdOptimum:
+    measures, cost = costing.details(policy, levels=levels)
+    return ThresholdOptimum(modes, js, policy, cost, measures, "levels" if costing.chain.exact else costing.chain.label,
+                            search, exact, looked)
+
+
+def _optimum(costing: _Costing, modes: tuple[int, ...], method: str) -> ThresholdOptimum:
+    js, exact, count = _search(costing, modes, method)
+    policy = ThresholdPolicy.from_thresholds(modes, js, costing.model.capacity)
     search = method if method != "auto" else ("exhaustive" if exact else "local")
-    return ThresholdOptimum(modes, js, policy, cost, sol.measures, sol.method, search, exact, count)
+    return _as_optimum(costing, policy, modes, js, search, exact, count)
+
+
+def _unused(prepared: PreparedModel | None) -> None:
+    if prepared is not None:
+        warnings.warn("prepared is no longer used by the policy search (policies are costed on the level chain of "
+                      "the reduced model); drop the argument", DeprecationWarning, stacklevel=3)
 
 
 def optimise_thresholds(model: QueueModel, costs: Costs, modes: Sequence[int], *, method: str = "auto",
@@ -219,16 +314,29 @@ def optimise_thresholds(model: QueueModel, costs: Costs, modes: Sequence[int], *
     method
         ``auto``, ``exhaustive`` or ``local`` (module docstring).
     solver_method
-        Passed to :func:`model.solve`.
+        ``auto``, or a method of :func:`robotctl.model.solve` to recompute the optimum's measures with.
     prepared
-        Reuse the policy-independent blocks of ``model``.
+        Unused (kept for compatibility; a DeprecationWarning says so).
     progress
-        Called with 1 after each distinct policy solved.
+        Called with 1 after each distinct policy costed.
     """
-    if method not in SEARCH_METHODS:
-        raise InputError("method", f"unknown search method {method!r}", f"use one of {', '.join(SEARCH_METHODS)}")
-    ms = _check_modes(model, modes)
-    return _optimum(_Evaluator(model, costs, prepared, solver_method, progress), ms, method)
+    _check_method(method)
+    _unused(prepared)
+    red = reduce_model(model)
+    ms = _check_modes(red.model, modes)
+    costing = _Costing(red.model, costs, search_chain(red.model), progress)
+    best = _optimum(costing, ms, method)
+    return _resolve(model, costs, best, solver_method)
+
+
+def _resolve(model: QueueModel, costs: Costs, best: ThresholdOptimum, solver_method: str) -> ThresholdOptimum:
+    """The optimum's measures recomputed by ``solve(method=solver_method)`` when one is asked for."""
+    if solver_method == "auto":
+        return best
+    sol = solve(model, best.policy, method=solver_method)
+    m = sol.measures
+    return ThresholdOptimum(best.modes, best.thresholds, best.policy, cost_of(m, costs), m, sol.method,
+                            best.search_method, best.exact, best.evaluated)
 
 
 def count_policies(n_modes: int, capacity: int) -> int:
@@ -236,47 +344,39 @@ def count_policies(n_modes: int, capacity: int) -> int:
     return math.comb(capacity + n_modes, n_modes - 1) if n_modes > 0 else 0
 
 
-def _descent(evaluate: _Evaluator, pool: tuple[int, ...], start: ThresholdPolicy) -> tuple[ThresholdPolicy, int]:
-    """Steepest descent over non-increasing policies: set one level to any mode of ``pool`` that keeps
-    the policy non-increasing (between its neighbours' modes)."""
-    current, cost = start, evaluate.total(start)
-    looked = 1
-    while True:
-        best_move, best_cost = None, cost
-        r = current.robots_at_level
-        for i, x in enumerate(r):
-            upper = r[i - 1] if i > 0 else max(pool)
-            lower = r[i + 1] if i + 1 < len(r) else min(pool)
-            for mode in pool:
-                if mode == x or not lower <= mode <= upper:
-                    continue
-                cand = (*r[:i], mode, *r[i + 1:])
-                looked += 1
-                c = evaluate.total(ThresholdPolicy(cand))
-                if c < best_cost - 1e-12:
-                    best_move, best_cost = cand, c
-        if best_move is None:
-            return current, looked
-        current, cost = ThresholdPolicy(best_move), best_cost
-
-
-def _as_optimum(evaluate: _Evaluator, policy: ThresholdPolicy, search: str, exact: bool,
-                looked: int) -> ThresholdOptimum:
-    sol, cost = evaluate(policy)
-    return ThresholdOptimum(policy.modes, policy.thresholds, policy, cost, sol.measures, sol.method, search,
-                            exact, looked)
-
-
 def optimise(model: QueueModel, costs: Costs, *, modes: Sequence[int] | None = None, method: str = "auto",
              solver_method: str = "auto", prepared: PreparedModel | None = None,
-             progress: Progress | None = None) -> PolicySearch:
+             progress: Progress | None = None, space: str = "monotone", rtol: float = 1e-3,
+             max_seconds: float | None = 20.0, restarts: int = 3, workers: Workers | None = None,
+             lower_bound: Callable[[QueueModel, Costs], float] | None = None) -> PolicySearch:
     """The best policy over every non-empty subset of ``modes`` (default: all the model's modes),
     with the static costs C_r and the relative profit R (paper 000, Section 7, Table 1).
 
     With ``method="exhaustive"`` (or ``auto`` while there are at most ``EXHAUSTIVE_LIMIT`` distinct
     policies) every subset's best thresholds are found exactly and listed in ``subsets``; with
-    ``local``, a steepest descent over policies from the best static fleet (``subsets`` then holds the
-    static fleets and the optimum found, ``exact=False``).
+    ``local``, the local search of :func:`search_policies` over non-increasing policies from several
+    starts (``subsets`` then holds the static fleets and the optimum found, ``exact=False``).
+
+    Parameters
+    ----------
+    model, costs, modes, method
+    solver_method
+        ``auto``, or a method of :func:`robotctl.model.solve` to recompute the optimum's measures with
+        (exact chains only).
+    prepared
+        Unused (kept for compatibility; a DeprecationWarning says so).
+    progress
+        Called with the number of policies costed as the search goes.
+    space
+        ``monotone`` (threshold policies) or ``all`` (also every queue-length policy; module docstring).
+    rtol, max_seconds
+        Tolerance and time budget of the error bar's ladder when the exact chain is too large.
+    restarts, workers
+        Starts of the local search, and a ``map``-like callable to run them (or, for a large exhaustive
+        search, the subsets of modes) in parallel.
+    lower_bound
+        A function of (model, costs) giving a lower bound on every policy's cost (the full-information MDP
+        bound of issue 14); its value is reported as ``PolicySearch.lower_bound`` (None when not given).
 
     Examples
     --------
@@ -306,30 +406,117 @@ def optimise(model: QueueModel, costs: Costs, *, modes: Sequence[int] | None = N
     >>> abs(cost(search.best.policy.robots_at_level) - search.best.cost.total) < 1e-12
     True
     """
-    if method not in SEARCH_METHODS:
-        raise InputError("method", f"unknown search method {method!r}", f"use one of {', '.join(SEARCH_METHODS)}")
-    pool = _check_modes(model, modes if modes is not None else model.modes)
-    evaluate = _Evaluator(model, costs, prepared, solver_method, progress)
-    if method == "local" or (method == "auto" and count_policies(len(pool), model.capacity) > EXHAUSTIVE_LIMIT):
-        statics = [_as_optimum(evaluate, ThresholdPolicy.static(r, model.capacity), "exhaustive", True, 1)
-                   for r in pool]
+    _check_method(method)
+    if space not in SPACES:
+        raise InputError("space", f"unknown policy space {space!r}", f"use one of {', '.join(SPACES)}")
+    _unused(prepared)
+    red = reduce_model(model)
+    reduced = red.model
+    pool = _check_modes(reduced, modes if modes is not None else reduced.modes)
+    K = reduced.capacity
+    chain = search_chain(reduced)
+    costing = _Costing(reduced, costs, chain, progress)
+    if method == "local" or (method == "auto" and count_policies(len(pool), K) > EXHAUSTIVE_LIMIT):
+        statics = [_as_optimum(costing, ThresholdPolicy.static(r, K), (r,), (), "exhaustive", True, 1) for r in pool]
         start = min(statics, key=lambda o: o.cost.total).policy
-        found, looked = _descent(evaluate, pool, start)
-        subsets = [*statics, _as_optimum(evaluate, found, "local", False, looked)]
+        local = search_policies(reduced, costs, modes=pool, monotone=True, chain=chain, restarts=restarts,
+                                starts=_starts(reduced, chain, costs, pool, start.robots_at_level, restarts),
+                                workers=workers,
+                                progress=progress)
+        assert isinstance(local.policy, ThresholdPolicy)
+        found = _as_optimum(costing, local.policy, local.policy.modes, local.policy.thresholds, "local", False,
+                            local.evaluations)
+        subsets = [*statics, found]
+        solved = len(costing.cache) + local.distinct
     else:
-        subsets = [_optimum(evaluate, subset, method)
-                   for size in range(1, len(pool) + 1) for subset in itertools.combinations(pool, size)]
+        all_subsets = [subset for size in range(1, len(pool) + 1) for subset in itertools.combinations(pool, size)]
+        if workers is not None and count_policies(len(pool), K) >= PARALLEL_POLICIES:
+            tasks = [(reduced, chain.h, costs, subset, method) for subset in all_subsets]
+            results: list[tuple[ThresholdOptimum, set[tuple[int, ...]]]] = []
+            for item in workers(_subset_task, tasks):
+                assert isinstance(item, tuple)
+                results.append(item)
+            subsets = [opt for opt, _ in results]
+            solved = len({key for _, keys in results for key in keys})
+        else:
+            subsets = [_optimum(costing, subset, method) for subset in all_subsets]
+            solved = len(costing.cache)
     static = tuple((opt.modes[0], opt.cost) for opt in subsets if len(opt.modes) == 1 and opt.search_method != "local")
     best = min(subsets, key=lambda o: (o.cost.total, len(o.modes)))
-    best_static = min(c.total for _, c in static)
-    profit = (1.0 - best.cost.total / best_static) * 100.0 if math.isfinite(best_static) and best_static else 0.0
-    ok = evaluate.failures == 0 and math.isfinite(best.cost.total)
-    message = "optimum found" if ok else f"{evaluate.failures} policies could not be solved and were skipped"
-    return PolicySearch(best, tuple(subsets), static, profit, len(evaluate.cache), ok, message)
+    queue_length = None
+    if space == "all":
+        queue_length = search_policies(reduced, costs, modes=pool, chain=chain, restarts=restarts, workers=workers,
+                                       starts=_starts(reduced, chain, costs, pool, best.policy.robots_at_level,
+                                                      restarts),
+                                       progress=progress)
+    # R compares costs of one chain: the search chain's, before the optimum is re-evaluated on the ladder
+    minimum_static = min(c.total for _, c in static)
+    profit = (1.0 - best.cost.total / minimum_static) * 100.0 if math.isfinite(minimum_static) and minimum_static \
+        else 0.0
+    method_name, bound, exact = "exact", 0.0, True
+    if chain.exact and not best.measures.queue_length_distribution:
+        best = _as_optimum(costing, best.policy, best.modes, best.thresholds, best.search_method, best.exact,
+                           best.evaluated, levels=True)
+    if not chain.exact:
+        if solver_method != "auto":
+            warnings.warn(f"solver_method={solver_method!r} ignored: the exact chain is too large; the optimum "
+                          "is evaluated on the ordered-head ladder", stacklevel=2)
+        best, method_name, bound, exact = _ladder(model, costs, best, chain.h, rtol, max_seconds)
+    elif solver_method != "auto":
+        best = _resolve(model, costs, best, solver_method)
+    ok = costing.failures == 0 and math.isfinite(best.cost.total)
+    message = "optimum found" if ok else f"{costing.failures} policies could not be solved and were skipped"
+    bound_value = None if lower_bound is None else float(lower_bound(model, costs))
+    return PolicySearch(best, tuple(subsets), static, profit, solved, ok, message, method_name, bound, exact,
+                        bound_value, chain.label, queue_length, red.notes)
+
+
+def _subset_task(args: tuple[QueueModel, int, Costs, tuple[int, ...], str]
+                 ) -> tuple[ThresholdOptimum, set[tuple[int, ...]]]:
+    """One subset's best thresholds in a worker process (the chain is rebuilt there)."""
+    model, h, costs, subset, method = args
+    costing = _Costing(model, costs, LevelChain(model, h), None)
+    return _optimum(costing, subset, method), set(costing.cache)
+
+
+def _starts(model: QueueModel, chain: LevelChain, costs: Costs, pool: tuple[int, ...], first: tuple[int, ...],
+            restarts: int) -> list[tuple[int, ...]]:
+    """``first`` (the best static fleet or threshold policy), then on an exact chain the best two-mode
+    policy, on an approximate one the local optimum of the exponential surrogate (cheap), then seeded
+    random starts of few runs; ``restarts`` of them."""
+    starts = [first]
+    if restarts >= 2 and not chain.exact:
+        cheap = surrogate(model)
+        found = search_policies(cheap, costs, modes=pool, monotone=QueueLengthPolicy(first).is_monotone,
+                                chain=search_chain(cheap), restarts=restarts)
+        starts.append(found.policy.robots_at_level)
+    elif restarts >= 2 and len(pool) > 1:
+        starts.append(best_two_mode(chain, costs, max(pool), min(pool))[0])
+    for s in default_starts(chain, costs, pool, restarts=max(restarts, 1), statics=False):
+        if len(starts) >= max(restarts, 1):
+            break
+        if s not in starts:
+            starts.append(s)
+    return starts[:max(restarts, 1)]
+
+
+def _ladder(model: QueueModel, costs: Costs, best: ThresholdOptimum, h: int, rtol: float,
+            max_seconds: float | None) -> tuple[ThresholdOptimum, str, float, bool]:
+    """The optimum evaluated with its error bar (model.solve_approx, from the search chain's depth)."""
+    out = solve_approx(model, best.policy, costs, rtol=rtol, max_seconds=max_seconds, h_start=h)
+    cost = cost_of(out.measures, costs)
+    reported = ThresholdOptimum(best.modes, best.thresholds, best.policy, cost, out.measures, out.method,
+                                best.search_method, best.exact, best.evaluated)
+    return reported, out.method, out.error_bound, out.exact
 
 
 def static_costs(model: QueueModel, costs: Costs, *, prepared: PreparedModel | None = None
                  ) -> tuple[tuple[int, CostBreakdown], ...]:
-    """C_r for each mode r: the cost with r robots always active."""
-    evaluate = _Evaluator(model, costs, prepared, "auto", None)
-    return tuple((r, evaluate(ThresholdPolicy.static(r, model.capacity))[1]) for r in model.modes)
+    """C_r for each mode r: the cost with r robots always active (exact when the exact chain is small,
+    else from :func:`robotctl.model.solve_approx` with its default tolerance)."""
+    _unused(prepared)
+    out = []
+    for r in model.modes:
+        sol = solve_approx(model, ThresholdPolicy.static(r, model.capacity), costs, rtol=1e-3)
+        out.append((r, cost_of(sol.measures, costs)))
+    return tuple(out)

@@ -50,6 +50,7 @@ def test_help_ends_with_an_example(capsys: pytest.CaptureFixture[str]) -> None:
 def short(tmp_path: Path) -> Path:
     p = tmp_path / "short.yaml"
     p.write_text("demo: {view_interval_s: 0.5}\n"
+                 "robots: {count: 3, think_s: 0.2}\nindexer: {capacity: 8}\n"
                  "agent: {policy: {startup: [3, 3, 3, 1, 1, 1, 1, 1, 1]}}\n")
     return p
 

@@ -106,3 +106,42 @@ def test_closed_pipe_ends_quietly() -> None:
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 141
     assert "Traceback" not in err and "Exception ignored" not in err
+
+
+def test_optimise_json_carries_the_output_contract(capsys: pytest.CaptureFixture[str]) -> None:
+    """method, error_bound, lower_bound and exact beside robots_at_level, cost and measures."""
+    assert main(["optimise", str(EXAMPLE), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["method"] == "exact" and out["exact"] is True and out["error_bound"] == 0.0
+    assert out["lower_bound"] is None and out["monotone"] is True and out["search_exhaustive"] is True
+    assert out["reduction"] == ["obsolescence phases 2 -> 1 (exactly exponential)"]
+
+
+def test_optimise_text_says_how_the_cost_was_evaluated(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["optimise", str(EXAMPLE), "--space", "all"]) == 0
+    text = capsys.readouterr().out
+    assert "evaluation: exact (error bound 0); MDP lower bound not computed" in text
+    assert "best queue-length policy (monotone): robots_at_level 3,3,3,1,1,1" in text
+
+
+def test_large_model_gets_an_error_bar(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """K = 16 with a two-phase law that does not lump: the exact chain is too large for the search, so the
+    optimum is reported with its method and error bar (the bar is checked against exact references in
+    tests/model/test_approx.py)."""
+    path = write_model(tmp_path, {("model", "capacity"): 16,
+                                  ("model", "obsolescence"): {"gamma": [0.3, 0.7],
+                                                              "Gamma": [[-0.6, 0.4], [0.1, -0.2]]}})
+    assert main(["optimise", path, "--modes", "3,1", "--json", "--workers", "1"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["exact"] is False and out["method"].startswith("ordered-head h=")
+    assert 0.0 < out["error_bound"] < 0.01 * out["cost"]
+    assert main(["solve", path, "--policy", ",".join(["3"] * 3 + ["1"] * 14), "--approx", "--json"]) == 0
+    solved = json.loads(capsys.readouterr().out)
+    assert solved["exact"] is False and set(solved["measure_errors"]) >= {"p_loss", "mean_response_served"}
+
+
+def test_spaces_match_the_policy_search() -> None:
+    from robotctl.cli import _cmd_model
+    from robotctl.policies import SPACES
+
+    assert _cmd_model.SPACES == SPACES

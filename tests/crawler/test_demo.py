@@ -17,10 +17,12 @@ CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
 def short_config() -> DemoConfig:
-    """Eight-second runs; before its first fit the agent applies a threshold policy (three robots up to two
-    documents in the system, one above), so robots park and resume from the first seconds."""
+    """Eight-second runs of a small fleet (three robots, K = 8); before its first fit the agent applies a
+    threshold policy (three robots up to two documents in the system, one above), so robots park and resume
+    from the first seconds."""
     return DemoConfig.from_dict({
         "demo": {"duration_s": 8.0, "warmup_s": 1.0, "view_interval_s": 1.0},
+        "robots": {"count": 3, "think_s": 0.2}, "indexer": {"capacity": 8}, "costs": {"robot": 1.0},
         "agent": {"policy": {"startup": [3, 3, 3, 1, 1, 1, 1, 1, 1]},
                   "refit": {"interval_s": 2.0, "min_interval_s": 1.0, "min_deliveries": 25,
                             "drift_window_s": 4.0},

@@ -63,3 +63,4 @@ def test_a_disabled_view_is_silent() -> None:
     view.note("x")
     view.update(state(1.0))
     assert out.getvalue() == ""
+

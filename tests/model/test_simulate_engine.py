@@ -124,7 +124,7 @@ def test_controller_returning_an_unknown_mode(paper: QueueModel) -> None:
 
 
 def test_controller_must_be_a_policy_or_callable(paper: QueueModel) -> None:
-    with pytest.raises(InputError, match=r"^controller: is a list, neither a ThresholdPolicy, a StateFeedback"):
+    with pytest.raises(InputError, match=r"^controller: is a list, neither a QueueLengthPolicy, a StateFeedback"):
         Simulation(paper, [3, 3, 3, 1, 1, 1], np.random.default_rng(0))  # type: ignore[arg-type]
 
 

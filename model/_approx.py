@@ -1,0 +1,266 @@
+"""Measures of a policy with an error bar: the ordered-head chain of growing depth h.
+
+The exact chain keeps every waiting page's obsolescence phase in order (R^(K-1) states on the top
+level). The ordered-head chain of depth h (``model._levels``) keeps only the h oldest in order and counts
+the others by phase; h >= K - 2 is exact. :func:`solve_approx` evaluates the policy for h = h_0, h_0 + 1,
+... until two consecutive depths agree within the stated tolerance, and reports the last difference as
+the error bar of every measure and of the cost, widened when the ladder converges slowly:
+
+    d_h = |J(h) - J(h - 1)|,   q = d_h / d_{h-1},   error_bound = d_h max(1, 2 q / (1 - q)).
+
+The error of J(h) comes only from the phase given to a page promoted from the counted part, and it decays
+geometrically with the number of ordered places the page crosses before service (measured ratios q from
+0.2, random PH laws with mixing phases, to 0.5, a hyper-exponential law whose phases never mix). For a
+geometric sequence the error left after depth h is d_h q / (1 - q); the bar is twice that when it
+exceeds the last difference (q > 1/3), the last difference otherwise. So the ladder needs three depths
+before it may stop, q is capped at 0.9 (a factor of 18 when the differences do not shrink), and every
+measure gets its own bar from its own differences, never narrower than the cost's factor implies. The
+bar is measured, not proven; bench/scale.py and tests/model/test_approx.py compare it with exact
+references (the exact chain at small K, the product form for Poisson modes at K = 50). When the exact
+chain is small enough to solve (``exact_states``) it is solved and the bar is 0.
+
+Engines: levels of at most ``DENSE_DIM`` states use the dense censored evaluator (model._evaluate), larger
+ones the matrix-free iterative solver (model._iterative). The ladder stops early (status ``LIMITED``)
+when the next depth would exceed ``max_states`` states or, with ``max_seconds``, its projected time.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from robotctl._errors import InputError
+
+from ._evaluate import FUNCTIONALS, PolicyEvaluator, Rates
+from ._iterative import rates_from_levels, stationary_iterative
+from ._levels import LevelChain
+from ._measures import Measures, cost_of
+from ._model import Costs, QueueModel
+from ._policy import QueueLengthPolicy
+from ._reduce import reduce_model
+
+#: Levels of at most this many states are evaluated by the dense censored evaluator.
+DENSE_DIM = 256
+#: Default largest chain the ladder builds (the iterative solver needs about 40 vectors of this size).
+MAX_STATES = 1_000_000
+#: The exact chain is solved directly up to this many states (K = 14 with W = M = R = 2 takes about 1.5 s).
+EXACT_STATES = 70_000
+#: Scalar measures that get an error bar.
+MEASURE_FIELDS = ("arrival_rate", "p_loss", "p_obsolete", "p_success", "p_starvation", "mean_active_robots",
+                  "mean_queue_length", "mean_response_served", "mean_sojourn_obsolete", "mean_sojourn")
+
+
+class ApproxStatus(enum.Enum):
+    """Outcome of :func:`solve_approx`."""
+
+    #: the exact chain was solved: error bar 0
+    EXACT = 0
+    #: two consecutive depths agreed within the tolerance
+    CONVERGED = 1
+    #: the next depth was too large (states or time): the error bar is the last difference, above tolerance
+    LIMITED = 2
+    #: a solve failed
+    FAILED = 3
+
+
+STATUS_MESSAGES = {
+    ApproxStatus.EXACT: "exact chain solved",
+    ApproxStatus.CONVERGED: "consecutive depths agree within the tolerance",
+    ApproxStatus.LIMITED: "tolerance not reached: the next depth exceeds the limit",
+    ApproxStatus.FAILED: "a solve failed",
+}
+
+
+@dataclass(frozen=True)
+class LadderStep:
+    """One depth of the ladder: h, the chain's size, the cost (or NaN without costs), wall time."""
+
+    h: int
+    n_states: int
+    cost: float
+    seconds: float
+    engine: str
+
+
+@dataclass(frozen=True, eq=False)
+class ApproxSolution:
+    """Measures of one policy, exact or with an error bar.
+
+    Attributes
+    ----------
+    success : bool
+        False only when a solve failed (``LIMITED`` results carry a valid, if wide, error bar).
+    status : ApproxStatus
+    message : str
+    method : str
+        ``exact`` or ``ordered-head h=<h>``.
+    h : int or None
+        The depth reported (None when exact).
+    exact : bool
+    policy : QueueLengthPolicy
+    measures : Measures
+    cost : float or None
+        J of eq. (2) when costs were given.
+    error_bound : float
+        |J(h) - J(h - 1)| widened by the observed rate of decay (module docstring); 0 when exact, NaN
+        without costs.
+    measure_errors : dict of str to float
+        |m(h) - m(h - 1)| for each scalar measure, and ``queue_length_distribution`` (largest entry), with
+        the same widening factor as the cost.
+    ladder : tuple of LadderStep
+    n_states : int
+        States of the chain reported.
+    seconds : float
+    reduction : tuple of str
+    """
+
+    success: bool
+    status: ApproxStatus
+    message: str
+    method: str
+    h: int | None
+    exact: bool
+    policy: QueueLengthPolicy
+    measures: Measures
+    cost: float | None
+    error_bound: float
+    measure_errors: dict[str, float]
+    ladder: tuple[LadderStep, ...]
+    n_states: int
+    seconds: float
+    reduction: tuple[str, ...]
+
+
+def evaluate_rates(chain: LevelChain, robots_at_level: Sequence[int]) -> tuple[Rates, str]:
+    """The policy's rates on ``chain``, by the dense evaluator or the iterative solver (by level size)."""
+    if chain.max_dim <= DENSE_DIM:
+        return PolicyEvaluator(chain, robots_at_level, levels=True).rates(), "dense"
+    res = stationary_iterative(chain, robots_at_level)
+    if not res.converged:
+        raise ArithmeticError(f"iterative solve did not converge (residual {res.residual:.2g})")
+    y = rates_from_levels(chain, robots_at_level, res.level_vectors)
+    return Rates(y[:len(FUNCTIONALS)], y[len(FUNCTIONALS):]), "iterative"
+
+
+def _differences(a: Measures, b: Measures) -> dict[str, float]:
+    out = {name: abs(getattr(a, name) - getattr(b, name)) for name in MEASURE_FIELDS}
+    out["queue_length_distribution"] = float(np.max(np.abs(np.subtract(a.queue_length_distribution,
+                                                                      b.queue_length_distribution))))
+    return out
+
+
+def widening(differences: Sequence[float]) -> float:
+    """max(1, 2 q / (1 - q)) for the ratio q of the last two differences, q capped at 0.9 (1 with fewer
+    than two differences or a zero one)."""
+    if len(differences) < 2 or differences[-2] <= 0:
+        return 1.0
+    q = min(differences[-1] / differences[-2], 0.9)
+    return max(1.0, 2.0 * q / (1.0 - q))
+
+
+def _relative_gap(a: Measures, b: Measures) -> float:
+    return max(abs(getattr(a, n) - getattr(b, n)) / max(abs(getattr(b, n)), 1e-12) for n in MEASURE_FIELDS)
+
+
+def solve_approx(model: QueueModel, policy: QueueLengthPolicy, costs: Costs | None = None, *, rtol: float = 1e-4,
+                 h_start: int = 0, h_max: int | None = None, max_states: int = MAX_STATES,
+                 max_seconds: float | None = None, exact_states: int = EXACT_STATES) -> ApproxSolution:
+    """Measures (and cost) of ``model`` under ``policy``: exact when the exact chain is small, else the
+    ordered-head ladder with its error bar (module docstring).
+
+    Parameters
+    ----------
+    model, policy
+    costs
+        With costs, the ladder stops when |J(h) - J(h - 1)| <= rtol |J(h)|; without, when every scalar
+        measure agrees to ``rtol`` (relative).
+    rtol
+        Relative tolerance between consecutive depths.
+    h_start, h_max
+        First and largest depth tried.
+    max_states, max_seconds
+        Do not build a chain with more states, nor start a depth whose projected time (the last one's
+        times R) exceeds what is left of ``max_seconds``.
+    exact_states
+        Solve the exact chain directly when it has at most this many states (or small levels).
+    """
+    if not rtol > 0:
+        raise InputError("rtol", f"must be positive, got {rtol!r}", "e.g. 1e-4 for four significant digits")
+    if h_start < 0:
+        raise InputError("h_start", f"must be >= 0, got {h_start}", "0 is the count model")
+    start = time.perf_counter()
+    model.check_policy(policy)
+    red = reduce_model(model)
+    reduced = red.model
+    r = policy.robots_at_level
+    exact_chain = LevelChain(reduced)
+    steps: list[LadderStep] = []
+
+    def finish(status: ApproxStatus, chain: LevelChain, rates: Rates, prev: Measures | None,
+               prev_cost: float | None) -> ApproxSolution:
+        m = rates.measures(r)
+        cost = cost_of(m, costs).total if costs is not None else None
+        if status is ApproxStatus.EXACT:
+            errors = dict.fromkeys((*MEASURE_FIELDS, "queue_length_distribution"), 0.0)
+            bound = 0.0
+        elif prev is None:
+            errors = dict.fromkeys((*MEASURE_FIELDS, "queue_length_distribution"), math.inf)
+            bound = math.inf
+        else:
+            if costs is not None:
+                factor = widening([abs(b.cost - a.cost) for a, b in zip(steps, steps[1:])])
+            else:
+                factor = widening([_relative_gap(b, a) for a, b in zip(done_measures, done_measures[1:])])
+            pairs = [_differences(b, a) for a, b in zip(done_measures, done_measures[1:])]
+            errors = {k: v * max(factor, widening([d[k] for d in pairs])) for k, v in pairs[-1].items()}
+            bound = abs(cost - prev_cost) * factor if cost is not None and prev_cost is not None else math.nan
+        message = STATUS_MESSAGES[status]
+        if status is ApproxStatus.LIMITED:
+            message += f" (h = {chain.h}, {chain.n_states} states)"
+        return ApproxSolution(status is not ApproxStatus.FAILED, status, message, chain.label,
+                              None if chain.exact else chain.h, chain.exact, policy, m, cost, bound, errors,
+                              tuple(steps), chain.n_states, time.perf_counter() - start, red.notes)
+
+    done_measures: list[Measures] = []
+    if exact_chain.max_dim <= DENSE_DIM or exact_chain.n_states <= exact_states:
+        t0 = time.perf_counter()
+        rates, engine = evaluate_rates(exact_chain, r)
+        steps.append(LadderStep(exact_chain.h, exact_chain.n_states,
+                                rates.cost(costs) if costs else math.nan, time.perf_counter() - t0, engine))
+        return finish(ApproxStatus.EXACT, exact_chain, rates, None, None)
+    top = exact_chain.h if h_max is None else min(h_max, exact_chain.h)
+    done: list[tuple[LevelChain, Rates, Measures, float]] = []  # (chain, rates, measures, cost or NaN)
+    for h in range(min(h_start, top), top + 1):
+        chain = LevelChain(reduced, h)
+        projected = steps[-1].seconds * chain.R * 1.2 if steps else 0.0
+        over_time = max_seconds is not None and time.perf_counter() - start + projected > max_seconds
+        if done and (chain.n_states > max_states or over_time):
+            break
+        t0 = time.perf_counter()
+        try:
+            rates, engine = evaluate_rates(chain, r)
+        except (ArithmeticError, np.linalg.LinAlgError):
+            if not done:
+                raise
+            break
+        m = rates.measures(r)
+        cost = cost_of(m, costs).total if costs is not None else math.nan
+        steps.append(LadderStep(h, chain.n_states, cost, time.perf_counter() - t0, engine))
+        if chain.exact:
+            return finish(ApproxStatus.EXACT, chain, rates, None, None)
+        done.append((chain, rates, m, cost))
+        done_measures.append(m)
+        if len(done) >= 3:  # two differences: the rate of decay is known
+            prev_m, prev_cost = done[-2][2], done[-2][3]
+            close = abs(cost - prev_cost) <= rtol * abs(cost) if costs is not None else _relative_gap(m, prev_m) <= rtol
+            if close:
+                return finish(ApproxStatus.CONVERGED, chain, rates, prev_m, prev_cost)
+    chain, rates, _, _ = done[-1]
+    prev = done[-2] if len(done) >= 2 else None
+    return finish(ApproxStatus.LIMITED, chain, rates, prev[2] if prev else None,
+                  prev[3] if prev and costs is not None else None)

@@ -1,0 +1,405 @@
+"""Exact evaluation of a policy on a level-structured chain, and of every one-level change of it.
+
+The chain of ``model._levels`` moves up by batches (at most k_max levels) and down one level at a time.
+A policy changes only the rows of the generator that leave a level (the arrivals there), so the cost of
+every policy that differs from the current one at a single level i follows from the chain *censored* on
+level i (watched only while it is on level i): its generator is
+
+    C_i = Q_{i,i} + sum_k Q_{i,i+k} Pi_{i+k -> i} + Q_{i,i-1} X_i,
+
+where Pi_{j -> i} (j > i) is the law of the phase at first entry into level i from level j (it uses only
+the rows of levels above i) and X_i that from level i - 1 (it uses only the rows of levels below i, and
+of levels above i when a batch jumps over i). Neither depends on the rows of level i. The stationary
+vector restricted to level i is proportional to that of C_i (the censored chain), and every rate of
+interest, sum_s p_s f_s, is x_i (F_i + sum_k Q_{i,i+k} B_{i+k -> i} + Q_{i,i-1} B_{i-1 -> i}) / (same with
+f = 1), with B the expected reward collected before first entry into level i. So a one-level change costs
+a few products and one solve of the size of one level.
+
+**Backward pass** (levels K..1, the paper's step 1 generalised): with Qbar_{l,l} = Q_{l,l} + sum_k Q_{l,l+k}
+Pi_{l+k -> l},
+
+    G_{l-1} = (-Qbar_{l,l})^{-1} Q_{l,l-1}                        = Pi_{l -> l-1}
+    a_{l-1} = (-Qbar_{l,l})^{-1} (F_l + sum_k Q_{l,l+k} B_{l+k -> l}) = B_{l -> l-1}
+    Pi_{j -> l-1} = Pi_{j -> l} G_{l-1},   B_{j -> l-1} = B_{j -> l} + Pi_{j -> l} a_{l-1}
+
+It depends on the rows of levels >= l. Censored on level 0 it gives the policy's own rates (paper 000,
+Section 3, steps 1-4, without the F recursion: only the rates are formed, never the whole vector).
+
+**Forward pass** (levels 0..K-1): Z_l^(k) is the law of the first passage from level l into levels above l,
+landing on level l + k; z_l the reward collected meanwhile:
+
+    H_l = -Q_{l,l} - Q_{l,l-1} Z_{l-1}^(1)
+    Z_l^(k) = H_l^{-1} (Q_{l,l+k} + Q_{l,l-1} Z_{l-1}^(k+1)),   z_l = H_l^{-1} (F_l + Q_{l,l-1} z_{l-1})
+
+It depends on the rows of levels <= l. Then X_i = sum_k Z_{i-1}^(k) Pi_{i-1+k -> i} and
+B_{i-1 -> i} = z_{i-1} + sum_k Z_{i-1}^(k) B_{i-1+k -> i}.
+
+A change at level i invalidates the backward quantities below i and the forward ones from i on; both are
+rebuilt lazily, one level at a time, so sweeping the levels upwards (or downwards) and accepting changes on
+the way costs one pass per sweep. Every matrix here is a probability or an expected reward of an absorbing
+chain, formed by the same stable recursions as the paper's G matrices.
+
+The rates F (columns ``FUNCTIONALS``, and optionally one per level) are those of Section 4 of paper 000
+(offered, lost, served, obsolete pages per second, eqs. (8), (9), (14), (15)), the starvation and robot
+terms (eqs. (5), (6)), and the sojourn sums of Section 5 through the tagged page (Little's law on the
+pages that will be served or will expire).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ._levels import LevelChain, fast_kron, to_dense
+from ._measures import Measures
+from ._model import Costs
+
+Array = NDArray[np.float64]
+
+#: Generator blocks with at most this many entries are kept per (level, mode) once built.
+SMALL_BLOCK = 1024
+#: The rate columns every evaluation carries (then, optionally, P(level = i) for i = 0..K).
+FUNCTIONALS = ("mass", "starvation", "robots", "offered", "lost", "served", "obsolete", "served_time",
+               "obsolete_time", "will_serve", "will_expire", "queue_length")
+_F = {name: k for k, name in enumerate(FUNCTIONALS)}
+#: ``LevelChain.rate_columns`` order -> FUNCTIONALS[1:] order
+_CHAIN_COLUMNS = ("starvation", "robots", "offered", "lost", "served", "obsolete", "will_serve", "will_expire",
+                  "served_time", "obsolete_time", "queue_length")
+_COLUMN_ORDER = [_CHAIN_COLUMNS.index(name) for name in FUNCTIONALS[1:]]
+
+
+@dataclass(frozen=True)
+class Rates:
+    """The stationary rates of one policy, normalised (``mass`` = 1), as read from the columns."""
+
+    values: Array
+    levels: Array | None
+
+    def __getitem__(self, name: str) -> float:
+        return float(self.values[_F[name]])
+
+    def cost(self, costs: Costs) -> float:
+        return float(cost_from_rates(self.values, costs))
+
+    def measures(self, robots_at_level: Sequence[int]) -> Measures:
+        """The measures; without the level distribution (``levels=False``) the scalars are the same and the
+        two distributions are empty."""
+        if self.levels is not None:
+            return Measures.from_rates(offered=self["offered"], lost=self["lost"], obsolete=self["obsolete"],
+                                       served=self["served"], level_probabilities=self.levels,
+                                       robots_at_level=tuple(robots_at_level), served_time=self["served_time"],
+                                       obsolete_time=self["obsolete_time"])
+        offered, served, obsolete = self["offered"], self["served"], self["obsolete"]
+        v1 = self["served_time"] / served if served > 0 else float("nan")
+        v2 = self["obsolete_time"] / obsolete if obsolete > 0 else 0.0
+        return Measures(arrival_rate=offered, p_loss=self["lost"] / offered, p_obsolete=obsolete / offered,
+                        p_success=served / offered, p_starvation=self["starvation"],
+                        mean_active_robots=self["robots"], active_robots_distribution=(),
+                        queue_length_distribution=(), mean_queue_length=self["queue_length"],
+                        mean_response_served=v1, mean_sojourn_obsolete=v2,
+                        mean_sojourn=v1 * served / offered + v2 * obsolete / offered)
+
+    @property
+    def consistency(self) -> float:
+        """How far the two routes to the fates of pages disagree (relative): the rate of pages served
+        (S_0 of the chain) against the rate of arriving pages that will be served (tagged page), and
+        likewise for obsolete pages. Zero up to rounding for an exact chain."""
+        v = self.values
+        scale = max(float(v[_F["offered"]]), 1e-300)
+        return max(abs(float(v[_F["served"]] - v[_F["will_serve"]])),
+                   abs(float(v[_F["obsolete"]] - v[_F["will_expire"]]))) / scale
+
+
+def cost_from_rates(values: Array, costs: Costs) -> Any:
+    """J of eq. (2) from normalised rate columns (last axis): lambda (c_loss P_loss + c_obs P_obs) is
+    c_loss lost + c_obs obsolete (pages per second), V^(1) = served_time / served."""
+    v = np.asarray(values)
+    response = v[..., _F["served_time"]] / v[..., _F["served"]]
+    total = (costs.loss * v[..., _F["lost"]] + costs.obsolescence * v[..., _F["obsolete"]]
+             + costs.robot * v[..., _F["robots"]] + costs.starvation * v[..., _F["starvation"]]
+             + costs.response * response)
+    return total
+
+
+def _stationary_batch(C: Array) -> Array:
+    """x C = 0, x e = 1 for a stack of small irreducible generators C (n, d, d)."""
+    A = C.copy()
+    A[:, :, 0] = 1.0
+    rhs = np.zeros((C.shape[0], C.shape[1], 1))
+    rhs[:, 0, 0] = 1.0
+    return np.asarray(np.linalg.solve(np.swapaxes(A, 1, 2), rhs)[:, :, 0], dtype=float)
+
+
+class PolicyEvaluator:
+    """Rates and costs of a policy on a :class:`LevelChain`, and of its one-level changes.
+
+    Parameters
+    ----------
+    chain : LevelChain
+    robots_at_level : sequence of int
+        The current policy r(0..K) (any modes of the model, in any order: queue-length policies need not
+        be monotone).
+    levels : bool
+        Also carry P(level = i) for i = 0..K (needed for :class:`Measures`; not for costs).
+    """
+
+    def __init__(self, chain: LevelChain, robots_at_level: Sequence[int], *, levels: bool = False) -> None:
+        self.chain = chain
+        K = self.K = chain.K
+        self.policy = [int(r) for r in robots_at_level]
+        if len(self.policy) != K + 1:
+            raise ValueError(f"policy has {len(self.policy)} levels, K = {K} needs {K + 1}")
+        self.levels = levels
+        self.nf = len(FUNCTIONALS) + (K + 1 if levels else 0)
+        self.W = chain.W
+        self.kmax = max(chain.max_jump(m, 0) for m in chain.model.modes)
+        self.dims = [chain.dim(i) for i in range(K + 1)]
+        # dense pieces depend on the chain (and the mode), not on the policy: kept on the chain, shared by
+        # every evaluator of it
+        caches = chain.evaluator_caches
+        self._dense: dict[tuple[str, int, int], Array] = caches.setdefault("dense", {})
+        self._small: dict[tuple[str, int, int], Array] = caches.setdefault("small", {})
+        self._F: dict[tuple[int, int], Array] = caches.setdefault(f"F{int(levels)}", {})
+        # backward quantities "at l" (valid for l >= back_lo): Pi[(j, l)], B[(j, l)] for l < j <= l + kmax
+        self.Pi: dict[tuple[int, int], Array] = {}
+        self.B: dict[tuple[int, int], Array] = {}
+        self.back_lo = K
+        # forward quantities (valid for l <= fwd_hi): Z[l][k - 1], z[l]
+        self.Z: list[list[Array]] = [[] for _ in range(K + 1)]
+        self.z: list[Array] = [np.zeros(0)] * (K + 1)
+        self.fwd_hi = -1
+        self.solves = 0
+
+    # -- dense pieces -------------------------------------------------------------------------
+    def _inner(self, kind: str, i: int, a: int = 0) -> Array:
+        key = (kind, i, a)
+        if key not in self._dense:
+            c = self.chain
+            m = c.A(i) if kind == "A" else c.down(i) if kind == "down" else c.up(i, a)
+            self._dense[key] = to_dense(m)
+        return self._dense[key]
+
+    def _kron_arr(self, arr: Array, X: Array, inner: int) -> Array:
+        """(arr (x) I_inner) X for one arr (W x W) or a stack (n, W, W); X is (W inner, cols)."""
+        cols = X.shape[1]
+        Y = arr @ X.reshape(self.W, inner * cols)
+        return Y.reshape(*arr.shape[:-2], self.W * inner, cols)
+
+    def _eye_kron(self, B: Array, X: Array) -> Array:
+        """(I_W (x) B) X with B (p x q) and X (W q, cols)."""
+        cols = X.shape[1]
+        return (B @ X.reshape(self.W, B.shape[1], cols)).reshape(self.W * B.shape[0], cols)
+
+    def _inner_diag(self, i: int) -> Array:
+        """I_W (x) A(i) (zero on level 0)."""
+        key = ("IA", i, 0)
+        if key not in self._dense:
+            d = self.dims[i]
+            self._dense[key] = np.zeros((d, d)) if i == 0 else fast_kron(np.eye(self.W), self._inner("A", i))
+        return self._dense[key]
+
+    def _diag(self, i: int, mode: int) -> Array:
+        key = ("Qdiag", i, mode)
+        hit = self._small.get(key)
+        if hit is not None:
+            return hit
+        arr0 = self.chain.arrivals(mode, i)[0]
+        out = fast_kron(arr0, np.eye(self.chain.inner_dim(i))) + self._inner_diag(i)
+        if out.size <= SMALL_BLOCK:
+            self._small[key] = out
+        return out
+
+    def _up_block(self, i: int, mode: int, k: int) -> Array:
+        """Q_{i,i+k} under ``mode``, dense (kept when small)."""
+        key = ("Qup", i, mode * 1000 + k)
+        hit = self._small.get(key)
+        if hit is not None:
+            return hit
+        out = self._up(i, mode, k, np.eye(self.dims[i + k]))
+        if out.size <= SMALL_BLOCK:
+            self._small[key] = out
+        return out
+
+    def _down_block(self, i: int) -> Array:
+        """Q_{i,i-1} = I_W (x) down(i)."""
+        key = ("Qdown", i, 0)
+        if key not in self._dense:
+            self._dense[key] = fast_kron(np.eye(self.W), self._inner("down", i))
+        return self._dense[key]
+
+    def _up(self, i: int, mode: int, k: int, X: Array) -> Array:
+        """Q_{i,i+k} X under ``mode`` (zero when no batch admits k pages there)."""
+        arr = self.chain.arrivals(mode, i)
+        if k >= len(arr):
+            return np.zeros((self.dims[i], X.shape[1]))
+        return self._kron_arr(arr[k], self._eye_kron(self._inner("up", i, k), X), self.chain.inner_dim(i))
+
+    def _down(self, i: int, X: Array) -> Array:
+        return self._eye_kron(self._inner("down", i), X)
+
+    def functionals(self, i: int, mode: int) -> Array:
+        """F_i under ``mode``: d_i x nf rates (columns ``FUNCTIONALS``, then the levels)."""
+        key = (i, mode)
+        if key not in self._F:
+            F = np.zeros((self.dims[i], self.nf))
+            F[:, 0] = 1.0  # mass
+            F[:, 1:len(FUNCTIONALS)] = self.chain.rate_columns(mode, i)[:, _COLUMN_ORDER]
+            if self.levels:
+                F[:, len(FUNCTIONALS) + i] = 1.0
+            self._F[key] = F
+        return self._F[key]
+
+    # -- passes -------------------------------------------------------------------------------
+    def _reach(self, i: int) -> int:
+        return min(self.kmax, self.K - i)
+
+    def _close(self, l: int) -> None:
+        """Backward step: from the quantities at l, those at l - 1 (needs rows of levels >= l)."""
+        mode = self.policy[l]
+        top = self._reach(l)
+        Qbar = self._diag(l, mode).copy()
+        rhs_B = self.functionals(l, mode).copy()
+        for k in range(1, top + 1):
+            if self.dims[l] * self.dims[l + k] <= SMALL_BLOCK:
+                Q = self._up_block(l, mode, k)
+                Qbar += Q @ self.Pi[l + k, l]
+                rhs_B += Q @ self.B[l + k, l]
+            else:
+                Qbar += self._up(l, mode, k, self.Pi[l + k, l])
+                rhs_B += self._up(l, mode, k, self.B[l + k, l])
+        down = self._down_block(l)
+        both = np.linalg.solve(-Qbar, np.concatenate([down, rhs_B], axis=1))
+        self.solves += 1
+        G, a = both[:, :down.shape[1]], both[:, down.shape[1]:]
+        self.Pi[l, l - 1] = G
+        self.B[l, l - 1] = a
+        for j in range(l + 1, min(l - 1 + self._reach(l - 1), self.K) + 1):
+            self.Pi[j, l - 1] = self.Pi[j, l] @ G
+            self.B[j, l - 1] = self.B[j, l] + self.Pi[j, l] @ a
+
+    def _ensure_back(self, l: int) -> None:
+        while self.back_lo > l:
+            self._close(self.back_lo)
+            self.back_lo -= 1
+
+    def _open(self, l: int) -> None:
+        """Forward step: Z_l, z_l (needs rows of levels <= l)."""
+        mode = self.policy[l]
+        top = self._reach(l)
+        H = -self._diag(l, mode)
+        rhs_z = self.functionals(l, mode).copy()
+        if l > 0:
+            Zp = self.Z[l - 1]
+            if Zp:
+                H -= self._down(l, Zp[0])
+            rhs_z += self._down(l, self.z[l - 1])
+        rhs_list = []
+        for k in range(1, top + 1):
+            rhs = self._up_block(l, mode, k)
+            if l > 0 and k < len(self.Z[l - 1]):
+                rhs = rhs + self._down(l, self.Z[l - 1][k])
+            rhs_list.append(rhs)
+        sol = np.linalg.solve(H, np.concatenate([*rhs_list, rhs_z], axis=1))
+        self.solves += 1
+        Zl, at = [], 0
+        for k in range(1, top + 1):
+            width = self.dims[l + k]
+            Zl.append(sol[:, at:at + width])
+            at += width
+        self.Z[l] = Zl
+        self.z[l] = sol[:, at:]
+
+    def _ensure_fwd(self, l: int) -> None:
+        while self.fwd_hi < l:
+            self.fwd_hi += 1
+            self._open(self.fwd_hi)
+
+    # -- evaluation ---------------------------------------------------------------------------
+    def _censored_parts(self, i: int) -> tuple[Array, list[Array], list[Array], Array]:
+        """Mode-independent pieces of C_i and of its reward at level i: (base, PU_k, BU_k, DB)."""
+        self._ensure_back(i)
+        d = self.dims[i]
+        base = self._inner_diag(i)
+        DB = np.zeros((d, self.nf))
+        if i > 0:
+            self._ensure_fwd(i - 1)
+            Zp, zp = self.Z[i - 1], self.z[i - 1]
+            X = np.zeros((self.dims[i - 1], d))
+            Bd = zp.copy()
+            for k, Zk in enumerate(Zp, start=1):
+                if k == 1:
+                    X += Zk
+                else:
+                    X += Zk @ self.Pi[i - 1 + k, i]
+                    Bd += Zk @ self.B[i - 1 + k, i]
+            base = base + self._down(i, X)
+            DB = self._down(i, Bd)
+        PU, BU = [], []
+        for k in range(1, self._reach(i) + 1):
+            U = self._inner("up", i, k)
+            PU.append(self._eye_kron(U, self.Pi[i + k, i]))
+            BU.append(self._eye_kron(U, self.B[i + k, i]))
+        return base, PU, BU, DB
+
+    def rates_at(self, i: int, modes: Sequence[int]) -> Array:
+        """Normalised rate columns (n_modes x nf) of the policies equal to the current one except that
+        level i runs each of ``modes``."""
+        base, PU, BU, DB = self._censored_parts(i)
+        c = self.chain
+        inner = c.inner_dim(i)
+        n = len(modes)
+        d = self.dims[i]
+        arrs = [c.arrivals(m, i) for m in modes]
+        stack0 = np.stack([a[0] for a in arrs])
+        C = self._kron_arr(stack0, np.eye(d), inner) + base
+        T = np.stack([self.functionals(i, m) for m in modes]) + DB
+        for k in range(1, len(PU) + 1):
+            stack = np.stack([a[k] if k < len(a) else np.zeros((self.W, self.W)) for a in arrs])
+            if not stack.any():
+                continue
+            C += self._kron_arr(stack, PU[k - 1], inner)
+            T += self._kron_arr(stack, BU[k - 1], inner)
+        x = _stationary_batch(C.reshape(n, d, d))
+        self.solves += n
+        y = np.einsum("nd,ndf->nf", x, T.reshape(n, d, self.nf))
+        return np.asarray(y / y[:, [_F["mass"]]])
+
+    def rates(self) -> Rates:
+        """The current policy's rates (censored on level 0)."""
+        y = self.rates_at(0, [self.policy[0]])[0]
+        levels = y[len(FUNCTIONALS):] if self.levels else None
+        return Rates(y[:len(FUNCTIONALS)], levels)
+
+    def costs_at(self, i: int, modes: Sequence[int], costs: Costs) -> Array:
+        """J of each one-level change (level i to each of ``modes``)."""
+        return np.asarray(cost_from_rates(self.rates_at(i, modes)[:, :len(FUNCTIONALS)], costs))
+
+    def set_mode(self, i: int, mode: int) -> None:
+        """Change the current policy at level i (the passes are rebuilt lazily)."""
+        if self.policy[i] == mode:
+            return
+        self.policy[i] = int(mode)
+        self.back_lo = max(self.back_lo, i)
+        self.fwd_hi = min(self.fwd_hi, i - 1)
+
+    def set_policy(self, robots_at_level: Sequence[int]) -> None:
+        for i, m in enumerate(robots_at_level):
+            self.set_mode(i, m)
+
+    def evaluate(self, robots_at_level: Sequence[int]) -> Rates:
+        """The rates of any policy: the changes from the current one are applied and the chain is censored
+        on the highest level changed, so that only the levels between the lowest and the highest change
+        are passed again (enumerations that change the upper levels fastest are cheap)."""
+        changed = [i for i, m in enumerate(robots_at_level) if self.policy[i] != m]
+        self.set_policy(robots_at_level)
+        at = changed[-1] if changed else self.K
+        y = self.rates_at(at, [self.policy[at]])[0]
+        return Rates(y[:len(FUNCTIONALS)], y[len(FUNCTIONALS):] if self.levels else None)
+
+    def cost(self, robots_at_level: Sequence[int], costs: Costs) -> float:
+        """J of any policy (:meth:`evaluate`)."""
+        return self.evaluate(robots_at_level).cost(costs)

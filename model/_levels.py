@@ -1,0 +1,528 @@
+"""The level-structured chain of the controlled queue, exact or with an ordered head of h pages.
+
+Paper 000 follows every waiting page's obsolescence phase in FIFO order: level i (i pages in the system)
+holds (nu, m, r_1, ..., r_{i-1}), W M R^(i-1) states. Order matters only at one moment: when the head page
+enters service (or a page ahead of others expires), the *next* page becomes the head, and its phase is
+that of the oldest remaining page. The **ordered-head chain** of depth h keeps the phases of the h oldest
+waiting pages in order, r_1..r_o (o = min(i - 1, h)), and only the *counts* n_1..n_R of phases among the
+c = i - 1 - o others; when one of the ordered pages leaves, a page of the counted part takes the last
+ordered place with phase r chosen with probability n_r / c (as if the counted pages were in random
+order). Level i then has W M R^o C(c + R - 1, R - 1) states.
+
+- h >= K - 2 is exact: at most one page is ever counted, and one page has no order to lose. It is the
+  chain of paper 000 (the same states in the same order as :class:`model._blocks.Blocks`).
+- h = 0 counts every waiting page: the exact chain of random order of service.
+- In between, the error comes only from the phase of each promoted page; it shrinks geometrically in h
+  (see ``model._approx``), which is what the error bar of :func:`model.solve_approx` measures.
+
+Notation (generator convention, rows are "from"): each level has an inner space (everything but nu), with
+
+- ``A(i)``: the inner generator on level i, the Kronecker sum S (+) Gamma^{(+)o} (+) Cnt_c (Cnt_c: the c
+  counted pages' phase moves, n_r Gamma[r, r'], and their expiries on the diagonal);
+- ``down(i)``: inner(i) -> inner(i - 1): a service completion (S_0 beta, head out, a counted page
+  promoted) or the obsolescence of one waiting page;
+- ``up(i, a)``: inner(i) -> inner(i + a): a pages appended at the tail with phases gamma (into the
+  ordered places first, the rest counted);
+
+and the blocks of the generator are Q_{i,i} = D_0-part (x) I + I_W (x) A(i), Q_{i,i-1} = I_W (x) down(i),
+Q_{i,i+a} = D_a-part (x) up(i, a) (level 0: D_a-part (x) (beta (x) the first a - 1 pages)).
+
+The tagged-page chain (Section 5 of paper 000, module ``model._sojourn``) is built on the same spaces:
+a tagged page T with n waiting pages ahead lives on inner(n + 1) (x) R (T's own phase last), moves by
+A(n + 1) (+) Gamma, goes down by down(n + 1) (x) I_R, and is absorbed when it enters service or expires.
+Pages ahead of T leave in FIFO order, so T is promoted only when no counted page is ahead of it; the
+counted pages ahead of it are promoted in random order, as in the chain.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+from numpy.typing import NDArray
+
+from ._model import QueueModel
+
+Sparse = Any  # scipy.sparse matrices (typed loosely: scipy ships no precise stubs)
+Vector = NDArray[np.float64]
+
+
+def compositions(c: int, R: int) -> list[tuple[int, ...]]:
+    """All (n_1..n_R) >= 0 with sum c, in lexicographic order of (-n_1, -n_2, ...) (n_1 = c first)."""
+    if R == 1:
+        return [(c,)]
+    return [(a, *rest) for a in range(c, -1, -1) for rest in compositions(c - a, R - 1)]
+
+
+def n_compositions(c: int, R: int) -> int:
+    return math.comb(c + R - 1, R - 1)
+
+
+def fast_kron(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:
+    """np.kron of two dense matrices, without np.kron's per-call overhead (it matters on small levels)."""
+    return (a[:, None, :, None] * b[None, :, None, :]).reshape(a.shape[0] * b.shape[0], a.shape[1] * b.shape[1])
+
+
+def kron_power(v: Vector, n: int) -> Vector:
+    out: NDArray[Any] = np.ones(1)
+    for _ in range(n):
+        out = np.kron(out, v)
+    return out
+
+
+#: Operators with at most this many entries are built as dense arrays (sparse bookkeeping costs more
+#: than it saves on small levels); larger ones as scipy.sparse CSR.
+DENSE_ENTRIES = 1 << 18
+
+
+def _is_dense(shape: tuple[int, int]) -> bool:
+    return shape[0] * shape[1] <= DENSE_ENTRIES
+
+
+def _csr(rows: list[int], cols: list[int], vals: list[float], shape: tuple[int, int]) -> Any:
+    """A matrix from its entries: dense when small (``DENSE_ENTRIES``), CSR otherwise."""
+    if _is_dense(shape):
+        out = np.zeros(shape)
+        np.add.at(out, (np.asarray(rows, dtype=int), np.asarray(cols, dtype=int)), vals)
+        return out
+    return sp.csr_matrix((vals, (rows, cols)), shape=shape)
+
+
+def _as(m: Any, dense: bool) -> Any:
+    if dense:
+        return np.asarray(m.toarray()) if sp.issparse(m) else np.asarray(m, dtype=float)
+    return sp.csr_matrix(m)
+
+
+def _kron(a: Any, b: Any) -> Any:
+    """a (x) b, dense when the product is small, CSR otherwise."""
+    dense = _is_dense((a.shape[0] * b.shape[0], a.shape[1] * b.shape[1]))
+    if dense:
+        return fast_kron(_as(a, True), _as(b, True))
+    return sp.kron(_as(a, False), _as(b, False), format="csr")
+
+
+def _eye(n: int) -> Any:
+    return np.eye(n) if _is_dense((n, n)) else sp.identity(n, format="csr")
+
+
+def _sum(parts: list[Any]) -> Any:
+    """Sum of operators of one shape (dense when the result is small)."""
+    dense = _is_dense(parts[0].shape)
+    total = _as(parts[0], dense).copy() if dense else _as(parts[0], False)
+    for p in parts[1:]:
+        total = total + _as(p, dense)
+    return total
+
+
+def to_dense(m: Any) -> NDArray[np.float64]:
+    return np.asarray(m.toarray()) if sp.issparse(m) else np.asarray(m, dtype=float)
+
+
+def to_sparse(m: Any) -> Sparse:
+    return sp.csr_matrix(m)
+
+
+class _Counts:
+    """Maps on the counted part: compositions of c pages over R phases."""
+
+    def __init__(self, gamma: Vector, Gamma: NDArray[np.float64]) -> None:
+        self.gamma, self.Gamma = gamma, Gamma
+        self.Gamma0 = -Gamma.sum(axis=1)
+        self.R = gamma.size
+        self._index: dict[int, dict[tuple[int, ...], int]] = {}
+
+    def index(self, c: int) -> dict[tuple[int, ...], int]:
+        if c not in self._index:
+            self._index[c] = {n: k for k, n in enumerate(compositions(c, self.R))}
+        return self._index[c]
+
+    def dim(self, c: int) -> int:
+        return n_compositions(c, self.R)
+
+    def generator(self, c: int) -> NDArray[np.float64]:
+        """Cnt_c: phase moves of the c counted pages; the diagonal holds all their outflows (moves and
+        expiries), sum_r n_r Gamma[r, r]."""
+        idx = self.index(c)
+        out = np.zeros((len(idx), len(idx)))
+        R = self.R
+        for n, k in idx.items():
+            out[k, k] = sum(n[r] * self.Gamma[r, r] for r in range(R))
+            for r, s in itertools.permutations(range(R), 2):
+                if n[r] and self.Gamma[r, s] > 0:
+                    m = list(n)
+                    m[r] -= 1
+                    m[s] += 1
+                    out[k, idx[tuple(m)]] += n[r] * self.Gamma[r, s]
+        return out
+
+    def _minus(self, c: int, weight: Any, with_phase: bool) -> Sparse:
+        """cnt(c) -> [R x] cnt(c - 1): one counted page of phase r leaves with ``weight(n, r)``."""
+        src, dst = self.index(c), self.index(c - 1)
+        rows, cols, vals = [], [], []
+        for n, k in src.items():
+            for r in range(self.R):
+                if n[r] == 0:
+                    continue
+                m = list(n)
+                m[r] -= 1
+                w = weight(n, r)
+                if w:
+                    rows.append(k)
+                    cols.append((r * len(dst) if with_phase else 0) + dst[tuple(m)])
+                    vals.append(w)
+        width = (self.R if with_phase else 1) * len(dst)
+        return _csr(rows, cols, vals, (len(src), width))
+
+    def expire(self, c: int) -> Sparse:
+        """cnt(c) -> cnt(c - 1) at rate n_r Gamma_0[r]."""
+        return self._minus(c, lambda n, r: n[r] * self.Gamma0[r], False)
+
+    def remove_random(self, c: int) -> Sparse:
+        """cnt(c) -> cnt(c - 1): a counted page chosen at random leaves (probabilities n_r / c)."""
+        return self._minus(c, lambda n, r: n[r] / c, False)
+
+    def promote(self, c: int) -> Sparse:
+        """cnt(c) -> R (x) cnt(c - 1): a counted page chosen at random (n_r / c) takes the last ordered
+        place with its phase r."""
+        return self._minus(c, lambda n, r: n[r] / c, True)
+
+    def add(self, c: int, a: int) -> Sparse:
+        """cnt(c) -> cnt(c + a): a new pages, each with phase r with probability gamma[r]."""
+        out: Any = _eye(self.dim(c))
+        if a == 0:
+            return out
+        for b in range(c, c + a):
+            src, dst = self.index(b), self.index(b + 1)
+            rows, cols, vals = [], [], []
+            for n, k in src.items():
+                for r in range(self.R):
+                    if self.gamma[r] > 0:
+                        m = list(n)
+                        m[r] += 1
+                        rows.append(k)
+                        cols.append(dst[tuple(m)])
+                        vals.append(float(self.gamma[r]))
+            step = _csr(rows, cols, vals, (len(src), len(dst)))
+            out = out @ step if _is_dense(out.shape) == _is_dense(step.shape) else to_sparse(out) @ to_sparse(step)
+        return out
+
+
+def _gamma0_sum(Gamma0: Vector, o: int) -> Any:
+    """Gamma_0^{(+)o}: R^o -> R^(o-1), one of o ordered pages expires (the others keep their order)."""
+    R = Gamma0.size
+    g0 = Gamma0.reshape(-1, 1)
+    return _sum([_kron(_kron(_eye(R**j), g0), _eye(R ** (o - 1 - j))) for j in range(o)])
+
+
+def _drop_first(R: int, o: int) -> Any:
+    """R^o -> R^(o-1): the first ordered page leaves (its phase forgotten)."""
+    return _kron(np.ones((R, 1)), _eye(R ** (o - 1)))
+
+
+@dataclass(frozen=True)
+class LevelShape:
+    """Level i >= 1: o ordered waiting pages and c counted ones (o + c = i - 1)."""
+
+    ordered: int
+    counted: int
+
+
+class LevelChain:
+    """The policy-independent structure of the chain (module docstring) for one model and depth h.
+
+    Parameters
+    ----------
+    model : QueueModel
+    h : int or None
+        Ordered waiting pages kept in order; None (or any h >= K - 2) is the exact chain.
+    """
+
+    def __init__(self, model: QueueModel, h: int | None = None) -> None:
+        self.model = model
+        self.K = K = model.capacity
+        self.W = model.arrivals.order
+        self.beta = np.asarray(model.service.beta, dtype=float)
+        self.S = np.asarray(model.service.S, dtype=float)
+        self.S0 = -self.S.sum(axis=1)
+        self.M = self.beta.size
+        if model.obsolescence is None:
+            self.gamma, self.Gamma = np.ones(1), np.zeros((1, 1))
+        else:
+            self.gamma = np.asarray(model.obsolescence.beta, dtype=float)
+            self.Gamma = np.asarray(model.obsolescence.S, dtype=float)
+        self.Gamma0 = -self.Gamma.sum(axis=1)
+        self.R = self.gamma.size
+        exact_depth = max(K - 2, 0)
+        if h is not None and h < 0:
+            raise ValueError(f"h must be >= 0, got {h}")
+        if self.R == 1:
+            h = 0  # one phase: counting the waiting pages loses nothing, and keeps each level W M states
+        elif h is None or h >= exact_depth:
+            h = max(K - 1, 0)
+        self.h = h
+        self.exact = h >= exact_depth or self.R == 1
+        self.counts = _Counts(self.gamma, self.Gamma)
+        self._cache: dict[tuple[Any, ...], Any] = {}
+        #: dense blocks built by :class:`model.PolicyEvaluator`, shared by all evaluators of this chain
+        self.evaluator_caches: dict[str, dict[Any, Any]] = {}
+
+    # -- sizes --------------------------------------------------------------------------------
+    def shape(self, i: int) -> LevelShape:
+        w = max(i - 1, 0)
+        o = min(w, self.h)
+        return LevelShape(o, w - o)
+
+    def inner_dim(self, i: int) -> int:
+        if i == 0:
+            return 1
+        s = self.shape(i)
+        return self.M * self.R**s.ordered * self.counts.dim(s.counted)
+
+    def dim(self, i: int) -> int:
+        return self.W * self.inner_dim(i)
+
+    @property
+    def n_states(self) -> int:
+        return sum(self.dim(i) for i in range(self.K + 1))
+
+    @property
+    def max_dim(self) -> int:
+        return max(self.dim(i) for i in range(self.K + 1))
+
+    @property
+    def label(self) -> str:
+        return "exact" if self.exact else f"ordered-head h={self.h}"
+
+    def _memo(self, key: tuple[Any, ...], build: Any) -> Any:
+        if key not in self._cache:
+            self._cache[key] = build()
+        return self._cache[key]
+
+    # -- arrivals (policy-dependent through the mode only) -------------------------------------
+    def arrivals(self, mode: int, i: int) -> list[NDArray[np.float64]]:
+        """[sum of D_k^(mode) over the batch sizes k of which a pages are admitted at level i], a = 0..K-i."""
+        def build() -> list[NDArray[np.float64]]:
+            bmap = self.model.arrivals[mode]
+            free = self.K - i
+            admitted = [self.model.admission.admitted(k, free) for k in range(1, bmap.max_batch + 1)]
+            top = max((a for a, Dk in zip(admitted, bmap.D[1:]) if Dk.any()), default=0)
+            out = [np.zeros((self.W, self.W)) for _ in range(top + 1)]
+            out[0] += bmap.D0
+            for a, Dk in zip(admitted, bmap.D[1:]):
+                out[a] += Dk
+            return out
+        return self._memo(("arr", mode, i), build)
+
+    def max_jump(self, mode: int, i: int) -> int:
+        return len(self.arrivals(mode, i)) - 1
+
+    def page_rates(self, mode: int, i: int) -> tuple[Vector, Vector]:
+        """Pages offered and pages lost per second at level i, by arrival phase nu."""
+        def build() -> tuple[Vector, Vector]:
+            bmap = self.model.arrivals[mode]
+            offered = np.zeros(self.W)
+            lost = np.zeros(self.W)
+            for k, Dk in enumerate(bmap.D[1:], start=1):
+                rate = Dk.sum(axis=1)
+                offered += k * rate
+                lost += (k - self.model.admission.admitted(k, self.K - i)) * rate
+            return offered, lost
+        return self._memo(("rates", mode, i), build)
+
+    # -- inner operators ----------------------------------------------------------------------
+    def kron_factors(self, i: int) -> list[NDArray[np.float64]]:
+        """The factors of A(i) = S (+) Gamma (+) ... (+) Gamma (+) Cnt_c (i >= 1)."""
+        s = self.shape(i)
+        factors = [self.S] + [self.Gamma] * s.ordered
+        if s.counted:
+            factors.append(self.counts.generator(s.counted))
+        return factors
+
+    def A(self, i: int) -> Any:
+        """Inner generator of level i >= 1 (a Kronecker sum, diagonal included); dense when small."""
+        def build() -> Any:
+            factors = self.kron_factors(i)
+            dims = [f.shape[0] for f in factors]
+            return _sum([_kron(_kron(_eye(int(np.prod(dims[:k]))), f), _eye(int(np.prod(dims[k + 1:]))))
+                         for k, f in enumerate(factors)])
+        return self._memo(("A", i), build)
+
+    def _head_out(self, s: LevelShape) -> Any:
+        """(ordered, counted) -> next level down when the head waiting page enters service."""
+        R = self.R
+        if self.h == 0:
+            return self.counts.remove_random(s.counted)
+        if s.counted == 0:
+            return _drop_first(R, s.ordered)
+        return _kron(_drop_first(R, s.ordered), self.counts.promote(s.counted))
+
+    def down(self, i: int) -> Any:
+        """inner(i) -> inner(i - 1): service completion or one waiting page's obsolescence (i >= 1)."""
+        def build() -> Any:
+            if i == 1:
+                return self.S0.reshape(-1, 1).copy()
+            s = self.shape(i)
+            parts = [_kron(np.outer(self.S0, self.beta), self._head_out(s))]
+            eye_m = _eye(self.M)
+            if s.ordered:
+                g0 = _gamma0_sum(self.Gamma0, s.ordered)
+                promoted = g0 if s.counted == 0 else _kron(g0, self.counts.promote(s.counted))
+                parts.append(_kron(eye_m, promoted))
+            if s.counted:
+                parts.append(_kron(eye_m, _kron(_eye(self.R**s.ordered), self.counts.expire(s.counted))))
+            return _sum(parts)
+        return self._memo(("down", i), build)
+
+    def _append(self, s: LevelShape, a: int) -> Any:
+        """(ordered, counted) of a level -> after a new pages at the tail."""
+        f = min(a, self.h - s.ordered) if s.counted == 0 else 0
+        ordered = _kron(_eye(self.R**s.ordered), kron_power(self.gamma, f).reshape(1, -1))
+        return _kron(ordered, self.counts.add(s.counted, a - f))
+
+    def up(self, i: int, a: int) -> Any:
+        """inner(i) -> inner(i + a) (i >= 1), or for i = 0 the row beta (x) (a - 1 waiting pages)."""
+        def build() -> Any:
+            if i == 0:
+                return _kron(self.beta.reshape(1, -1), self._append(LevelShape(0, 0), a - 1))
+            return _kron(_eye(self.M), self._append(self.shape(i), a))
+        return self._memo(("up", i, a), build)
+
+    def service_rates(self, i: int) -> Vector:
+        """S_0 of the page in service, on inner(i)."""
+        if i == 0:
+            return np.zeros(1)
+        return np.repeat(self.S0, self.inner_dim(i) // self.M)
+
+    def expiry_rates(self, i: int) -> Vector:
+        """Total obsolescence rate of the waiting pages, on inner(i)."""
+        def build() -> Vector:
+            if i == 0:
+                return np.zeros(1)
+            s = self.shape(i)
+            ordered = np.zeros(1)
+            for _ in range(s.ordered):
+                ordered = (ordered[:, None] + self.Gamma0[None, :]).ravel()
+            counted = np.array([sum(n[r] * self.Gamma0[r] for r in range(self.R))
+                                for n in compositions(s.counted, self.R)])
+            inner = (ordered[:, None] + counted[None, :]).ravel()
+            return np.tile(inner, self.M)
+        return self._memo(("expiry", i), build)
+
+    def rate_columns(self, mode: int, i: int) -> NDArray[np.float64]:
+        """On the states of level i, the rates [starvation, robots, offered, lost, served, obsolete,
+        will_serve, will_expire, served_time, obsolete_time, queue_length] (dim(i) x 11)."""
+        def build() -> NDArray[np.float64]:
+            inner = self.inner_dim(i)
+            out = np.zeros((self.dim(i), 11))
+            out[:, 10] = float(i)
+            out[:, 0] = 1.0 if i == 0 else 0.0
+            out[:, 1] = float(mode)
+            offered, lost = self.page_rates(mode, i)
+            out[:, 2] = np.repeat(offered, inner)
+            out[:, 3] = np.repeat(lost, inner)
+            out[:, 4] = np.tile(self.service_rates(i), self.W)
+            out[:, 5] = np.tile(self.expiry_rates(i), self.W)
+            out[:, 6:10] = self.tagged_weights(mode, i)
+            return out
+        return self._memo(("columns", mode, i), build)
+
+    # -- the tagged page ----------------------------------------------------------------------
+    @cached_property
+    def tagged(self) -> tuple[tuple[Vector, ...], ...]:
+        """For n = -1..K-2 waiting pages ahead of a tagged page (n = -1: in service), the vectors
+        P(served), P(obsolete), E[T; served], E[T; obsolete] on inner(n + 1) with T's phase averaged
+        over gamma (entry n + 1 of each tuple); entry 0 is on the service phases. T is the sojourn."""
+        M, R = self.M, self.R
+        served = [np.ones(M)]
+        obsolete = [np.zeros(M)]
+        served_t = [np.linalg.solve(-self.S, np.ones(M))]
+        obsolete_t = [np.zeros(M)]
+        prev = (served[0], obsolete[0], served_t[0], obsolete_t[0])
+        for n in range(0, self.K - 1):
+            inner = self.inner_dim(n + 1)
+            if n == 0:
+                down = np.kron(np.outer(self.S0, self.beta), np.ones((R, 1)))
+            else:
+                down = _kron(self.down(n + 1), np.eye(R))
+            own = np.kron(np.ones(inner), self.Gamma0)
+            solve = self._tagged_solver(n)
+            v = solve(down @ prev[0])
+            o = solve(own + down @ prev[1])
+            w = solve(v + down @ prev[2])
+            w2 = solve(o + down @ prev[3])
+            prev = (v, o, w, w2)
+            for acc, x in zip((served, obsolete, served_t, obsolete_t), prev):
+                acc.append(x.reshape(inner, R) @ self.gamma)
+        return tuple(served), tuple(obsolete), tuple(served_t), tuple(obsolete_t)
+
+    def _tagged_solver(self, n: int) -> Any:
+        """x -> (-(A(n + 1) (+) Gamma))^{-1} x: LU on small levels and on levels with counted pages; on
+        large ordered ones the Kronecker-sum inverse refined by GMRES against the exact product
+        (``model._kron``)."""
+        factors = [*self.kron_factors(n + 1), self.Gamma]
+        size = int(np.prod([f.shape[0] for f in factors]))
+        if size <= 600 or (self.shape(n + 1).counted and size <= 200_000):
+            # counted pages: the count generator's eigenvectors are badly conditioned, LU is safer
+            A = _sum([_kron(self.A(n + 1), np.eye(self.R)), _kron(_eye(self.inner_dim(n + 1)), self.Gamma)])
+            return _factorise(-A)
+        from ._kron import KronSum, refine
+
+        ks = KronSum(factors, rng_seed=n)
+
+        def solve(rhs: Vector) -> Vector:
+            x, res, _ = refine(ks.col, ks.solve_col, -np.asarray(rhs, dtype=float), rtol=1e-14)
+            if not res <= 1e-11:
+                raise ArithmeticError(f"tagged-page solve at {n} pages ahead stalled at residual {res:.1e}")
+            return x
+        return solve
+
+    def _tagged_inner(self, i: int, l: int) -> NDArray[np.float64]:
+        """On inner(i): [served, obsolete, served_time, obsolete_time] of a page arriving at level i in
+        position l of its batch (inner x 4; level 0: 1 x 4)."""
+        def build() -> NDArray[np.float64]:
+            vecs = self.tagged
+            if i == 0:
+                if l == 1:
+                    return np.array([[self.beta @ v[0] for v in vecs]])
+                entry = self.up(0, l - 1)
+                return np.array([[float(np.asarray(entry @ v[l - 1]).ravel()[0]) for v in vecs]])
+            n = i + l - 2  # waiting pages ahead of the tagged one
+            cols = [v[n + 1] for v in vecs]
+            if l > 1:
+                U = self.up(i, l - 1)
+                cols = [np.asarray(U @ c).ravel() for c in cols]
+            return np.column_stack(cols)
+        return self._memo(("tagged_inner", i, l), build)
+
+    def tagged_weights(self, mode: int, i: int) -> NDArray[np.float64]:
+        """On the states of level i (nu, inner): the rates, summed over arriving pages, of
+        [will be served, will expire, sojourn if served, sojourn if expired] (shape dim(i) x 4)."""
+        arr = self.arrivals(mode, i)
+        out = np.zeros((self.W, self.inner_dim(i), 4))
+        top = len(arr) - 1
+        if top == 0:
+            return out.reshape(self.dim(i), 4)
+        admitted = np.array([a.sum(axis=1) for a in arr[1:]])  # row a-1: batches admitting a, by nu
+        y = np.cumsum(admitted[::-1], axis=0)[::-1]  # row l-1: batches putting a page at position l
+        for l in range(1, top + 1):
+            if y[l - 1].any():
+                out += y[l - 1][:, None, None] * self._tagged_inner(i, l)[None, :, :]
+        return out.reshape(self.dim(i), 4)
+
+
+def _factorise(A: Any) -> Any:
+    """x -> A^{-1} x: dense LU up to 600 states, sparse LU above."""
+    if A.shape[0] <= 600:
+        import scipy.linalg as la
+
+        lu = la.lu_factor(to_dense(A))
+        return lambda rhs: la.lu_solve(lu, rhs)
+    return spla.splu(sp.csc_matrix(A)).solve
+

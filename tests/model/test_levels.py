@@ -1,0 +1,299 @@
+"""The level-structured chain and its evaluator (model._levels, model._evaluate).
+
+- The exact chain (h >= K - 2) against the block solver and, for queue-length policies that are not
+  monotone, against the independent brute-force generator: every measure to 1e-9.
+- Every one-level change costed from the censored chain against a full evaluation of the changed policy.
+- The ordered-head chain of depth h against an independent enumeration of its states and transitions,
+  written here from its definition (not through Kronecker products).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import defaultdict
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from robotctl.model import (
+    Admission,
+    Costs,
+    LevelChain,
+    PolicyEvaluator,
+    QueueLengthPolicy,
+    QueueModel,
+    cost_of,
+    random_model,
+    random_policy,
+    solve,
+    solve_bruteforce,
+)
+from robotctl.model._levels import compositions
+
+FIELDS = ("arrival_rate", "p_loss", "p_obsolete", "p_success", "p_starvation", "mean_active_robots",
+          "mean_queue_length", "mean_response_served", "mean_sojourn_obsolete", "mean_sojourn")
+COSTS = Costs(loss=3, obsolescence=4, response=1, robot=2, starvation=20)
+
+models = st.fixed_dictionaries({
+    "seed": st.integers(0, 2**32 - 1),
+    "capacity": st.integers(1, 6),
+    "arrival_order": st.integers(1, 2),
+    "service_order": st.integers(1, 2),
+    "obsolescence_order": st.sampled_from([None, 1, 2]),
+    "max_batch": st.integers(1, 4),
+    "modes": st.sampled_from([(1,), (1, 2), (1, 3), (1, 2, 3)]),
+    "load": st.floats(0.3, 2.0),
+    "admission": st.sampled_from(list(Admission)),
+})
+
+
+def any_policy(rng: np.random.Generator, modes: tuple[int, ...], K: int) -> QueueLengthPolicy:
+    """A queue-length policy with modes in any order (monotone or not)."""
+    return QueueLengthPolicy(tuple(int(m) for m in rng.choice(modes, size=K + 1)))
+
+
+def assert_close(a, b, rtol: float = 1e-9) -> None:  # type: ignore[no-untyped-def]
+    for name in FIELDS:
+        x, y = getattr(a, name), getattr(b, name)
+        assert math.isclose(x, y, rel_tol=rtol, abs_tol=1e-12), f"{name}: {x!r} != {y!r}"
+    np.testing.assert_allclose(a.queue_length_distribution, b.queue_length_distribution, rtol=rtol, atol=1e-12)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(models)
+def test_exact_chain_agrees_with_the_block_solver(params: dict) -> None:
+    rng = np.random.default_rng(params.pop("seed"))
+    model = random_model(rng, **params)
+    policy = random_policy(rng, model.modes, model.capacity)
+    rates = PolicyEvaluator(LevelChain(model), policy.robots_at_level, levels=True).rates()
+    assert rates.consistency < 1e-10  # served pages counted twice: by S_0 and through the tagged page
+    assert_close(rates.measures(policy.robots_at_level), solve(model, policy, reduce=False).measures)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(models)
+def test_queue_length_policies_agree_with_the_brute_force(params: dict) -> None:
+    rng = np.random.default_rng(params.pop("seed"))
+    model = random_model(rng, **params)
+    policy = any_policy(rng, model.modes, model.capacity)
+    rates = PolicyEvaluator(LevelChain(model), policy.robots_at_level, levels=True).rates()
+    assert_close(rates.measures(policy.robots_at_level), solve_bruteforce(model, policy).measures)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(models, st.integers(0, 10**6), st.sampled_from([None, 0, 1, 2]))
+def test_one_level_changes_match_full_evaluations(params: dict, pick: int, h: int | None) -> None:
+    rng = np.random.default_rng(params.pop("seed"))
+    model = random_model(rng, **params)
+    K = model.capacity
+    chain = LevelChain(model, h)
+    policy = list(any_policy(rng, model.modes, K).robots_at_level)
+    ev = PolicyEvaluator(chain, policy)
+    for step in range(3):  # changes accepted in between exercise the lazy passes
+        i = (pick + 7 * step) % (K + 1)
+        costs = ev.costs_at(i, model.modes, COSTS)
+        for mode, c in zip(model.modes, costs):
+            changed = [*ev.policy[:i], mode, *ev.policy[i + 1:]]
+            full = PolicyEvaluator(chain, changed).rates().cost(COSTS)
+            assert c == pytest.approx(full, rel=1e-10)
+        ev.set_mode(i, model.modes[(pick + step) % len(model.modes)])
+    assert ev.rates().cost(COSTS) == pytest.approx(PolicyEvaluator(chain, ev.policy).rates().cost(COSTS), rel=1e-10)
+
+
+def test_cost_matches_cost_of_measures() -> None:
+    model = random_model(np.random.default_rng(3), capacity=5)
+    policy = random_policy(np.random.default_rng(4), model.modes, 5)
+    rates = PolicyEvaluator(LevelChain(model), policy.robots_at_level, levels=True).rates()
+    assert rates.cost(COSTS) == pytest.approx(cost_of(rates.measures(policy.robots_at_level), COSTS).total,
+                                              rel=1e-13)
+
+
+# -- the ordered-head chain, enumerated from its definition ------------------------------------------
+def _ordered_head_generator(model: QueueModel, policy: QueueLengthPolicy, h: int
+                            ) -> tuple[list[tuple], sp.csr_matrix]:
+    """States (i, nu, m, ordered phases, counts) and every transition written out by hand: the h oldest
+    waiting pages keep their phases in order, the others are counted by phase; a counted page chosen at
+    random (n_r / c) takes the last ordered place when an ordered one leaves."""
+    K = model.capacity
+    beta, S = model.service.beta, model.service.S
+    S0 = -S.sum(axis=1)
+    assert model.obsolescence is not None
+    gamma, G = model.obsolescence.beta, model.obsolescence.S
+    G0 = -G.sum(axis=1)
+    M, R, W = beta.size, gamma.size, model.arrivals.order
+    states: list[tuple] = [(0, nu, -1, (), ()) for nu in range(W)]
+    for i in range(1, K + 1):
+        o = min(i - 1, h)
+        c = i - 1 - o
+        for nu, m in itertools.product(range(W), range(M)):
+            for rs in itertools.product(range(R), repeat=o):
+                for cnt in (compositions(c, R) if c else [()]):
+                    states.append((i, nu, m, rs, cnt))
+    index = {s: n for n, s in enumerate(states)}
+    rates: dict[tuple[int, int], float] = defaultdict(float)
+
+    def add(a: tuple, b: tuple, r: float) -> None:
+        if r > 0 and a != b:
+            rates[index[a], index[b]] += r
+
+    def canon(i: int, nu: int, m: int, rs: tuple, cnt: tuple) -> tuple:
+        return (i, nu, m, tuple(rs), tuple(cnt) if cnt and sum(cnt) else ())
+
+    def append(rs: tuple, cnt: tuple, a: int) -> dict[tuple, float]:
+        out = {(rs, cnt): 1.0}
+        for _ in range(a):
+            nxt: dict[tuple, float] = defaultdict(float)
+            for (r0, c0), p in out.items():
+                for r in range(R):
+                    if len(r0) < h and not (c0 and sum(c0)):
+                        nxt[((*r0, r), c0)] += p * gamma[r]
+                    else:
+                        c1 = list(c0) if c0 else [0] * R
+                        c1[r] += 1
+                        nxt[(r0, tuple(c1))] += p * gamma[r]
+            out = nxt
+        return out
+
+    def leave(rs: tuple, cnt: tuple, j: int) -> dict[tuple, float]:
+        r2 = rs[:j] + rs[j + 1:]
+        if not (cnt and sum(cnt)):
+            return {(r2, ()): 1.0}
+        c = sum(cnt)
+        out = {}
+        for r in range(R):
+            if cnt[r]:
+                c1 = list(cnt)
+                c1[r] -= 1
+                out[((*r2, r), tuple(c1))] = cnt[r] / c
+        return out
+
+    for s in states:
+        i, nu, m, rs, cnt = s
+        bmap = model.arrivals[policy.robots_at_level[i]]
+        for nu2 in range(W):
+            add(s, (i, nu2, m, rs, cnt), bmap.D[0][nu, nu2])
+        for k in range(1, bmap.max_batch + 1):
+            for nu2 in range(W):
+                rate = bmap.D[k][nu, nu2]
+                a = model.admission.admitted(k, K - i)
+                if rate <= 0:
+                    continue
+                if a == 0:
+                    add(s, (i, nu2, m, rs, cnt), rate)
+                elif i == 0:
+                    for m2 in range(M):
+                        for (r1, c1), p in append((), (), a - 1).items():
+                            add(s, canon(a, nu2, m2, r1, c1), rate * beta[m2] * p)
+                else:
+                    for (r1, c1), p in append(rs, cnt, a).items():
+                        add(s, canon(i + a, nu2, m, r1, c1), rate * p)
+        if i == 0:
+            continue
+        for m2 in range(M):
+            if m2 != m:
+                add(s, (i, nu, m2, rs, cnt), S[m, m2])
+        if i == 1:
+            add(s, (0, nu, -1, (), ()), S0[m])
+        elif h == 0:
+            c = sum(cnt)
+            for r in range(R):
+                if cnt[r]:
+                    c1 = list(cnt)
+                    c1[r] -= 1
+                    for m2 in range(M):
+                        add(s, canon(i - 1, nu, m2, (), tuple(c1)), S0[m] * beta[m2] * cnt[r] / c)
+        else:
+            for (r1, c1), p in leave(rs, cnt, 0).items():
+                for m2 in range(M):
+                    add(s, canon(i - 1, nu, m2, r1, c1), S0[m] * beta[m2] * p)
+        for j, r in enumerate(rs):
+            for r2 in range(R):
+                if r2 != r:
+                    add(s, (i, nu, m, (*rs[:j], r2, *rs[j + 1:]), cnt), G[r, r2])
+            for (r1, c1), p in leave(rs, cnt, j).items():
+                add(s, canon(i - 1, nu, m, r1, c1), G0[r] * p)
+        for r in range(R) if cnt else ():
+            if not cnt[r]:
+                continue
+            for r2 in range(R):
+                if r2 != r:
+                    c1 = list(cnt)
+                    c1[r] -= 1
+                    c1[r2] += 1
+                    add(s, (i, nu, m, rs, tuple(c1)), cnt[r] * G[r, r2])
+            c1 = list(cnt)
+            c1[r] -= 1
+            add(s, canon(i - 1, nu, m, rs, tuple(c1)), cnt[r] * G0[r])
+    n = len(states)
+    rows, cols = zip(*rates)
+    Q = sp.csr_matrix((list(rates.values()), (rows, cols)), shape=(n, n))
+    return states, sp.csr_matrix(Q - sp.diags(np.asarray(Q.sum(axis=1)).ravel()))
+
+
+def _enumerated_rates(model: QueueModel, policy: QueueLengthPolicy, h: int) -> dict[str, float]:
+    states, Q = _ordered_head_generator(model, policy, h)
+    n = len(states)
+    A = Q.T.tolil()
+    A[0, :] = np.ones(n)
+    rhs = np.zeros(n)
+    rhs[0] = 1.0
+    p = spla.spsolve(A.tocsc(), rhs)
+    K = model.capacity
+    S0 = -model.service.S.sum(axis=1)
+    assert model.obsolescence is not None
+    G0 = -model.obsolescence.S.sum(axis=1)
+    out = dict.fromkeys(("offered", "lost", "served", "obsolete", "starvation", "queue"), 0.0)
+    for (i, nu, m, rs, cnt), ps in zip(states, p):
+        bmap = model.arrivals[policy.robots_at_level[i]]
+        for k in range(1, bmap.max_batch + 1):
+            batch = ps * bmap.D[k][nu].sum()
+            out["offered"] += k * batch
+            out["lost"] += (k - model.admission.admitted(k, K - i)) * batch
+        out["queue"] += i * ps
+        if i == 0:
+            out["starvation"] += ps
+            continue
+        out["served"] += ps * S0[m]
+        out["obsolete"] += ps * (sum(G0[r] for r in rs) + sum(c * G0[r] for r, c in enumerate(cnt)))
+    return out
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), capacity=st.integers(3, 6), R=st.sampled_from([2, 3]),
+       max_batch=st.integers(1, 4), admission=st.sampled_from(list(Admission)), h=st.integers(0, 4))
+def test_ordered_head_chain_matches_its_enumeration(seed: int, capacity: int, R: int, max_batch: int,
+                                                    admission: Admission, h: int) -> None:
+    rng = np.random.default_rng(seed)
+    model = random_model(rng, capacity=capacity, obsolescence_order=R, max_batch=max_batch, admission=admission,
+                         modes=(1, 2, 3))
+    policy = any_policy(rng, model.modes, capacity)
+    h = min(h, capacity - 2)
+    chain = LevelChain(model, h)
+    ref = _enumerated_rates(model, policy, h)
+    assert chain.n_states == len(_ordered_head_generator(model, policy, h)[0])
+    r = PolicyEvaluator(chain, policy.robots_at_level, levels=True).rates()
+    m = r.measures(policy.robots_at_level)
+    assert m.arrival_rate == pytest.approx(ref["offered"], rel=1e-9)
+    assert m.p_loss * m.arrival_rate == pytest.approx(ref["lost"], rel=1e-9, abs=1e-13)
+    assert m.p_obsolete * m.arrival_rate == pytest.approx(ref["obsolete"], rel=1e-9)
+    assert m.p_success * m.arrival_rate == pytest.approx(ref["served"], rel=1e-9)
+    assert m.p_starvation == pytest.approx(ref["starvation"], rel=1e-9)
+    assert m.mean_queue_length == pytest.approx(ref["queue"], rel=1e-9)
+
+
+@pytest.mark.parametrize("h", [0, 1, 2])
+def test_depth_k_minus_2_is_exact_and_errors_shrink_with_depth(h: int) -> None:
+    rng = np.random.default_rng(11)
+    model = random_model(rng, capacity=6, obsolescence_order=2, max_batch=2, modes=(1, 3), load=1.4)
+    policy = random_policy(rng, model.modes, 6)
+    exact = PolicyEvaluator(LevelChain(model), policy.robots_at_level).rates().cost(COSTS)
+    top = PolicyEvaluator(LevelChain(model, 4), policy.robots_at_level).rates().cost(COSTS)
+    assert LevelChain(model, 4).exact and top == pytest.approx(exact, rel=1e-12)
+    errors = [abs(PolicyEvaluator(LevelChain(model, k), policy.robots_at_level).rates().cost(COSTS) - exact)
+              for k in (h, h + 1)]
+    assert errors[1] < errors[0]

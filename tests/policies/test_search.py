@@ -1,0 +1,111 @@
+"""Local search over queue-length policies (policies._search) against exhaustive enumeration."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from robotctl.model import Costs, InputError, LevelChain, PolicyEvaluator, QueueModel, ThresholdPolicy, random_model
+from robotctl.policies import search_policies
+
+
+def random_case(seed: int, K: int, modes: tuple[int, ...]) -> tuple[QueueModel, Costs]:
+    rng = np.random.default_rng(seed)
+    model = random_model(rng, capacity=K, modes=modes, max_batch=int(rng.integers(1, 4)),
+                         obsolescence_order=int(rng.integers(1, 3)) if K <= 6 else 1,
+                         load=float(rng.uniform(0.5, 1.5)))
+    costs = Costs(loss=float(rng.uniform(0, 5)), obsolescence=float(rng.uniform(0, 5)),
+                  response=float(rng.uniform(0, 3)), robot=float(rng.uniform(0, 3)),
+                  starvation=float(rng.uniform(5, 50)))
+    return model, costs
+
+
+def exhaustive(model: QueueModel, costs: Costs, policies: itertools.product | itertools.combinations_with_replacement
+               ) -> float:
+    """The least cost over ``policies``, each costed exactly (one evaluator, changes applied in turn)."""
+    K = model.capacity
+    ev = PolicyEvaluator(LevelChain(model), (model.modes[-1],) * (K + 1))
+    best = math.inf
+    for r in policies:
+        ev.set_policy(r)
+        best = min(best, float(ev.costs_at(K, [r[K]], costs)[0]))
+    return best
+
+
+@pytest.mark.parametrize(("seed", "K"), [(0, 5), (1, 8), (2, 12), (3, 20), (5, 10)])
+def test_monotone_search_finds_the_exhaustive_optimum(seed: int, K: int) -> None:
+    """N = 4 robots: every non-increasing policy (C(K + 4, 3) of them, 2024 at K = 20) against the search."""
+    model, costs = random_case(seed, K, (1, 2, 3, 4))
+    policies = (tuple(sorted(c, reverse=True)) for c in itertools.combinations_with_replacement((4, 3, 2, 1), K + 1))
+    best = exhaustive(model, costs, policies)  # type: ignore[arg-type]
+    found = search_policies(model, costs, monotone=True)
+    assert found.restricted and found.monotone and isinstance(found.policy, ThresholdPolicy)
+    assert found.cost == pytest.approx(best, rel=1e-10)
+    assert found.evaluations < math.comb(K + 4, 3) or K <= 5
+
+
+@pytest.mark.parametrize(("seed", "K", "modes"), [(6, 4, (1, 2, 3, 4)), (7, 5, (1, 2, 3)), (8, 3, (1, 2, 3, 4)),
+                                                  (11, 5, (1, 2, 4))])
+def test_search_over_all_queue_length_policies_finds_the_exhaustive_optimum(seed: int, K: int,
+                                                                           modes: tuple[int, ...]) -> None:
+    model, costs = random_case(seed, K, modes)
+    best = exhaustive(model, costs, itertools.product(model.modes, repeat=K + 1))
+    found = search_policies(model, costs)
+    assert not found.restricted
+    assert found.cost == pytest.approx(best, rel=1e-10)
+    assert found.monotone == found.policy.is_monotone
+
+
+def test_unrestricted_search_is_never_worse_than_the_monotone_one() -> None:
+    model, costs = random_case(12, 7, (1, 2, 3))
+    assert search_policies(model, costs).cost <= search_policies(model, costs, monotone=True).cost * (1 + 1e-12)
+
+
+def test_parallel_starts_give_the_serial_result() -> None:
+    """``workers`` receives the starts (here the builtin map: the same code path as a process pool)."""
+    model, costs = random_case(13, 9, (1, 2, 3, 4))
+    serial = search_policies(model, costs, restarts=3)
+    parallel = search_policies(model, costs, restarts=3, workers=map)
+    assert parallel.policy == serial.policy and parallel.cost == serial.cost
+    assert len(parallel.starts) == 3
+
+
+def test_bad_modes_and_starts_are_rejected() -> None:
+    model, costs = random_case(14, 4, (1, 2))
+    with pytest.raises(InputError, match="modes"):
+        search_policies(model, costs, modes=(5,))
+    with pytest.raises(InputError, match="monotone"):
+        search_policies(model, costs, monotone=True, starts=[(1, 2, 2, 2, 2)])
+
+
+def test_parallel_exhaustive_subsets_give_the_serial_optimum() -> None:
+    """A large exhaustive search costs its subsets through ``workers`` (builtin map here: same path)."""
+    from robotctl.policies import PARALLEL_POLICIES, count_policies, optimise
+
+    model, costs = random_case(15, 16, (1, 2, 3, 4))
+    assert count_policies(4, 16) >= PARALLEL_POLICIES
+    serial = optimise(model, costs, method="exhaustive")
+    parallel = optimise(model, costs, method="exhaustive", workers=map)
+    assert parallel.best.policy == serial.best.policy
+    assert parallel.best.cost.total == pytest.approx(serial.best.cost.total, rel=1e-12)
+    assert [o.cost.total for o in parallel.subsets] == pytest.approx([o.cost.total for o in serial.subsets], rel=1e-12)
+    assert parallel.policies_solved == serial.policies_solved
+
+
+def test_lower_bound_is_reported_when_a_bound_is_given() -> None:
+    """The MDP bound (issue 14) plugs in as a function of (model, costs); without one it stays None."""
+    from robotctl.policies import optimise
+
+    model, costs = random_case(16, 4, (1, 2))
+    assert optimise(model, costs).lower_bound is None
+    seen = []
+
+    def bound(m: QueueModel, c: Costs) -> float:
+        seen.append((m, c))
+        return 1.25
+
+    out = optimise(model, costs, lower_bound=bound)
+    assert out.lower_bound == 1.25 and seen == [(model, costs)]

@@ -61,18 +61,28 @@ def available_memory_bytes() -> float:
     return max(0.0, min(found)) if found else float("inf")
 
 
-def check_solve_memory(model: QueueModel, *, field: str = "model.capacity", available: float | None = None) -> None:
-    """Refuse a model whose exact solve cannot fit in the memory available, with the estimate."""
-    size = model_solve_size(model)
+def check_solve_memory(model: QueueModel, *, field: str = "model.capacity", approx: bool = False,
+                       available: float | None = None) -> None:
+    """Refuse a model that cannot be evaluated in the memory available, with the estimate.
+
+    An exact evaluation (a solve, or an optimisation over a chain small enough to be exact) needs
+    :func:`~robotctl.model.model_solve_size` of the reduced model; a chain too large for the exact solver
+    (``SolveSize.exact``) is the solver's to refuse (it points at the approximation). Any evaluation, the
+    approximate ones (``approx``) included, walks K + 1 levels: their floor must fit too (K = 10^9 does not).
+    """
     avail = available_memory_bytes() if available is None else available
-    if size.bytes <= avail:
+    size = model_solve_size(model)
+    exact = not approx and size.exact
+    need = size if exact else model_solve_size(model, floor=True)
+    if need.bytes <= avail:
         return
     R = 1 if model.obsolescence is None else model.obsolescence.order
     hint = "lower the capacity"
-    if R > 1:
-        hint += f", or use one obsolescence phase (rate: x): with {R} phases the top level has R^(K-1) states"
-    raise InputError(field, f"is {model.capacity}: solving needs about {format_bytes(size.bytes)} of memory "
-                     f"({size.n_states:.3g} states, {size.largest_level:.3g} in the top level), more than the "
+    if exact and R > 1:
+        hint += f", use one obsolescence phase (rate: x): with {R} the top level has R^(K-1) states, or --approx"
+    what = "solving" if exact else "even an approximate evaluation (K + 1 levels)"
+    raise InputError(field, f"is {model.capacity}: {what} needs about {format_bytes(need.bytes)} of memory "
+                     f"({need.n_states:.3g} states, {need.largest_level:.3g} in the top level), more than the "
                      f"{format_bytes(avail)} available", hint)
 
 

@@ -91,7 +91,7 @@ def run_solve(args: argparse.Namespace) -> int:
     if args.buffer != "timers" or args.q is not None or args.red is not None or args.with_timers:
         return run_solve_buffer(args)  # renovation, RED or no rule (paper 004): cli/_run_buffers.py
     model, costs = load_model_file(args.model_file)
-    check_solve_memory(model, field=f"{args.model_file}: model.capacity")
+    check_solve_memory(model, field=f"{args.model_file}: model.capacity", approx=args.approx)
     model.check_policy(args.policy)
     if args.approx:
         return _run_solve_approx(args, solve_approx(model, args.policy, costs, rtol=args.tol), costs)

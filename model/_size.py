@@ -11,8 +11,14 @@ batch arrivals) keeps, for every level i = 1..K of W M R^(i-1) states (``d_i``):
 
 So the memory is ``8 x (entries)`` plus a fixed overhead per array (the numpy header and the cache's
 dictionary slot). With R = 1 both grow linearly in K; with R > 1 the top levels dominate and grow like
-R^(2(K-1)). The estimate is checked against the peak that ``tracemalloc`` measures while solving (tests/
-model/test_size.py), and bounds it within a factor of two either way on the cases measured.
+R^(2(K-1)).
+
+When the top level holds more than ``ITERATIVE_ABOVE`` states, ``auto`` solves iteratively (GMRES over the
+level chain): about 64 vectors of the chain's size and a fixed part, ``ITERATIVE_BYTES_PER_STATE`` per state
+plus ``ITERATIVE_BASE_BYTES`` (measured: 450-520 bytes per state at K = 14 and 16, two obsolescence
+phases). :func:`model_solve_size` sizes the exactly reduced model (:func:`reduce_model`), as ``solve``
+does. The estimates are checked against the peak that ``tracemalloc`` measures while solving (tests/model/
+test_size.py) and bound it within a factor of two either way on the cases measured.
 """
 
 from __future__ import annotations
@@ -24,10 +30,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ._model import QueueModel
+from ._reduce import reduce_model
+from ._solve import EXACT_STATE_LIMIT, ITERATIVE_ABOVE
 
 #: Bytes per stored array beyond its entries: numpy's header and the cache dictionaries' slots (measured:
 #: 180-220 bytes per array on the R = 1 models of tests/model/test_size.py).
 ARRAY_OVERHEAD_BYTES = 200
+#: The iterative method's memory per state of the chain, and its fixed part (module docstring).
+ITERATIVE_BYTES_PER_STATE = 512
+ITERATIVE_BASE_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -42,21 +53,32 @@ class SolveSize:
         States of the top level, d_K = W M R^(K-1).
     bytes : float
         Estimated peak memory of one solve (``inf`` when it overflows a float).
+    method : str
+        The method the estimate is for: ``block`` (the qbd method holds no more), or ``iterative``.
     """
 
     n_states: float
     largest_level: float
     bytes: float
+    method: str = "block"
+
+    @property
+    def exact(self) -> bool:
+        """True when ``solve`` takes a chain this large (``EXACT_STATE_LIMIT``); beyond, only the
+        approximation (``solve_approx``) evaluates it."""
+        return self.n_states <= EXACT_STATE_LIMIT
 
 
 #: Levels above this many states keep their generator blocks sparse (``_blocks.DENSE_BLOCK_LIMIT``).
 _DENSE_BLOCK = 256
 
 
-def solve_size(W: int, M: int, R: int, K: int, *, max_batch: int = 1, modes: int = 1) -> SolveSize:
+def solve_size(W: int, M: int, R: int, K: int, *, max_batch: int = 1, modes: int = 1,
+               method: str = "auto") -> SolveSize:
     """:class:`SolveSize` of a model with arrival order ``W``, ``M`` service and ``R`` obsolescence phases,
-    capacity ``K``, batches of at most ``max_batch`` pages and ``modes`` modes in use (see the module
-    docstring).
+    capacity ``K``, batches of at most ``max_batch`` pages and ``modes`` modes in use, solved by ``method``
+    (``auto``: iterative when the top level holds more than ``ITERATIVE_ABOVE`` states, as ``solve`` does;
+    else ``block``). See the module docstring.
 
     The memory is a sum over levels of what each keeps. With R = 1 every level but the first and the top
     J is alike, so the sum takes a handful of levels times their counts and K = 10^9 costs no more than
@@ -70,7 +92,7 @@ def solve_size(W: int, M: int, R: int, K: int, *, max_batch: int = 1, modes: int
             levels = np.concatenate([edges, [2.0] if n_interior else []])
             weights = np.concatenate([np.ones(edges.size), [float(n_interior)] if n_interior else []])
         elif (K - 1) * math.log2(R) > 1000:  # d_K = W M R^(K-1) is beyond a float
-            return SolveSize(math.inf, math.inf, math.inf)
+            return SolveSize(math.inf, math.inf, math.inf, "iterative" if method == "auto" else method)
         else:
             levels = np.arange(1, K + 1, dtype=np.float64)
             weights = np.ones(K)
@@ -78,6 +100,8 @@ def solve_size(W: int, M: int, R: int, K: int, *, max_batch: int = 1, modes: int
         total = float(per_level @ weights) + 8.0 * W * W * (J + 2) * modes  # level 0
         states = float(W + n_states @ weights)
     top = W * M * float(R) ** (K - 1) if R == 1 or (K - 1) * math.log2(R) <= 1000 else math.inf
+    if method == "iterative" or (method == "auto" and top > ITERATIVE_ABOVE):
+        return SolveSize(states, top, ITERATIVE_BYTES_PER_STATE * states + ITERATIVE_BASE_BYTES, "iterative")
     return SolveSize(states, top, total if math.isfinite(total) else math.inf)
 
 
@@ -106,13 +130,16 @@ def _levels(W: int, M: int, R: float, K: int, J: int, modes: int, i: NDArray[np.
     return bytes_ + ARRAY_OVERHEAD_BYTES * arrays, di
 
 
-def model_solve_size(model: QueueModel, *, modes: int | None = None) -> SolveSize:
-    """:func:`solve_size` of ``model`` (``modes``: how many of its modes one optimisation uses; all of them
-    by default)."""
-    R = 1 if model.obsolescence is None else model.obsolescence.order
-    J = max(model.arrivals[m].max_batch for m in model.arrivals.modes)
-    n = len(model.arrivals.modes) if modes is None else modes
-    return solve_size(model.arrivals.order, model.service.order, R, model.capacity, max_batch=J, modes=n)
+def model_solve_size(model: QueueModel, *, modes: int | None = None, floor: bool = False) -> SolveSize:
+    """:func:`solve_size` of ``model`` after its exact reduction (``modes``: how many of its modes one
+    optimisation uses; all of them by default). With ``floor``, the size of its chain with one obsolescence
+    phase: what any evaluation of the model walks at least (K + 1 levels of W M states), the approximate ones
+    included."""
+    reduced = reduce_model(model).model
+    R = 1 if reduced.obsolescence is None or floor else reduced.obsolescence.order
+    J = max(reduced.arrivals[m].max_batch for m in reduced.arrivals.modes)
+    n = len(reduced.arrivals.modes) if modes is None else modes
+    return solve_size(reduced.arrivals.order, reduced.service.order, R, reduced.capacity, max_batch=J, modes=n)
 
 
 def format_bytes(n: float) -> str:

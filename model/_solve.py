@@ -25,6 +25,7 @@ Every method first reduces the model exactly (:func:`model.reduce_model`) unless
 from __future__ import annotations
 
 import enum
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -169,11 +170,12 @@ def solve(model: QueueModel, policy: QueueLengthPolicy, *, method: str = "auto",
     elif reduce and prepared is None:
         red = reduce_model(model)
         model, notes = red.model, red.notes
-    blocks = Blocks(model, policy, prepared)
-    if blocks.n_states > EXACT_STATE_LIMIT:
-        raise InputError("model", f"the exact chain has {blocks.n_states:.3g} states (it grows like R^(K-1) with R "
+    states = _state_count(model)  # in floating point: R^(K-1) as an integer takes minutes to sum at K = 10^6
+    if states > EXACT_STATE_LIMIT:
+        raise InputError("model", f"the exact chain has {states:.3g} states (it grows like R^(K-1) with R "
                          f"obsolescence phases), more than {EXACT_STATE_LIMIT:,} an exact solve may take",
                          "evaluate it with an error bar: robotctl solve --approx, or model.solve_approx")
+    blocks = Blocks(model, policy, prepared)
     if method == "auto" and blocks.dim(blocks.K) > ITERATIVE_ABOVE:
         method = "iterative"
     if method == "iterative":
@@ -227,6 +229,16 @@ def _solve_iterative(model: QueueModel, policy: QueueLengthPolicy, tol: float, n
                "iterations")
     return Solution(ok, status, message, "iterative", policy, measures, res.level_vectors, chain.n_states,
                     res.residual, time.perf_counter() - start, notes)
+
+
+def _state_count(model: QueueModel) -> float:
+    """States of the exact chain, W + W M (1 + R + ... + R^(K-1)), as a float (``inf`` past one)."""
+    W, M, K = model.arrivals.order, model.service.order, model.capacity
+    R = 1 if model.obsolescence is None else model.obsolescence.order
+    try:
+        return W + W * M * (float(K) if R == 1 else (float(R) ** K - 1.0) / (R - 1))
+    except OverflowError:
+        return math.inf
 
 
 def _failed(model: QueueModel, policy: QueueLengthPolicy, method: str, blocks: Blocks,

@@ -72,16 +72,30 @@ def test_bad_model_files(tmp_path: Path, capsys: pytest.CaptureFixture[str], com
     one_line_exit_2(code, capsys.readouterr().err, field)
 
 
-def test_a_capacity_whose_solve_cannot_fit_in_memory_is_refused_at_once_with_the_estimate(
+def test_a_capacity_whose_evaluation_cannot_fit_in_memory_is_refused_at_once_with_the_estimate(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """K = 10^4 with two-phase obsolescence: R^(K-1) states in the top level; it was a MemoryError after 30 s."""
+    """K = 10^9: K + 1 levels do not fit in memory, exactly or approximately (it was a traceback)."""
     path = tmp_path / "model.yaml"
-    path.write_text((ROOT / "config" / "paper-example.yaml").read_text().replace("capacity: 5", "capacity: 10000"))
-    assert "capacity: 10000" in path.read_text()
-    code = main(["optimise", str(path)])
-    err = capsys.readouterr().err
-    one_line_exit_2(code, err, "model.capacity")
-    assert "memory" in err and "states" in err
+    path.write_text((ROOT / "config" / "paper-example.yaml").read_text().replace("capacity: 5", "capacity: 1000000000"))
+    assert "capacity: 1000000000" in path.read_text()
+    for args in (["optimise", str(path)], ["solve", str(path), "--policy", "3,1"],
+                 ["solve", str(path), "--policy", "3,1", "--approx"]):
+        code = main(args)
+        err = capsys.readouterr().err
+        one_line_exit_2(code, err, "model.capacity")
+        assert "memory" in err and "states" in err
+
+
+def test_an_exact_chain_past_the_solver_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """K = 10^4 with two obsolescence phases that do not lump: R^(K-1) states per level (it was a MemoryError
+    after 30 s); the solver refuses it and points at the approximation."""
+    text = (ROOT / "config" / "paper-example.yaml").read_text().replace("capacity: 5", "capacity: 10000")
+    text = text.replace("[[-0.6, 0.4], [0.1, -0.3]]", "[[-0.9, 0.4], [0.1, -0.3]]")  # unequal exit rates
+    path = tmp_path / "model.yaml"
+    path.write_text(text)
+    assert "capacity: 10000" in text and "-0.9" in text
+    policy = ",".join(["3"] * 5000 + ["1"] * 5001)
+    one_line_exit_2(main(["solve", str(path), "--policy", policy]), capsys.readouterr().err, "model")
 
 
 @pytest.mark.parametrize(("data", "name"), [

@@ -316,7 +316,8 @@ class LevelChain:
             out = [np.zeros((self.W, self.W)) for _ in range(top + 1)]
             out[0] += bmap.D0
             for a, Dk in zip(admitted, bmap.D[1:]):
-                out[a] += Dk
+                if Dk.any():  # a batch size that never comes may admit more than ``top`` (reject-batch)
+                    out[a] += Dk
             return out
         return self._memo(("arr", mode, i), build)
 

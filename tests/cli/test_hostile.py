@@ -189,3 +189,13 @@ def _serve_without_token(tmp_path: Path, config: str) -> tuple[int, str]:
     out = subprocess.run([sys.executable, "-m", "robotctl.cli", "serve", "--config", str(path), "--check"],
                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
     return out.returncode, out.stderr
+
+
+def test_reject_batch_with_a_batch_size_that_never_comes(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Found by the fuzzing: mode 4 of paper 000's example has batches of 1 and 4 pages only; with reject-batch
+    admission at K = 2 the level chain indexed past its arrival sums (a traceback from optimise)."""
+    path = tmp_path / "model.yaml"
+    path.write_text((ROOT / "config" / "paper-example.yaml").read_text().replace("capacity: 5", "capacity: 2")
+                    .replace("admission: partial", "admission: reject-batch"))
+    assert "reject-batch" in path.read_text()
+    assert main(["optimise", str(path), "--modes", "4,1"]) == 0, capsys.readouterr().err

@@ -71,17 +71,27 @@ def _int(minimum: int | None = None, maximum: int | None = MAX_WHOLE) -> Check:
     return check
 
 
-def _float(*, positive: bool = False, minimum: float = 0.0) -> Check:
+#: Largest number any key takes (a billion: thirty years of seconds, a gigabyte per second): larger ones are
+#: typos, and a timeout of 1e308 s overflows the event loop's timers.
+MAX_NUMBER = 1e9
+
+
+def _float(*, positive: bool = False, minimum: float = 0.0, maximum: float = MAX_NUMBER) -> Check:
     def check(v: Any) -> float:
         if not _is_number(v):
             raise InputError("", f"must be a number, got {v!r}", "write e.g. 1.5")
-        v = float(v)
+        try:
+            v = float(v)
+        except OverflowError:
+            raise InputError("", f"is too large ({len(str(abs(v)))} digits)", f"use at most {maximum:g}") from None
         if not math.isfinite(v):
             raise InputError("", f"must be finite, got {v}", "write a finite number")
         if positive and v <= 0:
             raise InputError("", f"must be > 0, got {v:g}", "use a positive number")
         if v < minimum:
             raise InputError("", f"must be >= {minimum:g}, got {v:g}", f"use a value of at least {minimum:g}")
+        if v > maximum:
+            raise InputError("", f"must be <= {maximum:g}, got {v:g}", f"use at most {maximum:g}")
         return v
     return check
 
@@ -455,7 +465,7 @@ class RefitConfig(_Section):
 @dataclass(frozen=True)
 class FitConfig(_Section):
     SECTION: ClassVar[str] = "fit"
-    processing_rate_bps: float | None = _spec(None, _optional(_float(positive=True)),
+    processing_rate_bps: float | None = _spec(None, _optional(_float(positive=True, maximum=1e15)),
                                               "indexer speed, bytes/s: service law from delivery sizes")
     mean_useful_life_s: float | None = _spec(None, _optional(_float(positive=True)),
                                              "mean useful life of a waiting page (exponential obsolescence)")
@@ -782,6 +792,7 @@ def documented_keys() -> dict[str, dict[str, str]]:
 __all__ = [
     "ENV_PREFIX",
     "MAX_GROUP_SIZE",
+    "MAX_NUMBER",
     "MAX_ROBOTS",
     "MAX_WHOLE",
     "SECTIONS",

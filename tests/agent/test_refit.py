@@ -352,7 +352,7 @@ def test_shutdown_does_not_wait_for_a_running_refit_in_the_worker_process() -> N
     executor = worker._executor
     assert executor is not None
     busy = executor.submit(time.sleep, 60)  # a computation that would hold the exit for a minute
-    for _ in range(200):
+    for _ in range(1200):  # a spawned worker starts in well under a second, but the machine may be busy
         if executor._processes and busy.running():  # type: ignore[attr-defined]
             break
         time.sleep(0.05)

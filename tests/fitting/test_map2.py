@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from robotctl.fitting import MapFitStatus, cf1_from_moments, gamma_reach, map2_from_statistics
@@ -173,6 +173,10 @@ def test_invalid_statistics_name_the_field(kwargs: dict[str, object], field: str
 
 
 @settings(max_examples=300, deadline=None)
+# a slow phase of weight 4e-6 at decay 0.999: 1 - b computed as 1 - gamma / a lost its digits (found by
+# hypothesis: the third moment 2e-8 off, so the fit reported numerical trouble)
+@example(mean=1.0, scv=1.03125, lags=[0.5], m3_ratio=3.0)
+@example(mean=1.0, scv=1.015625, lags=[0.5], m3_ratio=2.0)
 @given(mean=st.floats(1e-3, 1e3), scv=st.floats(0.0, 60.0),
        lags=st.lists(st.floats(-0.99, 0.99), min_size=0, max_size=6),
        m3_ratio=st.one_of(st.none(), st.floats(0.8, 20.0)))

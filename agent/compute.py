@@ -2,7 +2,9 @@
 
 :func:`compute_refit` fits the model (``fitting.fit_model``, completed by ``fitting.adjust_arrivals``
 with the arrivals the agent remembers of modes the window misses) and optimises the thresholds
-(``policies.optimise``). It is one function of picklable data (:class:`RefitInput`), so that
+(``policies.optimise``); with ``policy.control: mdp`` it then tries paper 001's MDP on the fitted model
+(:func:`_mdp_stage`) and keeps the threshold optimum, saying why, where the MDP does not apply. It is one
+function of picklable data (:class:`RefitInput`), so that
 :mod:`agent.worker` can run it in a thread or a worker process, and it never raises: every failure is a
 :class:`RefitOutcome` with ``success=False``, the ``stage`` that failed and why. A success carries the
 :class:`~agent.policy.PolicyFit` that the agent adopts as it is.
@@ -21,12 +23,26 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from robotctl.model import BMAP, Costs, InputError, QueueModel, ThresholdPolicy, cost_of
-from robotctl.policies import Targets
+from robotctl.model import (
+    BMAP,
+    PH,
+    Costs,
+    InputError,
+    ModeArrivals,
+    QueueModel,
+    ThresholdPolicy,
+    cost_of,
+    reduce_model,
+)
+from robotctl.policies import RobotsProblem, Targets, solve_dynamic
 
-from .policy import PolicyFit, finite
+from .policy import DynamicDecision, PolicyFit, finite
 
 LOG = logging.getLogger("robotctl.agent.refit")
+
+#: Most value iterations of a refit's MDP (``policy.control: mdp``); one that has not converged by then
+#: leaves the threshold optimum in force.
+MDP_MAX_ITERATIONS = 200_000
 
 
 class RefitStage(enum.Enum):
@@ -83,6 +99,9 @@ class RefitInput:
     targets : Targets or None
         ``targets:`` of the configuration: the policy of least robot time that meets them
         (``policies.optimise_for_targets``) instead of the cost optimum; the costs then only price it.
+    control : str
+        ``policy.control``: ``thresholds``, or ``mdp`` to adopt paper 001's MDP policy where the fitted
+        model meets its assumptions (:func:`_mdp_stage`).
     """
 
     delivery_times: NDArray[np.float64]
@@ -107,6 +126,7 @@ class RefitInput:
     targets: Targets | None = None
     choose_dwell: bool = False
     max_commands_per_min: int = 0
+    control: str = "thresholds"
 
 
 @dataclass(frozen=True, eq=False)
@@ -322,10 +342,101 @@ def _optimise_stage(inp: RefitInput, fitted: _Fitted, optimise_fn: OptimiseFn) -
                         solve_seconds=solve_s, deliveries=n)
 
 
-def _with_damping(inp: RefitInput, out: RefitOutcome) -> RefitOutcome:
-    """``robots.dwell_s: auto``: the dwell for the adopted policy, chosen in the simulator, with its price."""
+def _exponential_service(inp: RefitInput, law: PH) -> PH:
+    """The service law as paper 001 needs it: exponential of the fitted mean when the samples do not
+    reject it, by the test the arrival fit applies to intervals (fitting's ``poisson`` rung): the sample's
+    c^2 within z standard errors of 1 (delta method, z the two-sided quantile of ``fit.options``'
+    significance). The moment fit itself always matches the sample's c^2, which is never exactly 1."""
+    from scipy.special import ndtri
+
+    from robotctl.fitting import FitOptions, sample_stats
+
+    x = inp.service_times if inp.service_times is not None else inp.sizes_bytes
+    if x is None or x.size < 2 or not float(np.mean(x)) > 0:
+        raise InputError("model.service", f"has {law.order} phases and no samples to test exponential service",
+                         "report service_s with completions")
+    stats = sample_stats(np.asarray(x, dtype=float), None, 0)
+    significance = float(inp.options.get("significance", FitOptions().significance))
+    if not stats.scv_consistent_with_one(float(ndtri(1.0 - significance / 2))):
+        raise InputError("model.service", f"is not exponential: c^2 = {stats.scv:.3g} ± {stats.scv_stderr:.2g} "
+                         f"from {stats.n} samples (exponential: 1, significance {significance:g})",
+                         "paper 001's MDP needs exponential service; the threshold policy stays")
+    return PH.exponential(1.0 / law.mean)
+
+
+def _mdp_problem(model: QueueModel, inp: RefitInput) -> RobotsProblem:
+    """Paper 001's problem on the fitted model, exactly reduced as the threshold search solves it (a
+    Poisson mode written with two phases lumps back to one), with exponential service where the samples
+    allow it (:func:`_exponential_service`), and restricted to ``policy.modes``; an InputError names the
+    assumption the fitted traffic does not meet."""
+    reduced = reduce_model(model).model
+    if reduced.obsolescence is None and reduced.service.order > 1:
+        reduced = QueueModel(reduced.capacity, reduced.arrivals, _exponential_service(inp, reduced.service),
+                             None, reduced.admission)
+    if inp.search_modes is not None and set(inp.search_modes) != set(reduced.modes):
+        arrivals = ModeArrivals.per_mode({m: reduced.arrivals[m] for m in sorted(inp.search_modes)})
+        reduced = QueueModel(reduced.capacity, arrivals, reduced.service, reduced.obsolescence, reduced.admission)
+    return RobotsProblem.from_model(reduced, inp.costs)
+
+
+def _mdp_stage(inp: RefitInput, out: RefitOutcome) -> RefitOutcome:
+    """``policy.control: mdp``: paper 001's optimal dynamic policy on the fitted model, in force in place of
+    the threshold optimum when the fitted traffic meets the paper's assumptions (Poisson deliveries of
+    single pages per number of active robots, the modes consecutive, exponential service, no
+    obsolescence, no response cost) and the value iteration converged with a single recurrent class.
+    Otherwise the threshold optimum stays, and ``fit["control"]["reason"]`` says why.
+
+    ``fit["control"]["mdp"]`` holds the MDP policy's exact cost next to the threshold optimum's under the
+    same fitted model. The MDP parks only the robot that delivered and wakes one robot per completion
+    (paper 001's actions), while a threshold policy may switch several robots at once, so the threshold
+    optimum is often the cheaper of the two; the MDP is for fleets that can only be driven that way."""
     res = out.result
-    if not inp.choose_dwell or res is None or res.model is None or res.measures is None:
+    if inp.control != "mdp" or res is None or res.model is None or res.cost is None:
+        return out
+    from dataclasses import replace
+
+    t0 = time.perf_counter()
+    info: dict[str, Any] = {"requested": "mdp", "in_force": "thresholds", "reason": None}
+    dynamic = None
+    try:
+        if inp.targets is not None:
+            raise InputError("targets", "are set, and the MDP minimises the costs, not the robot time under "
+                             "bounds", "clear targets: to run the MDP policy")
+        problem = _mdp_problem(res.model, inp)
+        opt = solve_dynamic(problem, max_iterations=MDP_MAX_ITERATIONS)
+    except InputError as exc:
+        info["reason"] = (str(exc) if exc.field == "targets"
+                          else f"the fitted model does not meet paper 001's assumptions: {exc}")
+    else:
+        measures = opt.measures()
+        cost = cost_of(measures, inp.costs)
+        info["mdp"] = {"cost": finite(cost.total), "threshold_cost": finite(res.cost.total),
+                       "iterations": opt.iterations, "status": opt.status.name.lower(),
+                       "active_range": list(opt.active_range), "min_robots": problem.min_robots,
+                       "robots": problem.robots}
+        if not opt.success:
+            info["reason"] = f"the MDP was not solved: {opt.message} ({opt.iterations} iterations)"
+        else:
+            info["in_force"] = "mdp"
+            dynamic = DynamicDecision(opt.policy, problem.min_robots, problem)
+    seconds = time.perf_counter() - t0
+    fit = dict(res.fit)
+    fit["control"] = info
+    if dynamic is None:
+        LOG.info("event=mdp_not_adopted reason=%r", info["reason"])
+        result = replace(res, fit=fit)
+    else:
+        result = replace(res, fit=fit, dynamic=dynamic, measures=measures, cost=cost)
+    message = "adopted (mdp)" if dynamic is not None else f"adopted (thresholds: {info['reason']})"
+    return replace(out, result=result, message=message, solve_seconds=out.solve_seconds + seconds)
+
+
+def _with_damping(inp: RefitInput, out: RefitOutcome) -> RefitOutcome:
+    """``robots.dwell_s: auto``: the dwell for the adopted policy, chosen in the simulator, with its price.
+    Not for the MDP policy, whose decisions assume that robots switch at once (the dwell stays off)."""
+    res = out.result
+    if (not inp.choose_dwell or res is None or res.model is None or res.measures is None
+            or res.dynamic is not None):
         return out
     from dataclasses import replace
 
@@ -366,7 +477,7 @@ def compute_refit(inp: RefitInput, *, fit_fn: FitFn | None = None,
     fitted = _fit_stage(inp, fit_fn)
     if isinstance(fitted, RefitOutcome):
         return fitted
-    return _with_damping(inp, _optimise_stage(inp, fitted, optimise_fn))
+    return _with_damping(inp, _mdp_stage(inp, _optimise_stage(inp, fitted, optimise_fn)))
 
 
 __all__ = [

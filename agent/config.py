@@ -436,6 +436,9 @@ class PolicyConfig(_Section):
                                                  "before the first fit: all, a robot count, or r(0..K)")
     modes: tuple[int, ...] | None = _spec(None, _modes, "modes the optimiser may use (default min_active..N)")
     restore: bool = _spec(True, _bool, "resume the last adopted policy from the log directory at start")
+    control: str = _spec("thresholds", _choice("thresholds", "mdp"),
+                         "thresholds: r(i) from the queue length; mdp: paper 001's MDP policy at each delivery "
+                         "and completion where the fitted traffic meets its assumptions (else thresholds)")
 
 
 @dataclass(frozen=True)

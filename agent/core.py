@@ -31,7 +31,8 @@ import math
 import os
 from collections import deque
 from collections.abc import Awaitable, KeysView, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,7 @@ from .compute import RefitInput
 from .config import AgentConfig
 from .control import ACTIONS, ControlState, Override
 from .log import DeliveryLog, DiscardLog, Durability, LogStats
-from .policy import PolicyFit, PolicyHolder, PolicySnapshot
+from .policy import DynamicDecision, Event, PolicyFit, PolicyHolder, PolicySnapshot
 from .queue import (
     ACTIVE,
     EMPTY,
@@ -259,8 +260,11 @@ class Agent:
         self._recover(segments)
         now = self._stamp()
         self._restore_policy(now)
-        r = self.holder.current.policy.robots_at_level
-        self.actuator.mode = self.actuator.target = r[min(self.queue.length, len(r) - 1)]
+        snap = self.holder.current
+        r = snap.policy.robots_at_level
+        q = self.queue.length
+        self.actuator.mode = self.actuator.target = snap.decision.target(Event.OTHER, (), q,
+                                                                         r[min(q, len(r) - 1)])
         self._restore_robots(now)
         if self.actuator.advise:
             self.actuator.mode = self.actuator.fleet_mode()
@@ -371,9 +375,28 @@ class Agent:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             LOG.warning("event=policy_file_ignored file=%s error=%s", path, exc)
             return
+        fit = dict(state.get("fit", {}))
+        dynamic = self._restore_dynamic(state, fit)
         self.holder.swap(PolicySnapshot(int(state.get("version", 1)), "restored", now,
-                                        PolicyFit.of(policy, fit=state.get("fit", {}))))
-        LOG.info("event=policy_restored policy=%s", policy)
+                                        replace(PolicyFit.of(policy, fit=fit), dynamic=dynamic)))
+        LOG.info("event=policy_restored policy=%s control=%s", policy, "mdp" if dynamic else "thresholds")
+
+    def _restore_dynamic(self, state: Mapping[str, Any], fit: dict[str, Any]) -> DynamicDecision | None:
+        """The saved MDP policy when ``policy.control: mdp`` still asks for it and it fits the configuration;
+        else None (the thresholds saved with it apply), with the reason in ``fit["control"]``."""
+        saved = state.get("dynamic")
+        if saved is None:
+            return None
+        reason = "policy.control is thresholds"
+        if self.config.policy.control == "mdp":
+            try:
+                return DynamicDecision.from_state(saved, self.config.capacity, self.config.robots.n)
+            except (InputError, KeyError, TypeError, ValueError) as exc:
+                reason = f"the saved MDP policy could not be restored: {exc}"
+        LOG.warning("event=mdp_policy_not_restored reason=%r", reason)
+        fit["control"] = {**fit.get("control", {}), "requested": self.config.policy.control,
+                          "in_force": "thresholds", "reason": reason}
+        return None
 
     def _save_robots(self) -> None:
         if not self.persist:
@@ -428,6 +451,7 @@ class Agent:
         tot.bytes += nbytes
         tot.admitted += got
         tot.lost += lost
+        before = list(accumulate(admitted[:-1], initial=self.queue.length))
         self.queue.admit(got, now)
         n = len(items)
         self.deliveries.extend({"t": [now] * n, "pages": page_counts, "mode": [mode] * n,
@@ -436,7 +460,7 @@ class Agent:
         counts = {OFFERED: pages, LOST: lost, mode_pages_key(mode): pages}
         self.window.add_many(now, counts)
         self.drift_window.add_many(now, counts)
-        self._queue_changed(now)
+        self._queue_changed(now, Event.ARRIVAL, before)
         return {"accepted": n, "pages": pages, "admitted": got, "lost": lost, "t": now,
                 "queue": self.queue.length, "active": self.actuator.mode}
 
@@ -468,6 +492,7 @@ class Agent:
             tot.bytes += d.bytes
         tot.admitted += got
         tot.lost += lost
+        before = (q.length,)
         q.admit(got, now)
         self.deliveries.append(t=now, pages=pages, mode=mode,
                                client_t=math.nan if d.client_time is None else d.client_time,
@@ -475,7 +500,7 @@ class Agent:
         counts = {OFFERED: pages, LOST: lost, mode_pages_key(mode): pages}
         self.window.add_many(now, counts)
         self.drift_window.add_many(now, counts)
-        self._queue_changed(now)
+        self._queue_changed(now, Event.ARRIVAL, before)
         ack: dict[str, Any] = {"accepted": 1, "pages": pages, "admitted": got, "lost": lost, "t": now,
                                "queue": q.length, "active": self.actuator.mode}
         if d.robot is not None:
@@ -498,6 +523,7 @@ class Agent:
             lines.append(f'{{"t":{ts},"event":"completion","pages":{c.pages}{extra}}}\n')
         self.log.append("".join(lines).encode())
         pages = sum(c.pages for c in items)
+        q0 = self.queue.length
         removed, sojourn = self.queue.complete(pages, now)
         tot = self.totals
         tot.completions += len(items)
@@ -511,7 +537,7 @@ class Agent:
                 size = c.bytes / c.pages if c.bytes is not None else math.nan
                 self.completions.append(t=now, service_s=svc, bytes=size)
         self.window.add_many(now, {SERVED: removed, SOJOURN: sojourn})
-        self._queue_changed(now)
+        self._queue_changed(now, Event.DEPARTURE, range(q0, q0 - removed, -1))
         return {"accepted": len(items), "pages": pages, "removed": removed, "unmatched": pages - removed,
                 "t": now, "queue": self.queue.length, "active": self.actuator.mode}
 
@@ -536,8 +562,10 @@ class Agent:
         return {"queue": self.queue.length, "change": delta, "t": now, "active": self.actuator.mode}
 
     # -- actuation -----------------------------------------------------------------------------------
-    def _queue_changed(self, now: float) -> None:
-        """Step 2 of the walk: r(i) for the new queue length, to the actuator."""
+    def _queue_changed(self, now: float, event: Event = Event.OTHER, before: Sequence[int] = ()) -> None:
+        """Step 2 of the walk: the policy's decision after ``event`` (r(i) for the new queue length, or the
+        MDP's action from the queue lengths ``before`` each event and the current target), to the
+        actuator."""
         i = self.queue.length
         self.window.hold(now, EMPTY, 1.0 if i == 0 else 0.0)
         self.window.hold(now, WAITING, float(max(i - 1, 0)))
@@ -550,8 +578,8 @@ class Agent:
             assert ctl.robots is not None
             self.actuator.force(ctl.robots, now, "override")
         else:
-            r = self.holder.current.policy.robots_at_level
-            self.actuator.set_target(r[min(i, len(r) - 1)], now)
+            act = self.actuator
+            act.set_target(self.holder.current.decision.target(event, before, i, act.target), now)
         if self.actuator.mode != old:
             self._hold_mode(now, old, self.actuator.mode)
         if self.actuator.deferred_until is not None and self._scheduler is not None:
@@ -816,7 +844,8 @@ class Agent:
         can set its own decisions beside the live agent's."""
         r = ",".join(str(x) for x in snap.policy.robots_at_level)
         self._pending_lines.append(f'{{"t":{_fmt(now)},"event":"policy","version":{snap.version},'
-                                   f'"source":"{snap.source}","robots_at_level":[{r}]}}\n')
+                                   f'"source":"{snap.source}","robots_at_level":[{r}],'
+                                   f'"control":"{snap.control}"}}\n')
 
     def _save_policy(self, snap: PolicySnapshot) -> None:
         """Write policy.json (with an fsync) in a thread when a loop runs, so that acks do not wait on it."""
@@ -922,7 +951,7 @@ class Agent:
             rate_from_exposure=cfg.fit.rate_from_exposure, remembered=remembered,
             obsolete_drops=obs_drops, obsolete_exposure_s=obs_exposure, previous_fit=dict(snap.fit),
             targets=cfg.targets.as_targets(), choose_dwell=cfg.robots.dwell_s == "auto",
-            max_commands_per_min=cfg.robots.max_commands_per_min)
+            max_commands_per_min=cfg.robots.max_commands_per_min, control=cfg.policy.control)
 
     def _log_refit(self, now: float, reason: str) -> None:
         try:
@@ -977,7 +1006,12 @@ class Agent:
         policy is adopted or control is overridden: the pool of robot workers an autoscaler sizes
         (deploy/README.md)."""
         snap = self.holder.current
-        top = self.config.robots.n if snap.source == "probe" else max(snap.policy.robots_at_level)
+        if snap.source == "probe":
+            top = self.config.robots.n
+        elif snap.basis.dynamic is not None:
+            top = snap.basis.dynamic.policy.robots
+        else:
+            top = max(snap.policy.robots_at_level)
         return self.actuator.robots_up_to(max(top, self._control.robots or 0))
 
     def commands_issued(self) -> dict[str, int]:
@@ -989,8 +1023,9 @@ class Agent:
         return observed_measures(self.window.totals(t), self.config.costs)
 
     def desired(self) -> int:
-        r = self.holder.current.policy.robots_at_level
-        return r[min(self.queue.length, len(r) - 1)]
+        """What the policy asks for now: r(i) at the current queue length, or under the MDP the robots it
+        targets (its last decision)."""
+        return self.holder.current.decision.target(Event.OTHER, (), self.queue.length, self.actuator.target)
 
     def policy_view(self) -> dict[str, Any]:
         """The policy in force with its fit and predictions, next to the observed measures and r(i) now."""
@@ -1035,7 +1070,8 @@ class Agent:
                        "registered": self.robots_view()["robots"]},
             "control": self.control_view(),
             "policy": {"version": self.holder.current.version, "source": self.holder.current.source,
-                       "robots_at_level": list(self.holder.current.policy.robots_at_level)},
+                       "robots_at_level": list(self.holder.current.policy.robots_at_level),
+                       "control": self.holder.current.control_view()},
             "totals": self.totals.to_dict(),
             "observed": self.observed(now).to_dict(),
             "log": self.log.stats().__dict__,

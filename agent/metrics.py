@@ -7,7 +7,8 @@ Two kinds:
 - *Derived values* read at scrape time by :class:`AgentCollector` from the agent's state and from one
   :class:`~agent.policy.PolicySnapshot` (so a scrape never shows half of a policy update): the
   counters of deliveries, pages, bytes, completions, obsolete drops and losses; the queue length;
-  active and desired robots; ``robots_at_level`` and the thresholds; the fitted arrival rates and
+  active and desired robots; ``robots_at_level`` and the thresholds; the control in force
+  (``policy_control{control="thresholds"|"mdp"}``); the fitted arrival rates and
   correlations per mode and the fallback rungs; and each predicted measure next to its observed
   counterpart over the same window (label ``source="predicted"|"observed"``).
 
@@ -46,6 +47,7 @@ from robotctl import __version__
 from .compute import RefitOutcome
 from .control import Override
 from .core import Agent
+from .policy import CONTROLS
 from .refit import RefitRecord
 
 NAMESPACE = "robotctl"
@@ -156,6 +158,12 @@ class AgentCollector(Collector):
         src = gauge("policy_source", "1 for where the policy in force came from.", labels=["source"])
         src.add_metric([snap.source], 1)
         yield src
+        kind = gauge("policy_control", "1 for the control in force: thresholds (r(i) from the queue length) or "
+                     "mdp (paper 001's MDP policy, policy.control: mdp, where the fitted traffic meets its "
+                     "assumptions); 0 for the other.", labels=["control"])
+        for name in CONTROLS:
+            kind.add_metric([name], float(snap.control == name))
+        yield kind
 
         rate = gauge("fit_arrival_pages_per_second", "Fitted arrival rate per mode (active robots).",
                      labels=["mode"])

@@ -7,16 +7,30 @@ here: :meth:`PolicyHolder.adopt` wraps it in the next :class:`PolicySnapshot` an
 reference in one assignment, so readers (the actuator, ``/v1/policy``, the metrics collector) always
 see a whole snapshot, never half of an update. Nothing is copied field by field on the way: the
 snapshot holds the very record the refit produced.
+
+The snapshot's :attr:`PolicySnapshot.decision` is what the agent core asks for the active robots after
+each event, one method for both kinds of policy (:class:`Decision`): :class:`ThresholdDecision` reads
+r(i) at the queue length after the event (paper 000); :class:`DynamicDecision` applies paper 001's
+MDP policy at each delivery and each page indexed, from the queue length *before* the event and the
+robots targeted then, exactly as :class:`robotctl.policies.DynamicController` does in the simulator
+(``policy.control: mdp``).
 """
 
 from __future__ import annotations
 
+import enum
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from robotctl.model import CostBreakdown, Measures, QueueModel, ThresholdPolicy
+import numpy as np
+
+from robotctl.model import CostBreakdown, InputError, Measures, QueueModel, ThresholdPolicy
+from robotctl.policies import DynamicPolicy, RobotsProblem
+
+#: Values of ``policy.control`` and of the control in force.
+CONTROLS = ("thresholds", "mdp")
 
 
 def finite(x: Any) -> Any:
@@ -24,6 +38,97 @@ def finite(x: Any) -> Any:
     if isinstance(x, float) and not math.isfinite(x):
         return None
     return x
+
+
+class Event(enum.Enum):
+    """What changed the queue, for :meth:`Decision.target`."""
+
+    #: a delivery (one decision per delivery, whatever its pages, as in the simulator)
+    ARRIVAL = "arrival"
+    #: one page indexed (a completion of n pages is n departures)
+    DEPARTURE = "departure"
+    #: anything else (obsolete drop, resynchronisation, a new policy, the end of an override): paper
+    #: 001's model has no decision there
+    OTHER = "other"
+
+
+class Decision(Protocol):
+    """The active robots the policy in force asks for after an event."""
+
+    def target(self, event: Event, before: Sequence[int], q: int, r: int) -> int:
+        """Virtual robots to run after ``event``.
+
+        Parameters
+        ----------
+        event : Event
+        before : sequence of int
+            The queue length just before each event of the kind, in order (one per delivery, or one
+            per page indexed; empty for ``OTHER``).
+        q : int
+            The queue length after them.
+        r : int
+            The robots targeted before them (the actuator's target).
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class ThresholdDecision:
+    """A queue-length policy: r(q) after any event (paper 000)."""
+
+    policy: ThresholdPolicy
+
+    def target(self, event: Event, before: Sequence[int], q: int, r: int) -> int:
+        levels = self.policy.robots_at_level
+        return levels[min(q, len(levels) - 1)]
+
+
+@dataclass(frozen=True)
+class DynamicDecision:
+    """Paper 001's MDP policy on (queue length before the event, robots targeted).
+
+    A delivery to q pages with r robots targeted leaves ``policy.after_arrival(q, r)``; each page
+    indexed from q pages leaves ``policy.after_departure(q, r)``; other events leave r. This mirrors
+    :meth:`robotctl.policies.DynamicController.decide` event for event, so that the agent and the
+    simulator take the same decisions on the same events. The policy's states run over
+    ``min_robots..N``; a target outside (an override, the start-up policy) is first brought inside.
+    """
+
+    policy: DynamicPolicy
+    min_robots: int
+    #: the problem it was solved for (not saved: a restored policy has none)
+    problem: RobotsProblem | None = field(default=None, compare=False)
+
+    def target(self, event: Event, before: Sequence[int], q: int, r: int) -> int:
+        p = self.policy
+        K, lo, hi = p.capacity, self.min_robots, p.robots
+        r = min(max(r, lo), hi)
+        if event is Event.ARRIVAL:
+            for qb in before:
+                r = max(p.after_arrival(min(qb, K), r), lo)
+        elif event is Event.DEPARTURE:
+            for qb in before:
+                if qb >= 1:
+                    r = p.after_departure(min(qb, K), r)
+        return r
+
+    def to_state(self) -> dict[str, Any]:
+        """The tables as rows of 0/1, for policy.json."""
+        return {"min_robots": self.min_robots, "activate": self.policy.activate.astype(int).tolist(),
+                "keep": self.policy.keep.astype(int).tolist()}
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any], capacity: int, robots: int) -> DynamicDecision:
+        """Read :meth:`to_state` back; an InputError when it does not fit ``capacity`` and ``robots``."""
+        tables = [np.array(state[k]) for k in ("activate", "keep")]
+        if any(t.dtype.kind not in "biu" or t.ndim != 2 or t.shape[0] != capacity + 1 or not
+               2 <= t.shape[1] <= robots + 1 or not np.isin(t, (0, 1)).all() for t in tables):
+            raise InputError("policy.dynamic", "does not fit the configured capacity and fleet",
+                             "the next refit computes a new one")
+        lo = state["min_robots"]
+        if isinstance(lo, bool) or not isinstance(lo, int) or not 1 <= lo <= tables[0].shape[1] - 1:
+            raise InputError("policy.dynamic.min_robots", f"is {lo!r}", "the next refit computes a new one")
+        return cls(DynamicPolicy(tables[0].astype(bool), tables[1].astype(bool)), lo)
 
 
 @dataclass(frozen=True, eq=False)
@@ -48,6 +153,11 @@ class PolicyFit:
         Deliveries in the fit window.
     window : tuple of float
         (start, end) of the window fitted.
+    dynamic : DynamicDecision or None
+        Paper 001's MDP policy when it is in force (``policy.control: mdp`` and the fitted traffic meets
+        its assumptions); ``policy`` is then the threshold optimum, kept for reference and as the fallback,
+        and ``measures`` and ``cost`` are the MDP policy's. ``fit["control"]`` says which control is in
+        force and, when the MDP was asked for but not adopted, why.
     """
 
     policy: ThresholdPolicy
@@ -59,6 +169,16 @@ class PolicyFit:
     model: QueueModel | None = None
     deliveries: int = 0
     window: tuple[float, float] = (0.0, 0.0)
+    dynamic: DynamicDecision | None = None
+
+    @property
+    def control(self) -> str:
+        """``mdp`` when paper 001's MDP policy is in force, else ``thresholds``."""
+        return "thresholds" if self.dynamic is None else "mdp"
+
+    @property
+    def decision(self) -> Decision:
+        return self.dynamic if self.dynamic is not None else ThresholdDecision(self.policy)
 
     @classmethod
     def of(cls, policy: ThresholdPolicy, *, fit: Mapping[str, Any] | None = None,
@@ -90,6 +210,11 @@ class PolicySnapshot:
     source: str
     adopted_at: float
     basis: PolicyFit
+    #: what the agent asks after each event (:class:`Decision`), made once per snapshot
+    decision: Decision = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "decision", self.basis.decision)
 
     @classmethod
     def initial(cls, policy: ThresholdPolicy, now: float, *, source: str = "startup") -> PolicySnapshot:
@@ -131,6 +256,16 @@ class PolicySnapshot:
     def window(self) -> tuple[float, float]:
         return self.basis.window
 
+    @property
+    def control(self) -> str:
+        return self.basis.control
+
+    def control_view(self) -> dict[str, Any]:
+        """``{"in_force": thresholds | mdp, "requested": ..., "reason": why the MDP is not in force}``."""
+        info = dict(self.fit.get("control", {}))
+        return {"in_force": self.control, "requested": info.get("requested", "thresholds"),
+                "reason": info.get("reason")}
+
     def to_dict(self) -> dict[str, Any]:
         b = self.basis
         return {
@@ -145,12 +280,16 @@ class PolicySnapshot:
             "cost": ({k: finite(v) for k, v in b.cost.to_dict().items()} if b.cost is not None else None),
             "fit": dict(b.fit),
             "window": {"start": b.window[0], "end": b.window[1], "deliveries": b.deliveries},
+            "policy_control": self.control_view(),
         }
 
     def to_state(self) -> dict[str, Any]:
-        """What is saved so that a restart resumes this policy."""
-        return {"version": self.version, "robots_at_level": list(self.policy.robots_at_level),
-                "adopted_at": self.adopted_at, "fit": dict(self.fit)}
+        """What is saved so that a restart resumes this policy (with the MDP's tables when it is in force)."""
+        state = {"version": self.version, "robots_at_level": list(self.policy.robots_at_level),
+                 "adopted_at": self.adopted_at, "fit": dict(self.fit)}
+        if self.basis.dynamic is not None:
+            state["dynamic"] = self.basis.dynamic.to_state()
+        return state
 
 
 class PolicyHolder:
@@ -172,8 +311,13 @@ class PolicyHolder:
 
 
 __all__ = [
+    "CONTROLS",
+    "Decision",
+    "DynamicDecision",
+    "Event",
     "PolicyFit",
     "PolicyHolder",
     "PolicySnapshot",
+    "ThresholdDecision",
     "finite",
 ]

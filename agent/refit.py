@@ -242,8 +242,11 @@ class RefitLoop:
         if outcome.result is not None and outcome.success:
             rec.adopted += 1
             self.target.adopt(outcome.result, self.clock.now())
-            LOG.info("event=refit_adopted reason=%s policy=%s deliveries=%d fit_s=%.3f solve_s=%.3f", reason,
-                     outcome.policy, outcome.deliveries, outcome.fit_seconds, outcome.solve_seconds)
+            control = outcome.result.fit.get("control", {})
+            LOG.info("event=refit_adopted reason=%s policy=%s control=%s deliveries=%d fit_s=%.3f solve_s=%.3f%s",
+                     reason, outcome.policy, outcome.result.control, outcome.deliveries, outcome.fit_seconds,
+                     outcome.solve_seconds,
+                     f" mdp_not_adopted={control['reason']!r}" if control.get("reason") else "")
         else:
             rec.failures[outcome.stage.value] = rec.failures.get(outcome.stage.value, 0) + 1
             level = logging.INFO if outcome.stage is RefitStage.INPUT else logging.WARNING

@@ -41,6 +41,7 @@ from numpy.typing import NDArray
 
 from robotctl import InputError
 from robotctl.model import CostBreakdown, Costs, Estimate, Measures, QueueModel, ThresholdPolicy
+from robotctl.policies import DynamicController
 
 from .api import Completion, Delivery
 from .clock import ManualClock, cancel_and_wait
@@ -48,6 +49,7 @@ from .compute import RefitOutcome, compute_refit
 from .config import AgentConfig, ControlConfig
 from .core import Agent
 from .log import DiscardLog
+from .policy import DynamicDecision
 from .queue import ACTIVE, EMPTY, LOST, OBSOLETE, OFFERED, SERVED, SOJOURN, TIME
 from .refit import RefitLoop
 from .sources import EventTable
@@ -125,6 +127,9 @@ class ReplayWindow:
     deliveries : int
     live_policy : tuple of int or None
         The policy the live agent put in force after the same refit, when the trace is its own log.
+    dynamic : DynamicDecision or None
+        Paper 001's MDP policy when the refit put it in force (``policy.control: mdp``); ``policy`` is then
+        the threshold optimum it replaced, and the window is simulated under the MDP policy.
     """
 
     t_start: float
@@ -140,6 +145,16 @@ class ReplayWindow:
     cost: CostBreakdown
     deliveries: int
     live_policy: tuple[int, ...] | None = None
+    dynamic: DynamicDecision | None = None
+
+    def controller(self) -> tuple[QueueModel, ThresholdPolicy | DynamicController]:
+        """What decided in this window and the traffic it was computed for, for the simulator: the MDP
+        policy (started with all its robots; the warm-up forgets the start) on the model it was solved
+        on (the fitted one with exponential service of the fitted mean), or the thresholds on the
+        fitted model."""
+        if self.dynamic is None or self.dynamic.problem is None:
+            return self.model, self.policy
+        return self.dynamic.problem.to_model(), DynamicController(self.dynamic.policy, self.dynamic.policy.robots)
 
 
 @dataclass(frozen=True)
@@ -442,7 +457,7 @@ def _windows(obs: _Observations, end: float) -> tuple[ReplayWindow, ...]:
         match = next((levels for t, levels in live if w["at"] <= t < nxt), None)
         out.append(ReplayWindow(float(r.window[0]), float(r.window[1]), w["reason"], (float(w["at"]), float(until)),
                                 r.policy, tuple(r.modes), tuple(r.thresholds), dict(r.fit), r.model, r.measures,
-                                r.cost, int(r.deliveries), match))
+                                r.cost, int(r.deliveries), match, r.dynamic))
     return tuple(out)
 
 
@@ -460,16 +475,17 @@ def _combine(parts: Sequence[tuple[float, Estimate]], level: float, batches: int
 
 
 def _simulated(windows: Sequence[ReplayWindow], shares: Sequence[float],
-               policy_of: Callable[[ReplayWindow], ThresholdPolicy], costs: Costs, options: ReplayOptions,
-               rng: np.random.Generator) -> tuple[float, tuple[float, float]]:
-    """Each window's fitted model simulated under ``policy_of(window)`` (its share of ``sim_events``, at least
-    ``min_sim_events``); the share-weighted cost and its interval."""
+               policy_of: Callable[[ReplayWindow], tuple[QueueModel, ThresholdPolicy | DynamicController]],
+               costs: Costs, options: ReplayOptions, rng: np.random.Generator) -> tuple[float, tuple[float, float]]:
+    """Each window's model simulated under its policy, both from ``policy_of(window)`` (its share of
+    ``sim_events``, at least ``min_sim_events``); the share-weighted cost and its interval."""
     from robotctl.model import simulate
 
     parts = []
     for w, share in zip(windows, shares, strict=True):
         events = max(options.min_sim_events, round(options.sim_events * share))
-        sim = simulate(w.model, policy_of(w), rng, events=events, batches=options.batches, level=options.level,
+        model, policy = policy_of(w)
+        sim = simulate(model, policy, rng, events=events, batches=options.batches, level=options.level,
                        costs=costs)
         assert sim.cost is not None
         parts.append((share, sim.cost))
@@ -544,12 +560,12 @@ def evaluate(windows: Sequence[ReplayWindow], marks: Sequence[tuple[float, dict[
     shares = (durations / durations.sum()).tolist()
     costs = config.costs
     rng = np.random.default_rng(options.seed)
-    mine, mine_ci = _simulated(windows, shares, lambda w: w.policy, costs, options, rng)
+    mine, mine_ci = _simulated(windows, shares, ReplayWindow.controller, costs, options, rng)
     mine_pred = float(sum(s * w.cost.total for s, w in zip(shares, windows, strict=True)))
     modes = tuple(m for m in config.all_modes if m >= 1)
     r, static_pred = _best_static(windows, shares, modes, costs)
-    static, static_ci = _simulated(windows, shares, lambda w: ThresholdPolicy.static(r, w.model.capacity), costs,
-                                   options, rng)
+    static, static_ci = _simulated(windows, shares, lambda w: (w.model, ThresholdPolicy.static(r, w.model.capacity)),
+                                   costs, options, rng)
     rec, rec_ci, used = _observed(marks, span, gaps, costs, options)
     K = config.capacity
     return (

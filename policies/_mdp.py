@@ -48,7 +48,17 @@ import scipy.sparse.linalg as spla
 from numpy.typing import NDArray
 from scipy.sparse.csgraph import connected_components
 
-from robotctl.model import BMAP, PH, Costs, EventKind, InputError, ModeArrivals, QueueModel, StateFeedback
+from robotctl.model import (
+    BMAP,
+    PH,
+    Costs,
+    EventKind,
+    InputError,
+    Measures,
+    ModeArrivals,
+    QueueModel,
+    StateFeedback,
+)
 
 #: Relaxation tau of Proposition 2 (the paper's Section 4 uses 0.99999).
 TAU = 0.99999
@@ -343,6 +353,31 @@ class DynamicOptimum:
     def __post_init__(self) -> None:
         for name in ("recurrent", "stationary"):
             getattr(self, name).flags.writeable = False
+
+    def measures(self) -> Measures:
+        """The policy's stationary measures in paper 000's terms, from ``stationary`` pi(q, r).
+
+        Pages are offered at rate lambda = sum pi(q, r) lambda_r and lost at sum_r pi(K, r) lambda_r; every
+        admitted page is served (no obsolescence), so by Little's law the mean response of served pages
+        is E[q] / (lambda - loss rate). With no response cost, ``cost_of(measures, problem.costs).total``
+        is ``cost``.
+        """
+        P = self.stationary
+        lam = np.array(self.problem.rates)
+        K = self.problem.capacity
+        offered = float(P.sum(axis=0) @ lam)
+        lost = float(P[K] @ lam)
+        served = offered - lost
+        level = P.sum(axis=1)
+        by_r = P.sum(axis=0)
+        mean_q = float(np.arange(K + 1) @ level)
+        v1 = mean_q / served if served > 0 else math.nan
+        return Measures(arrival_rate=offered, p_loss=lost / offered, p_obsolete=0.0, p_success=served / offered,
+                        p_starvation=float(level[0]), mean_active_robots=float(np.arange(by_r.size) @ by_r),
+                        active_robots_distribution=tuple((int(r), float(by_r[r]))
+                                                         for r in np.flatnonzero(by_r)[::-1]),
+                        queue_length_distribution=tuple(float(x) for x in level), mean_queue_length=mean_q,
+                        mean_response_served=v1, mean_sojourn_obsolete=0.0, mean_sojourn=v1 * served / offered)
 
 
 # -- checks --------------------------------------------------------------------------------------

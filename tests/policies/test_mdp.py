@@ -337,3 +337,23 @@ def test_from_model_round_trip_and_errors() -> None:
         RobotsProblem(2, 3, (0.0, 0.1, 0.2), 1.0, 1.0, min_robots=3)
     with pytest.raises(InputError, match="tau"):
         solve_dynamic(problem, tau=1.0)
+
+
+def test_measures_of_the_optimum_agree_with_its_chain_and_the_simulator() -> None:
+    """DynamicOptimum.measures() (what the agent publishes under policy.control: mdp): its cost, P(starvation),
+    loss rate and N-bar equal the chain's own; the response time (Little's law on pi) and P_loss lie in the
+    simulator's 99% intervals (Bonferroni over the two), with a robot cost and min_robots = 1 as the agent
+    uses them."""
+    base = RobotsProblem.paper(4, 5, 0.4, 1.0, 1.0)
+    problem = RobotsProblem(4, 5, base.rates, 1.0, 1.0, 2.0, 0.05, 1)
+    opt = solve_dynamic(problem)
+    m = opt.measures()
+    assert cost_of(m, problem.costs).total == pytest.approx(opt.cost, rel=1e-12)
+    assert m.p_starvation == pytest.approx(opt.p_starvation, rel=1e-12)
+    assert m.arrival_rate * m.p_loss == pytest.approx(opt.loss_rate, rel=1e-12)
+    assert m.mean_active_robots == pytest.approx(opt.mean_active_robots, rel=1e-12)
+    assert sum(m.queue_length_distribution) == pytest.approx(1.0)
+    res = simulate(problem.to_model(), DynamicController.from_optimum(opt), np.random.default_rng(7),
+                   events=200_000, costs=problem.costs).at_level(1 - 0.01 / 2)
+    assert res.mean_response_served.contains(m.mean_response_served)
+    assert res.p_loss.contains(m.p_loss)

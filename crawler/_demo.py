@@ -49,7 +49,7 @@ from ._indexer import Indexer, IndexerStats
 from ._link import AgentLink
 from ._robots import ActiveClock, Robot
 from ._site import Site, run_site
-from ._view import LiveView, ViewState
+from ._view import LiveView, ViewState, compact_levels
 
 KINDS = ("robotctl", "static", "all")
 #: Politeness towards real sites (--seed-url): seconds between two pages of one host at least, and
@@ -481,7 +481,7 @@ def _view_state(label: str, state: _CrawlState, agent: Any, link: AgentLink, now
     return ViewState(
         label=label, t=now - t0, duration=duration, measuring=state.window_start is not None,
         queue=state.indexer.length, capacity=state.indexer.capacity, agent_queue=link.agent_queue,
-        active=state.active.active, robots=len(state.robots), policy=str(snap.policy),
+        active=state.active.active, robots=len(state.robots), policy=compact_levels(snap.policy.robots_at_level),
         thresholds=",".join(str(j) for j in snap.thresholds), policy_source=snap.source, observed=obs,
         predicted=pred, cost=_finite_cost(m, costs).total if math.isfinite(m.p_loss) else math.nan,
         predicted_cost=pred_cost,

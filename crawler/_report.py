@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ._demo import CrawlResult, DemoReport
+from ._view import compact_levels
 
 _ROWS = (
     ("arrival_rate", "offered rate (docs/s)", 2),
@@ -27,20 +28,6 @@ def _cell(r: CrawlResult, key: str, digits: int) -> str:
     if r.predicted is None:
         return obs
     return f"{obs} ({_f(getattr(r.predicted, key), digits)})"
-
-
-def compact_levels(levels: tuple[int, ...] | list[int], *, longest: int = 13) -> str:
-    """r(0..K) as written in the model file when short, else run-length coded: ``16x14,1x37`` is 16 robots
-    at queue lengths 0..13 and 1 robot at 14..50."""
-    if len(levels) <= longest:
-        return ",".join(map(str, levels))
-    runs: list[list[int]] = []
-    for r in levels:
-        if runs and runs[-1][0] == r:
-            runs[-1][1] += 1
-        else:
-            runs.append([r, 1])
-    return ",".join(f"{r}x{n}" for r, n in runs)
 
 
 def _policy_text(r: CrawlResult) -> str:

@@ -13,6 +13,20 @@ from dataclasses import dataclass
 from typing import TextIO
 
 
+def compact_levels(levels: tuple[int, ...] | list[int], *, longest: int = 13) -> str:
+    """r(0..K) as written in the model file when short, else run-length coded: ``16x14,1x37`` is 16 robots
+    at queue lengths 0..13 and 1 robot at 14..50."""
+    if len(levels) <= longest:
+        return ",".join(map(str, levels))
+    runs: list[list[int]] = []
+    for r in levels:
+        if runs and runs[-1][0] == r:
+            runs[-1][1] += 1
+        else:
+            runs.append([r, 1])
+    return ",".join(f"{r}x{n}" for r, n in runs)
+
+
 @dataclass(frozen=True)
 class ViewState:
     """One look at a running crawl."""

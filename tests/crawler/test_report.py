@@ -1,6 +1,6 @@
 """The demo's closing report."""
 
-from robotctl.crawler._report import compact_levels
+from robotctl.crawler._view import compact_levels
 
 
 def test_long_policies_are_run_length_coded_in_the_report() -> None:

@@ -93,9 +93,10 @@ class RefitInput:
         useful life when ``mean_useful_life_s`` is not configured.
     previous_fit : mapping
         The fit summary of the policy in force (where remembered modes were last observed).
-    choose_dwell, max_commands_per_min
-        ``robots.dwell_s: auto``: choose the dwell for the adopted policy in the simulator
-        (:func:`agent.damping.choose_dwell`; the fit summary's ``damping`` holds it and its price).
+    dwell_s, hysteresis, max_commands_per_min
+        ``robots.dwell_s``, ``robots.hysteresis`` (None: auto, chosen for the adopted policy in the
+        simulator by :func:`agent.damping.choose_damping`; the fit summary's ``damping`` holds the choice
+        and its price) and ``robots.max_commands_per_min``.
     targets : Targets or None
         ``targets:`` of the configuration: the policy of least robot time that meets them
         (``policies.optimise_for_targets``) instead of the cost optimum; the costs then only price it.
@@ -124,7 +125,8 @@ class RefitInput:
     obsolete_exposure_s: float | None = None
     previous_fit: Mapping[str, Any] = field(default_factory=dict)
     targets: Targets | None = None
-    choose_dwell: bool = False
+    dwell_s: float | None = 0.0
+    hysteresis: int | None = 0
     max_commands_per_min: int = 0
     control: str = "thresholds"
 
@@ -432,28 +434,33 @@ def _mdp_stage(inp: RefitInput, out: RefitOutcome) -> RefitOutcome:
 
 
 def _with_damping(inp: RefitInput, out: RefitOutcome) -> RefitOutcome:
-    """``robots.dwell_s: auto``: the dwell for the adopted policy, chosen in the simulator, with its price.
-    Not for the MDP policy, whose decisions assume that robots switch at once (the dwell stays off)."""
+    """``robots.hysteresis`` and ``robots.dwell_s``: a configured number is used as it is; ``auto`` is chosen
+    for the adopted policy in the simulator, and the fit summary's ``damping`` holds the choice and its
+    price. Not for the MDP policy, whose decisions assume that robots switch at once (both stay off)."""
     res = out.result
-    if (not inp.choose_dwell or res is None or res.model is None or res.measures is None
-            or res.dynamic is not None):
+    if res is None or res.dynamic is not None:
         return out
     from dataclasses import replace
 
-    from .damping import choose_dwell
+    fixed = replace(res, hysteresis=inp.hysteresis or 0)
+    if (inp.dwell_s is not None and inp.hysteresis is not None) or res.model is None or res.measures is None:
+        return replace(out, result=fixed)
+    from .damping import choose_damping
 
     try:
-        dwell, base, chosen = choose_dwell(res.model, inp.costs, res.policy, res.measures,
-                                           max_commands_per_min=inp.max_commands_per_min)
-    except Exception:  # the simulation is advice: a failure leaves the dwell off
+        choice = choose_damping(res.model, inp.costs, res.policy, res.measures, hysteresis=inp.hysteresis,
+                                dwell_s=inp.dwell_s, max_commands_per_min=inp.max_commands_per_min)
+    except Exception:  # the simulation is advice: a failure leaves the damping off
         LOG.exception("event=damping_failed")
-        return out
+        return replace(out, result=fixed)
     fit = dict(res.fit)
-    fit["damping"] = {"dwell_s": dwell, "max_commands_per_min": inp.max_commands_per_min,
-                      "commands_per_robot_per_min": chosen.commands_per_robot_per_min, "cost": chosen.cost,
-                      "undamped_commands_per_robot_per_min": base.commands_per_robot_per_min,
-                      "undamped_cost": base.cost}
-    return replace(out, result=replace(res, fit=fit))
+    fit["damping"] = {"hysteresis": choice.hysteresis, "dwell_s": choice.dwell_s,
+                      "max_commands_per_min": inp.max_commands_per_min,
+                      "commands_per_robot_per_min": choice.chosen.commands_per_robot_per_min,
+                      "cost": choice.chosen.cost,
+                      "undamped_commands_per_robot_per_min": choice.undamped.commands_per_robot_per_min,
+                      "undamped_cost": choice.undamped.cost}
+    return replace(out, result=replace(res, fit=fit, hysteresis=choice.hysteresis))
 
 
 def compute_refit(inp: RefitInput, *, fit_fn: FitFn | None = None,

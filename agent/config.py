@@ -130,6 +130,15 @@ def _mapping(v: Any) -> Mapping[str, Any]:
     return dict(v)
 
 
+def _hysteresis(v: Any) -> int | str:
+    if v == "auto":
+        return "auto"
+    try:
+        return _int(0)(v)
+    except InputError as exc:
+        raise InputError("", exc.problem, "write auto, or a number of queue levels, e.g. 2 (0: off)") from None
+
+
 def _dwell(v: Any) -> float | str:
     if v == "auto":
         return "auto"
@@ -405,6 +414,10 @@ class RobotsConfig(_Section):
     dwell_s: float | str = _spec("auto", _dwell,
                                  "minimum time between two changes of the active count: seconds (0: off) or auto "
                                  "(after each fit, the largest that costs at most 2% in the simulator)")
+    hysteresis: int | str = _spec("auto", _hysteresis,
+                                  "a parked robot resumes only once the queue is this many levels below where it "
+                                  "was parked: levels (0: off) or auto (after each fit, the largest that costs at "
+                                  "most 2% in the simulator)")
     max_commands_per_min: int = _spec(0, _int(0), "park/resume commands a robot receives in any 60 s at most "
                                       "(0: no limit)")
     allow_unregistered: bool = _spec(False, _bool, "accept deliveries naming robots that never registered")

@@ -48,7 +48,7 @@ from .compute import RefitInput
 from .config import AgentConfig
 from .control import ACTIONS, ControlState, Override
 from .log import DeliveryLog, DiscardLog, Durability, LogStats
-from .policy import DynamicDecision, Event, PolicyFit, PolicyHolder, PolicySnapshot
+from .policy import DynamicDecision, Event, PolicyFit, PolicyHolder, PolicySnapshot, ThresholdDecision
 from .queue import (
     ACTIVE,
     EMPTY,
@@ -224,7 +224,7 @@ class Agent:
         self.queue = QueueView(config.capacity, config.admission)
         startup = config.startup_policy()
         now = clock.now()
-        self.holder = PolicyHolder(PolicySnapshot.initial(startup, now))
+        self.holder = PolicyHolder(PolicySnapshot.initial(startup, now, hysteresis=self._fixed_hysteresis))
         rc = config.robots
         self.actuator = Actuator(rc.n, fixed_ids=rc.ids, group_size=rc.group_size,
                                  default_state=Command(rc.default_state), lease_s=rc.lease_s,
@@ -378,8 +378,27 @@ class Agent:
         fit = dict(state.get("fit", {}))
         dynamic = self._restore_dynamic(state, fit)
         self.holder.swap(PolicySnapshot(int(state.get("version", 1)), "restored", now,
-                                        replace(PolicyFit.of(policy, fit=fit), dynamic=dynamic)))
+                                        replace(PolicyFit.of(policy, fit=fit, hysteresis=self._hysteresis_of(fit)),
+                                                dynamic=dynamic)))
         LOG.info("event=policy_restored policy=%s control=%s", policy, "mdp" if dynamic else "thresholds")
+
+    @property
+    def _fixed_hysteresis(self) -> int:
+        """``robots.hysteresis`` when it is a number; 0 for ``auto`` until a fit chooses it."""
+        h = self.config.robots.hysteresis
+        return 0 if h == "auto" else int(h)
+
+    def _hysteresis_in_force(self) -> int:
+        decision = self.holder.current.decision
+        return decision.hysteresis if isinstance(decision, ThresholdDecision) else 0
+
+    def _hysteresis_of(self, fit: Mapping[str, Any]) -> int:
+        """The hysteresis of a restored policy: the one its fit chose under ``auto``, else the configured one."""
+        if self.config.robots.hysteresis != "auto":
+            return self._fixed_hysteresis
+        damping = fit.get("damping")
+        chosen = damping.get("hysteresis", 0) if isinstance(damping, Mapping) else 0
+        return chosen if isinstance(chosen, int) and not isinstance(chosen, bool) and chosen >= 0 else 0
 
     def _restore_dynamic(self, state: Mapping[str, Any], fit: dict[str, Any]) -> DynamicDecision | None:
         """The saved MDP policy when ``policy.control: mdp`` still asks for it and it fits the configuration;
@@ -882,7 +901,8 @@ class Agent:
         and go back to the configured startup policy."""
         now = self._stamp()
         if mode is None:
-            snap = self.holder.adopt(PolicyFit.of(self.config.startup_policy()), now, "startup")
+            snap = self.holder.adopt(PolicyFit.of(self.config.startup_policy(), hysteresis=self._fixed_hysteresis),
+                                     now, "startup")
         else:
             old = self.holder.current
             snap = self.holder.adopt(PolicyFit.of(ThresholdPolicy.static(mode, self.config.capacity), fit=old.fit,
@@ -950,7 +970,9 @@ class Agent:
             window=(float(times[0]), now), mode_exposure_s=exposure,
             rate_from_exposure=cfg.fit.rate_from_exposure, remembered=remembered,
             obsolete_drops=obs_drops, obsolete_exposure_s=obs_exposure, previous_fit=dict(snap.fit),
-            targets=cfg.targets.as_targets(), choose_dwell=cfg.robots.dwell_s == "auto",
+            targets=cfg.targets.as_targets(),
+            dwell_s=None if cfg.robots.dwell_s == "auto" else float(cfg.robots.dwell_s),
+            hysteresis=None if cfg.robots.hysteresis == "auto" else int(cfg.robots.hysteresis),
             max_commands_per_min=cfg.robots.max_commands_per_min, control=cfg.policy.control)
 
     def _log_refit(self, now: float, reason: str) -> None:
@@ -1065,7 +1087,8 @@ class Agent:
                       "admission": self.config.queue.admission},
             "mode": self.control_mode,
             "robots": {"virtual": self.config.robots.n, "mode": act.mode, "desired": self.desired(),
-                       "dwell_s": act.dwell_s, "max_commands_per_min": act.max_commands_per_min,
+                       "dwell_s": act.dwell_s, "hysteresis": self._hysteresis_in_force(),
+                       "max_commands_per_min": act.max_commands_per_min,
                        "deferred_until": act.deferred_until, "counts": act.counts(now),
                        "registered": self.robots_view()["robots"]},
             "control": self.control_view(),

@@ -74,13 +74,26 @@ class Decision(Protocol):
 
 @dataclass(frozen=True)
 class ThresholdDecision:
-    """A queue-length policy: r(q) after any event (paper 000)."""
+    """A queue-length policy: r(q) after any event (paper 000), with optional hysteresis.
+
+    With ``hysteresis`` h > 0 robots are parked as the policy says, at once, but resumed only once the
+    queue is h levels lower than r(i) alone would resume them, and always at an empty queue: the target
+    after an event is r(q) when r(q) <= r (the robots targeted before it) or q = 0, else
+    min(r(q), max(r, r(q + h))). In between the robots keep what they do, so a queue that wobbles around
+    a threshold does not switch the fleet back and forth at every page (``robots.hysteresis``; its price
+    is measured in the simulator, :mod:`agent.damping`). h = 0 is r(q) exactly.
+    """
 
     policy: ThresholdPolicy
+    hysteresis: int = 0
 
     def target(self, event: Event, before: Sequence[int], q: int, r: int) -> int:
         levels = self.policy.robots_at_level
-        return levels[min(q, len(levels) - 1)]
+        top = len(levels) - 1
+        want = levels[min(q, top)]
+        if self.hysteresis <= 0 or want <= r or q <= 0:
+            return want
+        return min(want, max(r, levels[min(q + self.hysteresis, top)]))
 
 
 @dataclass(frozen=True)
@@ -158,6 +171,9 @@ class PolicyFit:
         its assumptions); ``policy`` is then the threshold optimum, kept for reference and as the fallback,
         and ``measures`` and ``cost`` are the MDP policy's. ``fit["control"]`` says which control is in
         force and, when the MDP was asked for but not adopted, why.
+    hysteresis : int
+        Queue levels below its parking level at which a parked robot resumes (:class:`ThresholdDecision`;
+        ``robots.hysteresis``, chosen by the refit when ``auto``).
     """
 
     policy: ThresholdPolicy
@@ -170,6 +186,7 @@ class PolicyFit:
     deliveries: int = 0
     window: tuple[float, float] = (0.0, 0.0)
     dynamic: DynamicDecision | None = None
+    hysteresis: int = 0
 
     @property
     def control(self) -> str:
@@ -178,14 +195,15 @@ class PolicyFit:
 
     @property
     def decision(self) -> Decision:
-        return self.dynamic if self.dynamic is not None else ThresholdDecision(self.policy)
+        return self.dynamic if self.dynamic is not None else ThresholdDecision(self.policy, self.hysteresis)
 
     @classmethod
     def of(cls, policy: ThresholdPolicy, *, fit: Mapping[str, Any] | None = None,
-           model: QueueModel | None = None) -> PolicyFit:
+           model: QueueModel | None = None, hysteresis: int = 0) -> PolicyFit:
         """A policy with its own modes and thresholds and nothing predicted (configured, restored or
         probed), optionally keeping the fit and model it was chosen under."""
-        return cls(policy, policy.modes, policy.thresholds, fit=dict(fit or {}), model=model)
+        return cls(policy, policy.modes, policy.thresholds, fit=dict(fit or {}), model=model,
+                   hysteresis=hysteresis)
 
 
 @dataclass(frozen=True, eq=False)
@@ -217,8 +235,9 @@ class PolicySnapshot:
         object.__setattr__(self, "decision", self.basis.decision)
 
     @classmethod
-    def initial(cls, policy: ThresholdPolicy, now: float, *, source: str = "startup") -> PolicySnapshot:
-        return cls(1, source, now, PolicyFit.of(policy))
+    def initial(cls, policy: ThresholdPolicy, now: float, *, source: str = "startup",
+                hysteresis: int = 0) -> PolicySnapshot:
+        return cls(1, source, now, PolicyFit.of(policy, hysteresis=hysteresis))
 
     @property
     def policy(self) -> ThresholdPolicy:

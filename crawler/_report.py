@@ -104,9 +104,10 @@ def format_report(report: DemoReport) -> str:
         damping = fit.get("damping")
         if damping:
             lines.append(
-                f"damping (robots.dwell_s: auto, in the simulator under the fitted model and the policy): dwell "
-                f"{damping['dwell_s']:.3g} s gives {damping['commands_per_robot_per_min']:.1f} park/resume "
-                f"commands per robot per minute at cost {damping['cost']:.2f}; dwell 0 gives "
+                f"damping (robots.hysteresis and dwell_s: auto, in the simulator under the fitted model and the "
+                f"policy): hysteresis {damping.get('hysteresis', 0)} levels and dwell {damping['dwell_s']:.3g} s give "
+                f"{damping['commands_per_robot_per_min']:.1f} park/resume commands per robot per minute at cost "
+                f"{damping['cost']:.2f}; r(i) exactly gives "
                 f"{damping['undamped_commands_per_robot_per_min']:.1f} at cost {damping['undamped_cost']:.2f} "
                 f"({100 * (damping['cost'] / damping['undamped_cost'] - 1):+.1f}%)")
         spans = "; ".join(f"{compact_levels(s.robots_at_level)} ({s.source}) from {s.adopted_at:.1f} s, "

@@ -17,7 +17,7 @@ from robotctl.agent.clock import ManualClock
 from robotctl.agent.config import AgentConfig
 from robotctl.agent.core import Agent, Ring
 from robotctl.agent.log import list_segments
-from robotctl.agent.policy import PolicyFit
+from robotctl.agent.policy import PolicyFit, ThresholdDecision
 from robotctl.model import ThresholdPolicy
 
 
@@ -148,6 +148,29 @@ async def test_dwell_defers_a_change_until_the_clock_says_so(tmp_path: Path) -> 
             await asyncio.sleep(0)
         assert a.actuator.mode == 1
         assert a.mode_exposure(0.0, 12.0) == pytest.approx({3: 1.0, 2: 10.0, 1: 1.0})
+
+
+async def test_configured_hysteresis_resumes_robots_two_levels_below(tmp_path: Path) -> None:
+    clock = ManualClock(0.0)
+    cfg = _cfg(tmp_path, robots={"dwell_s": 0, "hysteresis": 2},
+               policy={"startup": [3, 3, 2, 2, 1, 1, 1, 1, 1]})
+    a = Agent(cfg, clock)
+    a.open()
+    modes = []
+    for pages_in, pages_out in ((2, 0), (2, 0), (1, 0), (0, 1), (0, 1), (0, 1), (0, 1), (0, 1)):
+        clock.advance(1.0)
+        if pages_in:
+            a.deliver([Delivery(None, pages_in, None, None)])
+        else:
+            a.complete([Completion(pages_out, None, None)])
+        modes.append((a.queue.length, a.actuator.mode))
+    # parked as the policy says on the way up (2 at 2 pages, 1 at 4); on the way down r(i) alone would
+    # resume the second robot at 3 pages and the third at 1: two levels lower, 1 page and (past the
+    # bottom) the empty queue
+    assert modes == [(2, 2), (4, 1), (5, 1), (4, 1), (3, 1), (2, 1), (1, 2), (0, 3)]
+    decision = a.policy.decision
+    assert isinstance(decision, ThresholdDecision) and decision.hysteresis == 2
+    await a.close()
 
 
 # -- issue 11, finding 2: one bad line in the delivery log never stops a start -------------------------------

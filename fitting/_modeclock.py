@@ -89,8 +89,9 @@ class ModeTrajectory:
         back = np.flatnonzero(np.diff(e) < 0)
         if back.size:
             i = int(back[0]) + 1
-            raise InputError("mode_changes.epochs", f"entry {i} ({e[i]!r}) is earlier than entry {i - 1} "
-                             f"({e[i - 1]!r}); {back.size} such", "give the mode changes in time order")
+            raise InputError("mode_changes.epochs", f"entry {i} ({float(e[i])!r}) is earlier than entry {i - 1} "
+                             f"({float(e[i - 1])!r}); {back.size} change(s) out of order",
+                             "give the mode changes in time order")
         end = self.end_s
         if end is not None:
             if isinstance(end, bool) or not isinstance(end, int | float | np.integer | np.floating) \
@@ -99,7 +100,7 @@ class ModeTrajectory:
                                  "the end of the observation in seconds, or None for the last delivery")
             end = float(end)
             if end < e[-1]:
-                raise InputError("mode_changes.end_s", f"is {end!r}, before the last change epoch {e[-1]!r}",
+                raise InputError("mode_changes.end_s", f"is {end!r}, before the last change epoch {float(e[-1])!r}",
                                  "the observation ends at or after the last change")
         object.__setattr__(self, "epochs", e)
         object.__setattr__(self, "modes", m.astype(np.int64))
@@ -145,13 +146,15 @@ def _stretches(traj: ModeTrajectory, times: NDArray[np.float64], field: str,
     """For each time: the trajectory entry in force just before it (left limit) and at it (right limit)."""
     e = traj.epochs
     if times.size and times[0] < e[0]:
-        raise InputError("mode_changes.epochs", f"start at {e[0]!r}, after the first {field} at {times[0]!r}",
+        raise InputError("mode_changes.epochs", f"start at {float(e[0])!r}, after the first {field} at "
+                         f"{float(times[0])!r}",
                          "give the mode in force from the start of the window")
     if times.size and times[-1] > end:
-        raise InputError("mode_changes.end_s", f"is {end!r}, before the last {field} at {times[-1]!r}",
+        raise InputError("mode_changes.end_s", f"is {end!r}, before the last {field} at {float(times[-1])!r}",
                          "the observation ends at or after the last delivery (or leave end_s None)")
-    left = np.maximum(np.searchsorted(e, times, side="left") - 1, 0)
     right = np.searchsorted(e, times, side="right") - 1
+    left = np.searchsorted(e, times, side="left") - 1
+    left = np.where(left < 0, right, left)  # at the first epoch there is no "just before"
     return left.astype(np.int64), right.astype(np.int64)
 
 
@@ -185,8 +188,8 @@ def mode_clock(traj: ModeTrajectory, epochs: NDArray[np.float64], modes: NDArray
     own = np.where(tm[left] == modes, left, right)
     if not bool((tm[own] == modes).all()):
         i = int(np.flatnonzero(tm[own] != modes)[0])
-        raise InputError("modes", f"batch {i} at {epochs[i]!r} is in mode {modes[i]}, which the trajectory does "
-                         "not have in force then", "reconcile the modes with the trajectory first")
+        raise InputError("modes", f"batch {i} at {float(epochs[i])!r} is in mode {int(modes[i])}, which the "
+                         "trajectory does not have in force then", "reconcile the modes with the trajectory first")
     d = traj.durations(end)
     clock = np.empty(epochs.size)
     foreign = np.empty(epochs.size, dtype=np.int64)

@@ -139,8 +139,9 @@ def _windows(draw: st.DrawFn) -> tuple[ModeTrajectory, np.ndarray, np.ndarray, n
     tmodes = draw(st.lists(st.integers(0, 3), min_size=epochs.size, max_size=epochs.size))
     end = float(epochs[-1]) + draw(st.sampled_from([0.0, 1.0, 4.0]))
     n = draw(st.integers(2, 40))
-    times = np.sort(np.array(draw(st.lists(st.floats(0.0, max(end, 1e-3)), min_size=n, max_size=n))))
-    times = np.minimum(times, end) if end > 0 else np.zeros(n)
+    # on a grid of 1/8 s, so that epochs and deliveries often coincide (ties at a change epoch)
+    ticks = draw(st.lists(st.integers(0, int(8 * end)), min_size=n, max_size=n))
+    times = np.sort(np.array(ticks, dtype=float)) / 8.0
     recorded = np.array(draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)))
     pages = np.array(draw(st.lists(st.integers(1, 4), min_size=n, max_size=n)))
     return ModeTrajectory(epochs, tmodes, end), times, recorded, pages

@@ -178,6 +178,30 @@ def reconcile_modes(traj: ModeTrajectory, times: NDArray[np.float64], modes: NDA
     return np.where(ok, modes, tm[left]).astype(np.int64), bad
 
 
+def _exclusive_group_cumsum(values: NDArray[Any], order: NDArray[np.intp],
+                            starts: NDArray[np.intp]) -> NDArray[Any]:
+    """For each entry, the sum of ``values`` over the earlier entries of its group (``order`` sorts the
+    entries by group, stably; ``starts`` are the groups' first positions in that order)."""
+    v = values[order]
+    cs = np.cumsum(v) - v
+    cs -= np.repeat(cs[starts], np.diff(np.append(starts, v.size)))
+    out = np.empty_like(cs)
+    out[order] = cs
+    return out
+
+
+def _own_mode_sums(tm: NDArray[np.int64], d: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """For each trajectory entry k, in one pass over all modes: tau_m at its start for its own mode m (the
+    time spent in m before it), and how many entries of other modes lasting some time came before it."""
+    order = np.argsort(tm, kind="stable")
+    sorted_modes = tm[order]
+    starts = np.flatnonzero(np.append(True, sorted_modes[1:] != sorted_modes[:-1]))
+    lasting = (d > 0).astype(np.int64)
+    spent = _exclusive_group_cumsum(d, order, starts)
+    before = np.cumsum(lasting) - lasting
+    return spent, before - _exclusive_group_cumsum(lasting, order, starts)
+
+
 def mode_clock(traj: ModeTrajectory, epochs: NDArray[np.float64], modes: NDArray[np.int64],
                end: float) -> ModeClock:
     """Read each batch epoch on its mode's clock; ``modes`` must agree with the trajectory (see
@@ -191,19 +215,12 @@ def mode_clock(traj: ModeTrajectory, epochs: NDArray[np.float64], modes: NDArray
         raise InputError("modes", f"batch {i} at {float(epochs[i])!r} is in mode {int(modes[i])}, which the "
                          "trajectory does not have in force then", "reconcile the modes with the trajectory first")
     d = traj.durations(end)
-    clock = np.empty(epochs.size)
-    foreign = np.empty(epochs.size, dtype=np.int64)
-    exposure: dict[int, float] = {}
-    for m in np.unique(np.concatenate([tm[d > 0], modes])):
-        mine = tm == m
-        spent = np.concatenate([[0.0], np.cumsum(np.where(mine, d, 0.0))])  # tau_m at each epoch, then at end
-        away = np.concatenate([[0], np.cumsum(~mine & (d > 0))])
-        sel = modes == m
-        k = own[sel]
-        clock[sel] = spent[k] + (epochs[sel] - traj.epochs[k])
-        foreign[sel] = away[k]
-        if spent[-1] > 0:
-            exposure[int(m)] = float(spent[-1])
+    spent, away = _own_mode_sums(tm, d)
+    clock = spent[own] + (epochs - traj.epochs[own])
+    foreign = away[own]
+    kinds, which = np.unique(tm, return_inverse=True)
+    totals = np.bincount(which, weights=d, minlength=kinds.size)
+    exposure = {int(k): float(v) for k, v in zip(kinds, totals, strict=True) if v > 0}
     return ModeClock(clock, foreign, MappingProxyType(exposure))
 
 

@@ -158,7 +158,17 @@ def test_property_a_modes_intervals_fit_in_its_exposure_and_the_rate_is_pages_ov
     b = extract_batches(validate_deliveries(times, pages, modes), 0.0)
     clock = mode_clock(traj, b.epochs, b.modes, end)
     assert sum(clock.exposure_s.values()) == pytest.approx(end - float(traj.epochs[0]), abs=1e-9)
+    # brute force: tau_m(t) is the overlap of [epochs[0], t] with the stretches of mode m
+    ends = np.append(traj.epochs[1:], end)
+    for t, m, tau in zip(b.epochs, b.modes, clock.clock, strict=True):
+        overlap = np.clip(np.minimum(ends, t) - traj.epochs, 0.0, None)
+        assert tau == pytest.approx(overlap[traj.modes == m].sum(), abs=1e-9)
     split = split_on_clock(b, clock, None)
+    # joined exactly when another mode was in force for some time between two batches of the mode
+    for s in split.samples:
+        idx = np.flatnonzero(b.modes == s.mode)
+        elsewhere = np.diff(b.epochs[idx]) - np.diff(clock.clock[idx])
+        assert s.joined == int((elsewhere > 1e-9).sum())
     for s in split.samples:
         assert (s.intervals >= 0).all()
         assert s.intervals.sum() <= s.exposure_s + 1e-9  # type: ignore[operator]

@@ -83,9 +83,15 @@ class RefitInput:
         (start, end) of the window, for the report.
     mode_exposure_s : mapping of int to float
         Seconds spent in each mode over the window (exact, from the agent's mode changes).
+    mode_changes : tuple of ndarray, or None
+        The mode trajectory over the window, (epochs, modes): the window's start with the mode in force
+        then, and each change of mode up to its end (``window[1]``); on the clock of ``delivery_times``.
+        None when it is not known there (a window reaching back before a restart, client timestamps).
     rate_from_exposure : bool
-        Pass ``mode_exposure_s`` to fitting.fit_model, which rescales each observed mode's BMAP in time
-        so that its rate is pages delivered in the mode / seconds spent in it.
+        Tell fitting.fit_model how long each mode was in force: the trajectory (``mode_changes``), so
+        that each mode's intervals are measured on its own clock and its rate is pages delivered in the
+        mode / seconds spent in it; else ``mode_exposure_s``, which only rescales each observed mode's
+        BMAP in time to that rate. False: neither (the intervals across a change of mode are dropped).
     remembered : mapping of int to BMAP
         The last observed BMAP of modes, for modes the window does not observe.
     obsolete_drops, obsolete_exposure_s : optional
@@ -119,6 +125,7 @@ class RefitInput:
     options: Mapping[str, Any] = field(default_factory=dict)
     window: tuple[float, float] = (0.0, 0.0)
     mode_exposure_s: Mapping[int, float] = field(default_factory=dict)
+    mode_changes: tuple[NDArray[np.float64], NDArray[np.int64]] | None = None
     rate_from_exposure: bool = True
     remembered: Mapping[int, BMAP] = field(default_factory=dict)
     obsolete_drops: int | None = None
@@ -256,17 +263,22 @@ class _Fitted:
 
 def _fit_stage(inp: RefitInput, fit_fn: FitFn) -> _Fitted | RefitOutcome:
     """Fit the window, then complete the arrivals with the remembered modes; a failure is an outcome."""
-    from robotctl.fitting import ModelFit, adjust_arrivals
+    from robotctl.fitting import ModelFit, ModeTrajectory, adjust_arrivals
 
     n = int(inp.delivery_times.size)
     t0 = time.perf_counter()
+    time_in_modes: dict[str, Any] = {}
     try:
+        if inp.rate_from_exposure and inp.mode_changes is not None:
+            epochs, modes = inp.mode_changes
+            time_in_modes["mode_changes"] = ModeTrajectory(epochs, modes, end_s=inp.window[1])
+        elif inp.rate_from_exposure:
+            time_in_modes["mode_exposure_s"] = dict(inp.mode_exposure_s)
         fit = fit_fn(inp.delivery_times, pages=inp.pages, modes=inp.modes, all_modes=inp.all_modes,
                      service_times=inp.service_times, sizes_bytes=inp.sizes_bytes,
                      processing_rate_bps=inp.processing_rate_bps, mean_useful_life_s=inp.mean_useful_life_s,
                      obsolete_drops=inp.obsolete_drops, obsolete_exposure_s=inp.obsolete_exposure_s,
-                     mode_exposure_s=dict(inp.mode_exposure_s) if inp.rate_from_exposure else None,
-                     capacity=inp.capacity, options=dict(inp.options) or None)
+                     capacity=inp.capacity, options=dict(inp.options) or None, **time_in_modes)
     except InputError as exc:
         return RefitOutcome(False, RefitStage.FIT, f"fit rejected the window: {exc}",
                             fit_seconds=time.perf_counter() - t0, deliveries=n)

@@ -486,8 +486,8 @@ class FitConfig(_Section):
     mean_useful_life_s: float | None = _spec(None, _optional(_float(positive=True)),
                                              "mean useful life of a waiting page (exponential obsolescence)")
     rate_from_exposure: bool = _spec(True, _bool,
-                                     "rescale each observed mode to pages delivered in the mode / "
-                                     "time spent in it")
+                                     "fit each mode on its own clock from the mode trajectory (rate = pages "
+                                     "delivered in the mode / time spent in it)")
     remember_modes: bool = _spec(True, _bool, "a mode not observed in the window keeps its last observed fit")
     options: Mapping[str, Any] = _spec({}, _mapping, "passed to fitting.fit_model(options=...)")
 

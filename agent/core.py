@@ -896,6 +896,20 @@ class Agent:
                 out[mode] = out.get(mode, 0.0) + (b - a)
         return out
 
+    def mode_changes(self, t0: float, t1: float) -> tuple[NDArray[np.float64], NDArray[np.int64]] | None:
+        """The mode over ``t0``..``t1`` as (epochs, modes): ``t0`` with the mode in force then, and every
+        change of mode after it up to ``t1`` (fitting.ModeTrajectory's arrays). None when the agent's record
+        of modes starts after ``t0``: a window that reaches back before a restart (the recovered deliveries'
+        time is not on record), which the fit then treats by ``mode_exposure`` instead."""
+        segs = list(self._segments)
+        if not segs or segs[0][0] > t0:
+            return None
+        starts = np.array([s for s, _ in segs], dtype=float)
+        modes = np.array([m for _, m in segs], dtype=np.int64)
+        k = int(np.searchsorted(starts, t0, side="right")) - 1
+        inside = (starts > t0) & (starts <= t1)
+        return np.concatenate([[t0], starts[inside]]), np.concatenate([[modes[k]], modes[inside]])
+
     def set_probe(self, mode: int | None, index: int = 0, count: int = 0) -> None:
         """Run ``mode`` robots at every queue length (a probe of that mode), or, with None, end the probe
         and go back to the configured startup policy."""
@@ -934,11 +948,14 @@ class Agent:
             return (f"{n} deliveries in the last refit.window_s = {cfg.refit.window_s:g} s; a refit needs "
                     f"refit.min_deliveries = {cfg.refit.min_deliveries}")
         times = d["t"]
+        # the mode trajectory is on the agent's clock: the fit reads it only against the agent's stamps
+        changes = self.mode_changes(float(times[0]), now)
         if cfg.refit.time_source == "client" and not np.isnan(d["client_t"]).any():
             times = d["client_t"]
             order = np.argsort(times, kind="stable")
             d = {k: v[order] for k, v in d.items()}
             times = d["client_t"]
+            changes = None
         modes = d["mode"]
         if (modes == 0).any():  # deliveries logged without their mode: take the one in force
             modes = np.where(modes == 0, self.actuator.mode, modes).astype(modes.dtype)
@@ -967,7 +984,7 @@ class Agent:
             service_times=svc if svc.size else None, sizes_bytes=sizes if sizes.size else None,
             capacity=cfg.capacity, costs=cfg.costs, processing_rate_bps=cfg.fit.processing_rate_bps,
             mean_useful_life_s=cfg.fit.mean_useful_life_s, options=options,
-            window=(float(times[0]), now), mode_exposure_s=exposure,
+            window=(float(times[0]), now), mode_exposure_s=exposure, mode_changes=changes,
             rate_from_exposure=cfg.fit.rate_from_exposure, remembered=remembered,
             obsolete_drops=obs_drops, obsolete_exposure_s=obs_exposure, previous_fit=dict(snap.fit),
             targets=cfg.targets.as_targets(),

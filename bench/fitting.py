@@ -1,6 +1,9 @@
 """Time to fit 10^6 delivery timestamps with sizes (target: under 1 s), printed with the sample sizes,
 the time of each pipeline step, a baseline measured in the same run (one np.sort of the timestamps: the
-cheapest pass that looks at every gap in order), and the fit's figures next to the trace's own.
+cheapest pass that looks at every gap in order), and the fit's figures next to the trace's own. Then 10^6
+Poisson deliveries over 4 modes that switch every ~2 deliveries, fitted with the mode trajectory (each
+mode's own clock) and without it (intervals across a change of mode dropped, exposure rescaling only):
+the time of each, side by side, and each mode's c^2 and rung (the truth: 1, poisson).
 
 Run: .venv/bin/python bench/fitting.py [n_deliveries]
 """
@@ -24,6 +27,7 @@ sys.path.insert(0, os.path.dirname(_HERE))
 import numpy as np  # noqa: E402
 
 from robotctl.fitting import (  # noqa: E402
+    ModeTrajectory,
     choose_batch_resolution,
     choose_censor_bound,
     extract_batches,
@@ -33,7 +37,7 @@ from robotctl.fitting import (  # noqa: E402
     split_intervals,
     validate_deliveries,
 )
-from robotctl.fitting._synthetic import paper_like_trace  # noqa: E402
+from robotctl.fitting._synthetic import paper_like_trace, switching_poisson_trace  # noqa: E402
 
 REPEATS = 3
 
@@ -110,7 +114,32 @@ def main(n_target: int = 1_000_000) -> int:
     for name, a, f in rows:
         print(f"{name:28s} {a:12.5g} {f:12.5g}")
     print(f"\nrungs: {fit.message}")
+    switching(n_target)
     return 0
+
+
+def switching(n_target: int) -> None:
+    """Poisson modes under frequent switching: the fit with the mode trajectory against the one without."""
+    rates = (1.0, 2.0, 3.0, 4.0)
+    tr = switching_poisson_trace(np.random.default_rng(7), n_target / float(np.mean(rates)), rates,
+                                 switch_rate=1.25)
+    traj = ModeTrajectory(tr.epochs, tr.trajectory_modes, tr.seconds)
+    exposure = traj.exposure(tr.seconds)
+    common: dict[str, Any] = {"modes": tr.modes, "service_times": [0.5, 0.7, 0.9], "capacity": 10,
+                              "mean_useful_life_s": 60.0}
+    t_plain, plain = best_of(lambda: fit_model(tr.times, mode_exposure_s=exposure, **common))
+    t_clock, clock = best_of(lambda: fit_model(tr.times, mode_changes=traj, **common))
+    print(f"\nswitching: {tr.times.size} Poisson deliveries in 4 modes (1-4 pages/s), {tr.epochs.size} stays "
+          f"(about {tr.times.size / tr.epochs.size:.1f} deliveries each), {clock.report.joined} intervals joined")
+    print(f"{'fit':36s} {'seconds':>9s} {'x plain':>11s}")
+    print(f"{'plain: drop + rescale to exposure':36s} {t_plain:9.4f} {1.0:11.2f}")
+    print(f"{'mode_changes: on each mode clock':36s} {t_clock:9.4f} {t_clock / t_plain:11.2f}")
+    print(f"\n{'mode':>4s} {'true rate':>10s} {'plain c^2':>10s} {'plain rung':>12s} {'clock c^2':>10s} "
+          f"{'clock rung':>12s} {'clock rate':>11s}")
+    for p, c in zip(plain.modes, clock.modes):
+        assert p.stats is not None and c.stats is not None
+        print(f"{c.mode:4d} {rates[c.mode - 1]:10.3f} {p.stats.scv:10.4f} {p.rung:>12s} {c.stats.scv:10.4f} "
+              f"{c.rung:>12s} {c.bmap.rate:11.4f}")
 
 
 if __name__ == "__main__":

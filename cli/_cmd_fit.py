@@ -22,8 +22,11 @@ What is read from the trace (DESIGN.md: JSON Lines, or CSV with the same columns
   obsolescence         --mean-useful-life-s; else estimated from obsolete drops over the page-seconds
                        spent waiting (deliveries, losses, completions, obsolete drops and queue events
                        rebuild the queue) when there are at least 30 drops; else none
-Without --mode-field every delivery counts as mode 1. Without --modes the model has the observed modes;
-modes listed but not observed get D^(r) = (r / r_obs) D^(r_obs) from the nearest observed mode.
+Without --mode-field every delivery counts as mode 1. With it, the park/resume lines that carry the field
+give the mode trajectory, and each mode's intervals are measured on its own clock (time spent in the mode;
+the report's mode_clock says how many were joined across stays in other modes). Without --modes the model
+has the observed modes; modes listed but not observed get D^(r) = (r / r_obs) D^(r_obs) from the nearest
+observed mode.
 The trace cannot tell the indexer's buffer K: give --capacity, or --config with the sidecar's configuration
 (queue.capacity, costs, robots.min_active..count as --modes, fit.processing_rate_bps,
 fit.mean_useful_life_s, fit.options; a flag given wins). Without costs (--costs or --config) the model

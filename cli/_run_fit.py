@@ -12,7 +12,7 @@ import yaml
 
 from robotctl.agent._files import load_yaml
 from robotctl.agent.trace import EVENT_KINDS, TraceArrays, read_trace_arrays
-from robotctl.fitting import fit_model, waiting_exposure
+from robotctl.fitting import ModeTrajectory, fit_model, waiting_exposure
 from robotctl.model import InputError, costs_from_dict
 
 from ._progress import Progress
@@ -64,13 +64,13 @@ def _check_order(tr: TraceArrays, allow_sort: bool) -> np.ndarray | None:
     return np.argsort(tr.t, kind="stable")
 
 
-def _modes(tr: TraceArrays, field: str, rows: np.ndarray) -> np.ndarray:
+def _modes(tr: TraceArrays, field: str, rows: np.ndarray, kind: str = "a delivery") -> np.ndarray:
     m = tr.extra[field][rows]
     bad = np.flatnonzero(np.isnan(m) | (m < 0) | (m != np.round(m)))
     if bad.size:
         i = int(rows[bad[0]])
         what = "is missing" if np.isnan(m[bad[0]]) else f"is {m[bad[0]]:g}, not a whole number >= 0"
-        raise InputError(f"{tr.name}:{int(tr.line[i])}.{field}", f"{what} on a delivery",
+        raise InputError(f"{tr.name}:{int(tr.line[i])}.{field}", f"{what} on {kind}",
                          "--mode-field must name a column with the number of active robots on every delivery "
                          "(the agent writes `active`)")
     return m.astype(np.int64)
@@ -108,20 +108,20 @@ def _obsolescence(tr: TraceArrays, order: np.ndarray | None) -> dict[str, Any]:
     return {"obsolete_drops": int(pages[obsolete].sum()), "obsolete_exposure_s": exposure}
 
 
-def _mode_exposure(tr: TraceArrays, field: str, order: np.ndarray | None) -> dict[int, float] | None:
-    """Seconds spent in each mode, from the park/resume lines that carry ``field`` (the number of
-    robots active after the change); None when the trace has no such lines."""
+def _mode_changes(tr: TraceArrays, field: str, order: np.ndarray | None) -> ModeTrajectory | None:
+    """The mode over the trace, from the park/resume lines that carry ``field`` (the number of robots
+    active after the change): from the first event with the first value of ``field`` on any line, each
+    change on, until the last event. None when the trace has no such lines."""
     idx = np.arange(tr.n) if order is None else order
     t, ev, value = tr.t[idx], tr.event[idx], tr.extra[field][idx]
     known = ~np.isnan(value)
     change = known & ((ev == EVENT_KINDS.index("park")) | (ev == EVENT_KINDS.index("resume")))
-    if not change.any() or not known.any():
+    if not change.any():
         return None
+    _modes(tr, field, idx[change], "a park or resume line")
     first = int(np.flatnonzero(known)[0])
-    starts = np.concatenate([[t[0]], t[change]])
-    modes = np.concatenate([[value[first]], value[change]]).astype(np.int64)
-    durations = np.diff(np.concatenate([starts, [t[-1]]]))
-    return {int(m): float(durations[modes == m].sum()) for m in np.unique(modes)}
+    return ModeTrajectory(np.concatenate([[t[0]], t[change]]),
+                          np.concatenate([[value[first]], value[change]]).astype(np.int64), end_s=float(t[-1]))
 
 
 def _settings(args: argparse.Namespace) -> tuple[int, dict[str, float] | None, dict[str, Any]]:
@@ -169,9 +169,9 @@ def run_fit(args: argparse.Namespace) -> int:
             options["batch_resolution_s"] = args.batch_resolution_s
         if args.censor_above_s is not None:
             options["censor_above_s"] = args.censor_above_s
-        exposure = _mode_exposure(tr, args.mode_field, order) if args.mode_field else None
+        changes = _mode_changes(tr, args.mode_field, order) if args.mode_field else None
         fit = fit_model(tr.t[rows], pages=tr.pages[rows], modes=modes, all_modes=settings["modes"],
-                        mode_exposure_s=exposure,
+                        mode_changes=changes,
                         mean_useful_life_s=settings["mean_useful_life_s"], capacity=capacity, options=options,
                         obsolete_drops=obs.get("obsolete_drops") if "obsolete_exposure_s" in obs else None,
                         obsolete_exposure_s=obs.get("obsolete_exposure_s"),

@@ -3,6 +3,7 @@ PH service law and obsolescence law (issue 3).
 
 The public names are re-exported from private modules: :func:`fit_model` runs the whole pipeline;
 :func:`map2_from_statistics` and :func:`h2_from_moments` fit from summary statistics alone;
+:class:`ModeTrajectory` lets it measure each mode's intervals on the mode's own clock;
 :func:`adjust_arrivals` completes a fit with the remembered arrivals of modes its window missed; the
 pipeline steps are pure functions with frozen results.
 """
@@ -24,6 +25,7 @@ from ._deliveries import (
 )
 from ._fit import FitOptions, FitReport, FitStatus, ModeFit, ModelFit, fit_model
 from ._map2 import Map2Fit, MapFitStatus, gamma_reach, map2_from_statistics
+from ._modeclock import ModeClock, ModeTrajectory, clock_intervals, mode_clock, reconcile_modes, split_on_clock
 from ._obsolescence import ObsolescenceFit, fit_obsolescence, waiting_exposure
 from ._ph2 import Cf1, PhFit, PhFitStatus, cf1_from_moments, h2_from_moments
 from ._service import ServiceFit, fit_service
@@ -41,8 +43,10 @@ __all__ = [
     "IntervalSplit",
     "Map2Fit",
     "MapFitStatus",
+    "ModeClock",
     "ModeFit",
     "ModeSample",
+    "ModeTrajectory",
     "ModelFit",
     "ObsolescenceFit",
     "PhFit",
@@ -54,6 +58,7 @@ __all__ = [
     "cf1_from_moments",
     "choose_batch_resolution",
     "choose_censor_bound",
+    "clock_intervals",
     "extract_batches",
     "fit_decay",
     "fit_gap_mixture",
@@ -63,8 +68,11 @@ __all__ = [
     "gamma_reach",
     "h2_from_moments",
     "map2_from_statistics",
+    "mode_clock",
+    "reconcile_modes",
     "sample_stats",
     "split_intervals",
+    "split_on_clock",
     "validate_deliveries",
     "waiting_exposure",
 ]

@@ -397,6 +397,11 @@ class ModeSample:
         Sizes of all batches in this mode.
     pages_in_intervals : int
         Pages of the batches that close the kept intervals (for the observed page rate).
+    joined : int
+        On the mode's own clock (:func:`split_on_clock`): kept intervals joined across stays in other
+        modes; 0 otherwise.
+    exposure_s : float or None
+        On the mode's own clock: seconds spent in the mode, less its censored intervals; None otherwise.
     """
 
     mode: int
@@ -404,6 +409,8 @@ class ModeSample:
     segments: NDArray[np.int64]
     sizes: NDArray[np.int64]
     pages_in_intervals: int
+    joined: int = 0
+    exposure_s: float | None = None
 
     def __post_init__(self) -> None:
         freeze(self.intervals, self.segments, self.sizes)
@@ -429,19 +436,24 @@ class IntervalSplit:
     censored : int
         Intervals longer than the censor bound (removed).
     mode_switches : int
-        Intervals whose two batches were in different modes (removed).
+        Intervals whose two batches were in different modes (removed; always 0 on the modes' own clocks).
     censored_time : float
         Total length of the censored intervals (s).
+    joined : int
+        On the modes' own clocks: kept intervals joined across stays in other modes.
     """
 
     samples: tuple[ModeSample, ...]
     censored: int
     mode_switches: int
     censored_time: float
+    joined: int = 0
 
 
 def split_intervals(batches: Batches, bound: float | None) -> IntervalSplit:
-    """Step 2 applied, and the intervals divided by mode (see :class:`ModeSample`)."""
+    """Step 2 applied, and the intervals between consecutive batches divided by mode, dropping those whose
+    two batches are in different modes (see :class:`ModeSample`; :func:`split_on_clock` when the mode
+    trajectory is known)."""
     x = np.diff(batches.epochs)
     before, after = batches.modes[:-1], batches.modes[1:]
     censored = np.zeros(x.size, dtype=bool) if bound is None else x > bound

@@ -36,6 +36,7 @@ from ._deliveries import (
     validate_deliveries,
 )
 from ._map2 import MAX_DECAY, Map2Fit, MapFitStatus, map2_from_statistics
+from ._modeclock import ModeTrajectory, as_trajectory, clock_intervals, mode_clock, reconcile_modes, split_on_clock
 from ._obsolescence import ObsolescenceFit, fit_obsolescence
 from ._ph2 import PhFitStatus
 from ._service import ServiceFit, fit_service
@@ -193,6 +194,10 @@ class ModeFit:
         d_k, k = 1..k_max (of the base mode for ``linear``).
     n_batches, n_intervals, n_segments : int
     observed_page_rate : float or None
+    lags : int
+        Lag correlations measured.
+    n_joined : int
+        Intervals joined across stays in other modes (on the mode's own clock; 0 otherwise).
     """
 
     mode: int
@@ -209,6 +214,7 @@ class ModeFit:
     n_segments: int
     observed_page_rate: float | None
     lags: int = 0
+    n_joined: int = 0
 
     def __post_init__(self) -> None:
         self.batch_size_probs.flags.writeable = False
@@ -235,7 +241,8 @@ class ModeFit:
             fitted["marginal"] = self.map_fit.marginal
         return {"mode": self.mode, "source": self.source, "base_mode": self.base_mode, "rung": self.rung,
                 "message": self.message,
-                "samples": {"batches": self.n_batches, "intervals": self.n_intervals, "segments": self.n_segments},
+                "samples": {"batches": self.n_batches, "intervals": self.n_intervals, "segments": self.n_segments,
+                            "joined": self.n_joined},
                 "observed": observed, "fitted": fitted, "batch_size_probs": self.batch_size_probs.tolist()}
 
 
@@ -258,7 +265,7 @@ class FitReport:
     censor : Threshold
         The chosen stop-gap bound and why.
     censored, mode_switches : int
-        Intervals removed as stops, and across a change of mode.
+        Intervals removed as stops, and across a change of mode (none on the modes' own clocks).
     censored_time_s : float
     batch_sizes_clipped : int
         Batches larger than ``max_batch``.
@@ -274,6 +281,15 @@ class FitReport:
     capacity : int
     notes : tuple of str
         The choices, in pipeline order, in words.
+    mode_clock : bool
+        Intervals measured on each mode's own clock (``mode_changes`` given).
+    joined : int
+        On the modes' own clocks: intervals joined across stays in other modes.
+    mode_mismatches : int
+        On the modes' own clocks: deliveries whose recorded mode the trajectory did not have in force
+        (counted in the trajectory's mode; see :func:`reconcile_modes`).
+    exposure_s : mapping of int to float
+        On the modes' own clocks: seconds spent in each mode, less its censored intervals.
     """
 
     deliveries: int
@@ -296,6 +312,10 @@ class FitReport:
     obsolescence: Mapping[str, Any]
     capacity: int
     notes: tuple[str, ...] = field(default=())
+    mode_clock: bool = False
+    joined: int = 0
+    mode_mismatches: int = 0
+    exposure_s: Mapping[int, float] = field(default_factory=lambda: MappingProxyType({}))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain lists, dicts, numbers and strings (YAML- and JSON-safe; no inf or NaN)."""
@@ -308,6 +328,8 @@ class FitReport:
             "censoring": {"bound_s": self.censor.value, "rule": self.censor.rule, "reason": self.censor.reason,
                           "censored": self.censored, "censored_time_s": self.censored_time_s},
             "mode_switches_dropped": self.mode_switches,
+            "mode_clock": {"used": self.mode_clock, "joined": self.joined, "mode_mismatches": self.mode_mismatches,
+                           "exposure_s": {int(m): v for m, v in self.exposure_s.items()}},
             "batch_sizes_clipped": self.batch_sizes_clipped,
             "modes": list(self.modes), "linear_modes": list(self.linear_modes),
             "unused_modes": list(self.unused_modes),
@@ -442,20 +464,34 @@ def _modes_arg(all_modes: Any) -> tuple[int, ...] | None:
 
 @dataclass(frozen=True, eq=False)
 class _Window:
-    """Steps 1-3: the deliveries, their batches, and the intervals between batches split by mode."""
+    """Steps 1-3: the deliveries, their batches, and the intervals between batches split by mode (on the
+    modes' own clocks when the trajectory is known: ``mismatches`` deliveries had their mode replaced)."""
 
     deliveries: Deliveries
     resolution: Threshold
     batches: Batches
     censor: Threshold
     split: IntervalSplit
+    clock: bool = False
+    mismatches: int = 0
 
 
-def _split_window(delivery_times: Any, pages: Any, modes: Any, opts: FitOptions, notes: list[str]) -> _Window:
+def _split_window(delivery_times: Any, pages: Any, modes: Any, opts: FitOptions, notes: list[str],
+                  trajectory: ModeTrajectory | None = None) -> _Window:
     """Validate the deliveries (step 1), merge batches (step 3), censor stop gaps (step 2), split by mode."""
     dl = validate_deliveries(delivery_times, pages, modes, out_of_order=opts.out_of_order)
     notes.append(f"{dl.n} deliveries ({int(dl.pages.sum())} pages) over {dl.times[-1] - dl.times[0]:.6g} s"
                  + (f"; {dl.out_of_order} timestamp(s) out of order were re-sorted" if dl.sorted else ""))
+    mismatches = 0
+    if trajectory is not None:
+        end = float(dl.times[-1]) if trajectory.end_s is None else trajectory.end_s
+        fixed, mismatches = reconcile_modes(trajectory, dl.times, dl.modes, end)
+        if modes is None:  # no recorded modes: the trajectory's, which is no disagreement
+            mismatches = 0
+        elif mismatches:
+            notes.append(f"{mismatches} of {dl.n} deliveries carried a mode the trajectory did not have in force "
+                         "at their time; they count in the trajectory's mode (the one just before them)")
+        dl = replace(dl, modes=fixed)
     res = choose_batch_resolution(dl.gaps, configured=opts.batch_resolution_s, gap_factor=opts.gap_factor)
     batches = extract_batches(dl, res.value or 0.0)
     notes.append(res.reason + f"; {batches.n} batches ({batches.merged} deliveries merged into earlier ones)")
@@ -463,14 +499,24 @@ def _split_window(delivery_times: Any, pages: Any, modes: Any, opts: FitOptions,
         raise InputError("delivery_times", f"all {dl.n} deliveries fall into one batch (resolution "
                          f"{res.value or 0:g} s), so there is no interval between batches to fit",
                          "collect a longer window, or set options batch_resolution_s lower")
-    censor = choose_censor_bound(np.diff(batches.epochs), configured=opts.censor_above_s, gap_factor=opts.gap_factor)
-    split = split_intervals(batches, censor.value)
+    if trajectory is None:
+        censor = choose_censor_bound(np.diff(batches.epochs), configured=opts.censor_above_s,
+                                     gap_factor=opts.gap_factor)
+        split = split_intervals(batches, censor.value)
+    else:
+        mclock = mode_clock(trajectory, batches.epochs, batches.modes, end)
+        censor = choose_censor_bound(clock_intervals(mclock, batches.modes), configured=opts.censor_above_s,
+                                     gap_factor=opts.gap_factor)
+        split = split_on_clock(batches, mclock, censor.value)
     notes.append(censor.reason + (f" ({split.censored} interval(s), {split.censored_time:.6g} s)"
                                   if split.censored else ""))
     if split.mode_switches:
         notes.append(f"{split.mode_switches} interval(s) between batches in different modes were dropped "
                      "(the number of robots changed inside them)")
-    return _Window(dl, res, batches, censor, split)
+    if trajectory is not None:
+        notes.append(f"intervals measured on each mode's own clock (seconds spent in the mode): {split.joined} "
+                     "joined across stays in other modes, none dropped")
+    return _Window(dl, res, batches, censor, split, trajectory is not None, mismatches)
 
 
 @dataclass(frozen=True, eq=False)
@@ -519,7 +565,7 @@ def _observed_mode(mode: int, sample: ModeSample, usable: bool, opts: FitOptions
     return ModeFit(mode, "observed", None, BMAP.from_map(fit.D0, fit.D1, probs.tolist()), fit.status.value,
                    message, fit, stats, probs, int(sample.sizes.size), int(sample.intervals.size),
                    int(np.unique(sample.segments).size), sample.observed_page_rate,
-                   int(stats.lag_correlations.size))
+                   int(stats.lag_correlations.size), sample.joined)
 
 
 def _pooled_mode(batches: Batches, model_modes: tuple[int, ...], opts: FitOptions) -> ModeFit:
@@ -576,7 +622,9 @@ def _share_order(fits: dict[int, ModeFit]) -> dict[int, ModeFit]:
 
 def _rescale_to_exposure(fits: dict[int, ModeFit], dl: Deliveries,
                          mode_exposure_s: Mapping[int, float]) -> dict[int, ModeFit]:
-    """Each observed mode rescaled in time to pages delivered in the mode / seconds spent in it."""
+    """Each observed mode rescaled in time to pages delivered in the mode / seconds spent in it (on the
+    modes' own clocks, the seconds less the mode's censored intervals, and the fitted rate is close to it
+    already: the factor only reconciles the time before a mode's first batch and after its last)."""
     out = dict(fits)
     for m, old in fits.items():
         exposure = float(mode_exposure_s.get(m, 0.0))
@@ -682,13 +730,16 @@ def _report(window: _Window, choice: _ModeChoice, mode_fits: tuple[ModeFit, ...]
         obsolescence=MappingProxyType({
             "source": obs.source, "mean_useful_life_s": obs.mean_useful_life_s, "estimate_s": obs.estimate_s,
             "stderr_s": obs.stderr_s, "count": obs.count, "message": obs.message}),
-        capacity=capacity, notes=tuple(notes))
+        capacity=capacity, notes=tuple(notes), mode_clock=window.clock, joined=split.joined,
+        mode_mismatches=window.mismatches,
+        exposure_s=MappingProxyType({s.mode: s.exposure_s for s in split.samples if s.exposure_s is not None}))
 
 def fit_model(delivery_times: Any, *, pages: Any = None, modes: Any = None, all_modes: Any = None,
               service_times: Any = None, sizes_bytes: Any = None, processing_rate_bps: float | None = None,
               mean_useful_life_s: float | None = None, obsolete_lifetimes: Any = None,
               obsolete_drops: int | None = None, obsolete_exposure_s: float | None = None,
               mode_exposure_s: Mapping[int, float] | None = None,
+              mode_changes: ModeTrajectory | None = None,
               capacity: int, options: Mapping[str, Any] | FitOptions | None = None) -> ModelFit:
     """Fit the queueing model of paper 000 to observed deliveries and service.
 
@@ -715,12 +766,22 @@ def fit_model(delivery_times: Any, *, pages: Any = None, modes: Any = None, all_
     obsolete_drops, obsolete_exposure_s : optional
         Obsolete drops and page-seconds spent waiting (censored maximum-likelihood estimate).
     mode_exposure_s : mapping of int to float, optional
-        Seconds spent in each mode over the window. Under threshold control a mode often lasts only a
-        few deliveries; the intervals that straddle a change of mode are dropped, and those are the long
-        ones, so the within-mode intervals alone overstate a short-lived mode's rate (several-fold on the
-        paper example under its optimal policy). Given the exposure, each observed mode's BMAP keeps its
-        fitted shape (interval law, correlation, batch sizes) and is rescaled in time to the rate
-        pages delivered in the mode / seconds spent in it.
+        Seconds spent in each mode over the window, when the trajectory itself is not known. Without
+        ``mode_changes`` the intervals that straddle a change of mode are dropped, and under threshold
+        control, where a mode often lasts a few deliveries, those are the long ones: the within-mode
+        intervals alone overstate a short-lived mode's rate (several-fold on the paper example under its
+        optimal policy) and bias its shape (Poisson traffic shows c^2 != 1 and is fitted as a renewal
+        MAP(2)). Given the exposure, each observed mode's BMAP keeps its (biased) fitted shape and is
+        rescaled in time to the rate pages delivered in the mode / seconds spent in it.
+    mode_changes : ModeTrajectory, optional
+        The mode over the window (change epochs, the mode after each, the end of the observation).
+        Supersedes ``mode_exposure_s`` (give one of them): each mode's intervals are measured on its own
+        clock, the seconds spent in the mode, so that an interval straddling stays in other modes is
+        joined rather than dropped (exact for Poisson traffic per mode, an approximation for MAPs; see
+        :mod:`robotctl.fitting._modeclock`), the stop-gap bound is chosen and applied on those intervals,
+        and each observed mode's rate is pages in the mode / (seconds in it less its censored intervals).
+        Deliveries whose recorded mode the trajectory does not have in force count in the trajectory's
+        mode; the report's ``mode_clock`` says how many, and how many intervals were joined.
     capacity : int
         K, pages in the system (the one in service included).
     options : FitOptions or mapping, optional
@@ -762,14 +823,21 @@ def fit_model(delivery_times: Any, *, pages: Any = None, modes: Any = None, all_
     """
     opts = FitOptions.from_mapping(options)
     wanted = _modes_arg(all_modes)
+    trajectory = as_trajectory(mode_changes)
+    if trajectory is not None and mode_exposure_s:
+        raise InputError("mode_exposure_s", "is given together with mode_changes, which gives the time spent in "
+                         "each mode itself", "pass mode_changes only")
     notes: list[str] = []
-    window = _split_window(delivery_times, pages, modes, opts, notes)
+    window = _split_window(delivery_times, pages, modes, opts, notes, trajectory)
     choice = _choose_modes(window.split, wanted, opts, notes)
     fits, insufficient = _fit_observed_modes(window, choice, opts)
     fits = _share_order(fits)
+    if trajectory is not None:
+        mode_exposure_s = {s.mode: s.exposure_s for s in window.split.samples if s.exposure_s is not None}
     if mode_exposure_s:
         fits = _rescale_to_exposure(fits, window.deliveries, mode_exposure_s)
-        notes.append("observed modes' rates set to pages delivered in the mode / time spent in it (mode exposure)")
+        notes.append("observed modes' rates set to pages delivered in the mode / time spent in it (mode exposure"
+                     + (", from the mode trajectory)" if trajectory is not None else ")"))
     fits, linear = _add_linear_modes(fits, choice, opts, notes)
     mode_fits = tuple(fits[m] for m in sorted(fits))
     notes.extend(f"mode {mf.mode}: {mf.message}" for mf in mode_fits if mf.source == "observed")

@@ -173,3 +173,54 @@ def paper_like_trace(rng: np.random.Generator, n_batches: int = 50_000, *, n_sto
     intra = np.diff(times)[np.diff(batch_of) == 0]
     return SyntheticTrace(times, pages, bytes_, page_sizes, sizes, intervals, stops,
                           float(intra.max()) if intra.size else 0.0, float(intervals.min()))
+
+
+@dataclass(frozen=True, eq=False)
+class SwitchingTrace:
+    """Poisson deliveries per mode under a mode trajectory drawn independently of them.
+
+    Attributes
+    ----------
+    times : ndarray
+        Delivery times (s), one page each.
+    modes : ndarray of int
+        The mode in force at each delivery.
+    epochs, trajectory_modes : ndarray
+        The trajectory: the mode ``trajectory_modes[i]`` from ``epochs[i]`` on (``epochs[0]`` = 0).
+    seconds : float
+        End of the observation.
+    rates : tuple of float
+        Pages per second in each mode 1..len(rates) (the truth).
+    """
+
+    times: NDArray[np.float64]
+    modes: NDArray[np.int64]
+    epochs: NDArray[np.float64]
+    trajectory_modes: NDArray[np.int64]
+    seconds: float
+    rates: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        freeze(self.times, self.modes, self.epochs, self.trajectory_modes)
+
+
+def switching_poisson_trace(rng: np.random.Generator, seconds: float, rates: tuple[float, ...], *,
+                            switch_rate: float) -> SwitchingTrace:
+    """Mode r (1-based) delivers single pages as a Poisson process of rate ``rates[r - 1]`` while it is in
+    force; the mode changes at the epochs of its own Poisson process of rate ``switch_rate``, to one of the
+    other modes uniformly. The switches do not depend on the deliveries, so the truth is exactly Poisson
+    per mode on each mode's clock (and in real time inside each stay)."""
+    if len(rates) < 2 or min(rates) <= 0 or not switch_rate > 0 or not seconds > 0:
+        raise InputError("rates", "needs at least two positive rates, a positive switch_rate and seconds",
+                         "e.g. rates=(1.0, 2.0, 3.0), switch_rate=1.0, seconds=3000")
+    n = int(rng.poisson(switch_rate * seconds))
+    epochs = np.concatenate([[0.0], np.sort(rng.uniform(0.0, seconds, n))])
+    steps = rng.integers(1, len(rates), n)
+    modes = (int(rng.integers(len(rates))) + np.concatenate([[0], np.cumsum(steps)])) % len(rates)
+    stays = np.diff(np.append(epochs, seconds))
+    counts = rng.poisson(np.asarray(rates)[modes] * stays)
+    start = np.repeat(epochs, counts)
+    times = start + rng.uniform(0.0, 1.0, int(counts.sum())) * np.repeat(stays, counts)
+    order = np.argsort(times, kind="stable")
+    return SwitchingTrace(times[order], (np.repeat(modes, counts) + 1)[order].astype(np.int64), epochs,
+                          (modes + 1).astype(np.int64), float(seconds), tuple(float(r) for r in rates))

@@ -5,6 +5,7 @@ simulator's DynamicController on the same events, through the one actuator path,
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +127,45 @@ async def test_poisson_traffic_runs_the_mdp_policy_as_the_simulator_does(tmp_pat
     _play(agent, clock, rows, t0, check)
     assert seen["events"] > 1000 and seen["changes"] > 100, seen
     assert agent.desired() == agent.actuator.target
+
+
+def test_consecutive_refits_under_the_mdp_keep_it_in_force(tmp_path: Path) -> None:
+    """The MDP switches modes every few events, so most intervals of a mode straddle stays in others. The
+    agent hands the fit its mode trajectory, each mode's intervals are read on its own clock (exact for
+    this Poisson traffic), every mode comes out Poisson, and refit after refit the MDP stays in force.
+    Without the trajectory (the exposure only: intervals across a change of mode dropped) the same
+    window gives renewal MAP(2)s and the MDP falls back: the limit this removes."""
+    agent, clock, _ = _fitted_agent(tmp_path, PROBLEM.to_model(), seconds=2000.0)
+    for round_ in range(2):
+        snap = agent.policy
+        assert snap.control == "mdp" and isinstance(snap.decision, DynamicDecision)
+        agent.set_queue(0)
+        ctl = DynamicController(snap.decision.policy, agent.actuator.target)
+        sim = Simulation(PROBLEM.to_model(), ctl, np.random.default_rng(20 + round_), record=True)
+        sim.advance(t_end=2000.0)
+        rows = sim.take_rows()
+        _play(agent, clock, rows, clock.now())
+        now = clock.now()
+        made = agent.refit_input(now)
+        assert not isinstance(made, str) and made.mode_changes is not None, made
+        assert made.mode_changes[0].size > 1000  # the MDP changed the mode that often in the window
+        epochs, modes = made.mode_changes
+        spent = np.diff(np.append(epochs, now))
+        for m, seconds in agent.mode_exposure(float(epochs[0]), now).items():  # the trajectory's time per mode
+            assert spent[modes == m].sum() == pytest.approx(seconds, rel=1e-12)
+        out = compute_refit(made)
+        assert out.success and out.result is not None, out.message
+        control = out.fit["control"]
+        assert control["in_force"] == "mdp" and control["reason"] is None, control
+        assert all(out.fit["rungs"][f"mode {m}"] == "poisson" for m in (1, 2, 3, 4)), out.fit["rungs"]
+        for m in (1, 2, 3, 4):  # each rate within 4 standard errors of the truth, 0.4 pages/s per robot
+            pages = int((made.modes == m).sum())
+            assert abs(out.model.arrivals[m].rate - 0.4 * m) < 4 * 0.4 * m / np.sqrt(pages), m  # type: ignore[union-attr]
+        if round_ == 0:
+            plain = compute_refit(replace(made, mode_changes=None))
+            assert plain.fit["control"]["in_force"] == "thresholds"
+            assert "is not a Poisson process" in plain.fit["control"]["reason"], plain.fit["control"]
+        agent.adopt(out.result, now)
 
 
 def test_dynamic_decision_mirrors_the_controller_event_by_event() -> None:

@@ -183,8 +183,9 @@ def test_help_ends_with_an_example(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_mode_exposure_from_park_and_resume_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A simulated trace under threshold control: the time in each mode comes from the park/resume
-    lines, and each observed mode's rate is its pages over that time."""
+    """A simulated trace under threshold control: the mode trajectory comes from the park/resume lines,
+    each mode's intervals are read on its own clock (most joined across stays in other modes, none
+    dropped), and each observed mode's rate is its pages over the time spent in it."""
     example = Path(__file__).resolve().parents[2] / "config" / "paper-example.yaml"
     path = tmp_path / "sim.jsonl"
     assert main(["simulate", str(example), "--policy", "3,3,3,1,1,1", "--events", "60000", "--seed", "2",
@@ -193,6 +194,9 @@ def test_mode_exposure_from_park_and_resume_lines(tmp_path: Path, capsys: pytest
     assert main(["fit", str(path), "--capacity", "5", "--mode-field", "active", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert any("exposure" in note for note in doc["report"]["notes"])
+    clock = doc["report"]["mode_clock"]
+    assert clock["used"] and clock["mode_mismatches"] == 0 and doc["report"]["mode_switches_dropped"] == 0
+    assert clock["joined"] == sum(m["samples"]["joined"] for m in doc["report"]["modes"]) > 100
     events = [json.loads(line) for line in path.read_text().splitlines()]
     changes = [(e["t"], e["active"]) for e in events if e["event"] in ("park", "resume")]
     ends = [t for t, _ in changes[1:]] + [events[-1]["t"]]

@@ -374,8 +374,9 @@ class Actuator:
         self.changed_at = now
         if self.shutting_down:
             return
-        for slot in range(min(old, mode) + 1, max(old, mode) + 1):  # the virtual robots commanded
-            self._budget(slot, now).append(now)
+        if self.max_commands_per_min > 0:  # the budgets' clocks: only kept when there is a budget
+            for slot in range(min(old, mode) + 1, max(old, mode) + 1):  # the virtual robots commanded
+                self._budget(slot, now).append(now)
         # lowest-ranked first: parking goes down from the top rank, resuming up from the lowest slot
         robots = sorted(self.robots.values(), key=lambda r: r.rank, reverse=mode < old)
         for robot in robots:

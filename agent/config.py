@@ -415,9 +415,9 @@ class RobotsConfig(_Section):
                                  "minimum time between two changes of the active count: seconds (0: off) or auto "
                                  "(after each fit, the largest that costs at most 2% in the simulator)")
     hysteresis: int | str = _spec("auto", _hysteresis,
-                                  "a parked robot resumes only once the queue is this many levels below where it "
-                                  "was parked: levels (0: off) or auto (after each fit, the largest that costs at "
-                                  "most 2% in the simulator)")
+                                  "a parked robot resumes only once the queue is this many levels below where "
+                                  "r(i) alone would resume it: levels (0: off) or auto (after each fit, the "
+                                  "largest that costs at most 2% in the simulator)")
     max_commands_per_min: int = _spec(0, _int(0), "park/resume commands a robot receives in any 60 s at most "
                                       "(0: no limit)")
     allow_unregistered: bool = _spec(False, _bool, "accept deliveries naming robots that never registered")

@@ -81,7 +81,8 @@ def simulate_damping(model: QueueModel, costs: Costs, policy: ThresholdPolicy, *
                       res.p_loss.value, res.p_starvation.value, hysteresis)
 
 
-#: ``dwell_s: auto`` tries these multiples of one mean time between queue events (largest kept wins).
+#: ``dwell_s: auto`` tries these multiples of one mean time between queue events, in order, up to the first
+#: that costs more than the tolerance.
 DWELL_STEPS = (0.25, 0.5, 1.0, 2.0, 4.0)
 #: ... and keeps the largest whose simulated cost is within this factor of undamped control.
 DWELL_COST_TOLERANCE = 1.02
@@ -128,12 +129,17 @@ def choose_damping(model: QueueModel, costs: Costs, policy: ThresholdPolicy, mea
     ``hysteresis=None`` (auto): the largest of :data:`HYSTERESIS_STEPS` (below K) whose cost is at most
     ``DWELL_COST_TOLERANCE`` times that of undamped control, trying them in order and stopping at the first
     that is not. ``dwell_s=None`` (auto): then, with that hysteresis, the largest of :data:`DWELL_STEPS` x
-    :func:`event_time_s` whose cost is within the same tolerance of undamped control; 0 when none is.
+    :func:`event_time_s` within the same tolerance of undamped control, likewise in order up to the first
+    that is not (a longer dwell only holds a mode longer); 0 when the first is not.
     A number given for either is used as it is."""
 
+    runs: dict[tuple[int, float], DampingRun] = {}
+
     def run(h: int, dwell: float) -> DampingRun:
-        return simulate_damping(model, costs, policy, dwell_s=dwell, max_commands_per_min=max_commands_per_min,
-                                hysteresis=h, events=events, seed=seed)
+        if (h, dwell) not in runs:  # the chosen pair was always simulated while choosing: not again
+            runs[h, dwell] = simulate_damping(model, costs, policy, dwell_s=dwell, hysteresis=h, events=events,
+                                              max_commands_per_min=max_commands_per_min, seed=seed)
+        return runs[h, dwell]
 
     undamped = run(0, 0.0)
     limit = DWELL_COST_TOLERANCE * undamped.cost
@@ -147,8 +153,9 @@ def choose_damping(model: QueueModel, costs: Costs, policy: ThresholdPolicy, mea
     if dwell_s is None:
         unit = event_time_s(measures)
         for k in DWELL_STEPS if unit > 0 else ():
-            if run(h, k * unit).cost <= limit:
-                dwell = k * unit
+            if run(h, k * unit).cost > limit:
+                break
+            dwell = k * unit
     chosen = run(h, dwell)
     return DampingChoice(h, dwell, undamped, chosen)
 

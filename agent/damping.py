@@ -136,7 +136,7 @@ def choose_damping(model: QueueModel, costs: Costs, policy: ThresholdPolicy, mea
     runs: dict[tuple[int, float], DampingRun] = {}
 
     def run(h: int, dwell: float) -> DampingRun:
-        if (h, dwell) not in runs:  # the chosen pair was always simulated while choosing: not again
+        if (h, dwell) not in runs:  # the chosen pair was mostly simulated while choosing: not again
             runs[h, dwell] = simulate_damping(model, costs, policy, dwell_s=dwell, hysteresis=h, events=events,
                                               max_commands_per_min=max_commands_per_min, seed=seed)
         return runs[h, dwell]

@@ -10,10 +10,10 @@ snapshot holds the very record the refit produced.
 
 The snapshot's :attr:`PolicySnapshot.decision` is what the agent core asks for the active robots after
 each event, one method for both kinds of policy (:class:`Decision`): :class:`ThresholdDecision` reads
-r(i) at the queue length after the event (paper 000); :class:`DynamicDecision` applies paper 001's
-MDP policy at each delivery and each page indexed, from the queue length *before* the event and the
-robots targeted then, exactly as :class:`robotctl.policies.DynamicController` does in the simulator
-(``policy.control: mdp``).
+r(i) at the queue length after the event (paper 000), resuming robots later by its hysteresis band;
+:class:`DynamicDecision` applies paper 001's MDP policy at each delivery and each page indexed, from the
+queue length *before* the event and the robots targeted then, exactly as
+:class:`robotctl.policies.DynamicController` does in the simulator (``policy.control: mdp``).
 """
 
 from __future__ import annotations

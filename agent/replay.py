@@ -40,7 +40,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from robotctl import InputError
-from robotctl.model import CostBreakdown, Costs, Estimate, Measures, QueueModel, ThresholdPolicy
+from robotctl.model import Controller, CostBreakdown, Costs, Estimate, Measures, QueueModel, ThresholdPolicy
 from robotctl.policies import DynamicController
 
 from .api import Completion, Delivery
@@ -49,7 +49,7 @@ from .compute import RefitOutcome, compute_refit
 from .config import AgentConfig, ControlConfig
 from .core import Agent
 from .log import DiscardLog
-from .policy import DynamicDecision
+from .policy import DynamicDecision, Event, ThresholdDecision
 from .queue import ACTIVE, EMPTY, LOST, OBSOLETE, OFFERED, SERVED, SOJOURN, TIME
 from .refit import RefitLoop
 from .sources import EventTable
@@ -130,6 +130,9 @@ class ReplayWindow:
     dynamic : DynamicDecision or None
         Paper 001's MDP policy when the refit put it in force (``policy.control: mdp``); ``policy`` is then
         the threshold optimum it replaced, and the window is simulated under the MDP policy.
+    hysteresis : int
+        The band the refit put in force with the thresholds (``robots.hysteresis``); the window is
+        simulated with it. A dwell is not simulated here (``fit["damping"]`` holds its simulated price).
     """
 
     t_start: float
@@ -146,14 +149,22 @@ class ReplayWindow:
     deliveries: int
     live_policy: tuple[int, ...] | None = None
     dynamic: DynamicDecision | None = None
+    hysteresis: int = 0
 
-    def controller(self) -> tuple[QueueModel, ThresholdPolicy | DynamicController]:
+    def controller(self) -> tuple[QueueModel, ThresholdPolicy | DynamicController | Controller]:
         """What decided in this window and the traffic it was computed for, for the simulator: the MDP
         policy (started with all its robots; the warm-up forgets the start) on the model it was solved
-        on (the fitted one with exponential service of the fitted mean), or the thresholds on the
-        fitted model."""
+        on (the fitted one with exponential service of the fitted mean), or the thresholds (with their
+        hysteresis band, as the agent's :class:`ThresholdDecision` applies it) on the fitted model."""
         if self.dynamic is None or self.dynamic.problem is None:
-            return self.model, self.policy
+            if self.hysteresis <= 0:
+                return self.model, self.policy
+            decision = ThresholdDecision(self.policy, self.hysteresis)
+
+            def banded(level: int, active: int, t: float) -> int:
+                return decision.target(Event.OTHER, (), level, active)
+
+            return self.model, banded
         return self.dynamic.problem.to_model(), DynamicController(self.dynamic.policy, self.dynamic.policy.robots)
 
 
@@ -457,7 +468,7 @@ def _windows(obs: _Observations, end: float) -> tuple[ReplayWindow, ...]:
         match = next((levels for t, levels in live if w["at"] <= t < nxt), None)
         out.append(ReplayWindow(float(r.window[0]), float(r.window[1]), w["reason"], (float(w["at"]), float(until)),
                                 r.policy, tuple(r.modes), tuple(r.thresholds), dict(r.fit), r.model, r.measures,
-                                r.cost, int(r.deliveries), match, r.dynamic))
+                                r.cost, int(r.deliveries), match, r.dynamic, r.hysteresis))
     return tuple(out)
 
 
@@ -475,7 +486,7 @@ def _combine(parts: Sequence[tuple[float, Estimate]], level: float, batches: int
 
 
 def _simulated(windows: Sequence[ReplayWindow], shares: Sequence[float],
-               policy_of: Callable[[ReplayWindow], tuple[QueueModel, ThresholdPolicy | DynamicController]],
+               policy_of: Callable[[ReplayWindow], tuple[QueueModel, ThresholdPolicy | DynamicController | Controller]],
                costs: Costs, options: ReplayOptions, rng: np.random.Generator) -> tuple[float, tuple[float, float]]:
     """Each window's model simulated under its policy, both from ``policy_of(window)`` (its share of
     ``sim_events``, at least ``min_sim_events``); the share-weighted cost and its interval."""

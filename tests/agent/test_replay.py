@@ -189,3 +189,30 @@ async def test_replay_of_the_agents_own_log_reproduces_its_decisions(tmp_path: P
             assert w.fit["modes"][m]["arrival_rate"] == pytest.approx(info["arrival_rate"], rel=1e-9)
             assert w.fit["modes"][m]["source"] == info["source"]
         assert w.cost.total == pytest.approx(snap.cost.total, rel=1e-9)
+
+
+def test_a_window_with_a_hysteresis_band_is_simulated_with_it() -> None:
+    """The replay's cost of robotctl's decisions includes the band the refit put in force: its controller is
+    the agent's ThresholdDecision, and it costs what the damping simulator (the same decision through the
+    actuator, no dwell) measures on the same random numbers."""
+    from robotctl.agent.damping import simulate_damping
+    from robotctl.agent.replay import ReplayWindow
+    from robotctl.model import simulate
+
+    model, costs = load_model_file(str(ROOT / "config" / "paper-example.yaml"))
+    policy = ThresholdPolicy((3, 3, 3, 1, 1, 1))
+    measures = solve(model, policy).measures
+
+    def window(h: int) -> ReplayWindow:
+        return ReplayWindow(0.0, 1.0, "interval", (0.0, 1.0), policy, policy.modes, policy.thresholds, {}, model,
+                            measures, cost_of(measures, costs), 100, hysteresis=h)
+
+    assert window(0).controller() == (model, policy)
+    _, banded = window(1).controller()
+    assert callable(banded)
+    assert [banded(q, 1, 0.0) for q in range(6)] == [3, 3, 1, 1, 1, 1]  # r(2) = 3 waits for r(3) = 1 below
+    assert [banded(q, 3, 0.0) for q in range(6)] == [3, 3, 3, 1, 1, 1]
+    sim = simulate(model, banded, np.random.default_rng(9), events=30_000, costs=costs)
+    damped = simulate_damping(model, costs, policy, dwell_s=0.0, max_commands_per_min=0, hysteresis=1,
+                              events=30_000, seed=9)
+    assert sim.cost is not None and sim.cost.value == pytest.approx(damped.cost, rel=1e-12)

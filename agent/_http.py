@@ -34,9 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
-import json
 import logging
-import math
 import signal
 import socket
 from collections.abc import Awaitable, Callable
@@ -45,6 +43,8 @@ from typing import Any
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestHandler, RequestPayloadError
+
+from robotctl._json import json_text
 
 from ._resources import connection_limit
 
@@ -68,25 +68,9 @@ def error_response(status: int, field: str, problem: str, hint: str = "",
 
 
 # -- JSON ---------------------------------------------------------------------------------------------
-_strict = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
-
-
-def _finite(obj: Any) -> Any:
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_finite(v) for v in obj]
-    return obj
-
-
 def dumps(obj: Any) -> str:
     """JSON text as RFC 8259 has it: a non-finite number is written ``null``, never ``Infinity``."""
-    try:
-        return _strict(obj)
-    except ValueError:
-        return _strict(_finite(obj))
+    return json_text(obj, compact=True)
 
 
 def json_response(data: Any, *, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:

@@ -19,25 +19,18 @@ queue length *before* the event and the robots targeted then, exactly as
 from __future__ import annotations
 
 import enum
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
+from robotctl._json import finite
 from robotctl.model import CostBreakdown, InputError, Measures, QueueModel, ThresholdPolicy
 from robotctl.policies import DynamicPolicy, RobotsProblem
 
 #: Values of ``policy.control`` and of the control in force.
 CONTROLS = ("thresholds", "mdp")
-
-
-def finite(x: Any) -> Any:
-    """``x``, or None for a float that is not finite (JSON has no NaN or infinity)."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
 
 
 class Event(enum.Enum):

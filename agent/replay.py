@@ -40,6 +40,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from robotctl import InputError
+from robotctl._json import json_safe
 from robotctl.model import Controller, CostBreakdown, Costs, Estimate, Measures, QueueModel, ThresholdPolicy
 from robotctl.policies import DynamicController
 
@@ -238,17 +239,6 @@ class ReplayResult:
     refits_from_log: bool
 
     def to_dict(self) -> dict[str, Any]:
-        def clean(x: Any) -> Any:
-            if isinstance(x, float):
-                return x if math.isfinite(x) else None
-            if isinstance(x, dict):
-                return {str(k): clean(v) for k, v in x.items()}
-            if isinstance(x, list | tuple):
-                return [clean(v) for v in x]
-            if isinstance(x, np.generic):
-                return clean(x.item())
-            return x
-
         windows = []
         for w in self.windows:
             predicted = dict(w.measures.to_dict())
@@ -267,7 +257,7 @@ class ReplayResult:
                 "predicted": predicted,
                 **({"live_policy": list(w.live_policy)} if w.live_policy is not None else {}),
             })
-        return clean({
+        return json_safe({
             "success": self.success, "status": self.status.value, "message": self.message,
             "span": list(self.span), "events": self.events, "counts": self.counts,
             "refits": {"attempts": len(self.attempts), "adopted": len(self.windows),

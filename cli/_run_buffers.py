@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
-import math
 from typing import Any
 
+from robotctl._json import finite, json_text
 from robotctl.agent._files import load_model_file
 from robotctl.model import (
     BufferMeasures,
@@ -27,10 +26,6 @@ from robotctl.policies import BufferChoice, compare_buffers, optimise, optimise_
 from ._progress import Progress
 
 
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None
-
-
 def buffer_json(buffer: BufferPolicy) -> dict[str, Any]:
     ren, red = buffer.renovation, buffer.red
     return {"timers": buffer.timers,
@@ -40,11 +35,11 @@ def buffer_json(buffer: BufferPolicy) -> dict[str, Any]:
 
 
 def measures_json(m: BufferMeasures) -> dict[str, Any]:
-    return {k: (_finite(v) if isinstance(v, float) else v) for k, v in m.to_dict().items()}
+    return {k: (finite(v) if isinstance(v, float) else v) for k, v in m.to_dict().items()}
 
 
 def cost_terms(c: CostBreakdown) -> dict[str, float | None]:
-    return {k: _finite(v) for k, v in c.to_dict().items() if k != "total"}
+    return {k: finite(v) for k, v in c.to_dict().items() if k != "total"}
 
 
 def measure_lines(m: BufferMeasures, c: CostBreakdown) -> list[str]:
@@ -112,9 +107,9 @@ def run_solve_buffer(args: argparse.Namespace) -> int:
         out = {"success": sol.success, "message": sol.message, "method": sol.method,
                "robots_at_level": list(args.policy.robots_at_level), "modes": list(args.policy.modes),
                "thresholds": list(args.policy.thresholds), "buffer": buffer_json(buffer), "search": found,
-               "cost": _finite(cost.total), "cost_terms": cost_terms(cost), "measures": measures_json(sol.measures),
-               "n_states": sol.n_states, "residual": _finite(sol.residual)}
-        print(json.dumps(out, indent=2))
+               "cost": finite(cost.total), "cost_terms": cost_terms(cost), "measures": measures_json(sol.measures),
+               "n_states": sol.n_states, "residual": finite(sol.residual)}
+        print(json_text(out, indent=2))
     else:
         print(f"robots_at_level {args.policy}")
         print(f"buffer: {buffer}" + ("" if found == "given" else f"   ({found})"))
@@ -149,12 +144,12 @@ def run_buffers(args: argparse.Namespace) -> int:
         out = {"success": c.success, "message": c.message, "robots_at_level": list(policy.robots_at_level),
                "policy": chosen, "best": c.best.name,
                "rules": [{"name": x.name, "parameters": _parameters(x), "buffer": buffer_json(x.buffer),
-                          "cost": _finite(x.cost.total), "cost_terms": cost_terms(x.cost),
+                          "cost": finite(x.cost.total), "cost_terms": cost_terms(x.cost),
                           "loss": x.measures.p_loss, "stale": x.measures.p_stale,
-                          "starvation": x.measures.p_starvation, "response": _finite(x.measures.mean_response_served),
+                          "starvation": x.measures.p_starvation, "response": finite(x.measures.mean_response_served),
                           "measures": measures_json(x.measures), "evaluations": x.evaluations, "search": x.search}
                          for x in c.choices]}
-        print(json.dumps(out, indent=2))
+        print(json_text(out, indent=2))
         return 0 if c.success else 1
     print(f"robots_at_level {policy}   ({chosen}; the same for every rule)")
     print(f"{'rule':<12}{'loss':>8}{'stale':>8}{'starved':>9}{'response':>10}{'cost J':>10}   parameters")

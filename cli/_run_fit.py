@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
 import numpy as np
 import yaml
 
+from robotctl._json import json_text
 from robotctl.agent._files import load_yaml
 from robotctl.agent.trace import EVENT_KINDS, TraceArrays, read_trace_arrays
 from robotctl.fitting import ModeTrajectory, fit_model, waiting_exposure
@@ -181,7 +181,7 @@ def run_fit(args: argparse.Namespace) -> int:
     if costs is not None:
         doc = {"model": doc["model"], "costs": costs, "report": doc["report"]}
     if args.output == "json":
-        print(json.dumps(doc, indent=2))
+        print(json_text(doc, indent=2))
     else:
         sys.stdout.write(dump_yaml(doc))
     return 0 if fit.success else 1

@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import sys
 from typing import Any
 
+from robotctl._json import finite, json_text
 from robotctl.model import Costs, QueueModel
 from robotctl.policies import DynamicOptimum, LowerBound, RobotsProblem, mdp_lower_bound, solve_dynamic
-
-
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None
 
 
 # -- paper 001 ----------------------------------------------------------------------------------
@@ -22,12 +17,12 @@ def dynamic_json(opt: DynamicOptimum) -> dict[str, Any]:
     departure, arrival = opt.policy.switching_curves()
     return {
         "success": opt.success, "message": opt.message,
-        "cost": _finite(opt.cost), "p_starvation": opt.p_starvation, "loss_rate": opt.loss_rate,
+        "cost": finite(opt.cost), "p_starvation": opt.p_starvation, "loss_rate": opt.loss_rate,
         "mean_active_robots": opt.mean_active_robots,
         "active_robots": {"min": opt.active_range[0], "max": opt.active_range[1]},
         "switching_curves": {"departure": list(departure), "arrival": list(arrival)},
         "static": {"robots": opt.static.robots, "cost": opt.static.cost},
-        "gain_percent": _finite(opt.gain_percent), "iterations": opt.iterations,
+        "gain_percent": finite(opt.gain_percent), "iterations": opt.iterations,
     }
 
 
@@ -62,7 +57,7 @@ def run_mdp(args: argparse.Namespace) -> int:
     problem = RobotsProblem.paper(args.robots, args.capacity, args.rate, args.service_rate, args.gamma)
     opt = solve_dynamic(problem)
     if args.json:
-        print(json.dumps(dynamic_json(opt), indent=2))
+        print(json_text(dynamic_json(opt), indent=2))
     else:
         print(f"paper 001: N = {args.robots} robots of {args.rate:g} pages/s each, K = {args.capacity}, "
               f"mu = {args.service_rate:g}, gamma = {args.gamma:g}")
@@ -82,7 +77,7 @@ def run_optimise_mdp(args: argparse.Namespace, model: QueueModel, costs: Costs) 
         out = {"control": "mdp", **dynamic_json(opt)}
         if bound is not None:
             out.update(certify_json(bound, opt.cost))
-        print(json.dumps(out, indent=2))
+        print(json_text(out, indent=2))
     else:
         print(f"paper 001's dynamic control: modes {problem.min_robots}..{problem.robots} robots, "
               f"K = {problem.capacity}, mu = {problem.service_rate:g}; cost = {costs.loss:g} x loss rate + "
@@ -100,12 +95,12 @@ MEANING = ("no policy that sets the number of active robots from the queue lengt
 
 def certify_json(bound: LowerBound, cost: float) -> dict[str, Any]:
     return {
-        "lower_bound": _finite(bound.value),
-        "gap_percent": _finite(bound.gap_percent(cost)),
+        "lower_bound": finite(bound.value),
+        "gap_percent": finite(bound.gap_percent(cost)),
         "certificate": {
             "meaning": MEANING, "success": bound.success, "message": bound.message,
             "formulation": bound.formulation, "exact_state": bound.exact_state, "response": bound.response,
-            "mdp_upper": _finite(bound.upper), "n_states": bound.n_states, "n_actions": bound.n_actions,
+            "mdp_upper": finite(bound.upper), "n_states": bound.n_states, "n_actions": bound.n_actions,
         },
     }
 

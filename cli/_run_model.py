@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import sys
 from typing import Any
 
+from robotctl._json import finite, json_text
 from robotctl.agent._files import load_model_file
 from robotctl.agent._resources import check_solve_memory
 from robotctl.model import (
@@ -37,16 +36,12 @@ from robotctl.policies import (
 from ._progress import Progress
 from ._run_buffers import run_solve_buffer
 
-
 # -- output -----------------------------------------------------------------------------------
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None
-
 
 def measures_json(m: Measures) -> dict[str, Any]:
     d = m.to_dict()
     d["throughput"] = m.throughput
-    return {k: (_finite(v) if isinstance(v, float) else v) for k, v in d.items()}
+    return {k: (finite(v) if isinstance(v, float) else v) for k, v in d.items()}
 
 
 def _measure_lines(m: Measures, c: CostBreakdown) -> list[str]:
@@ -101,11 +96,11 @@ def run_solve(args: argparse.Namespace) -> int:
         out = {
             "success": sol.success, "message": sol.message, "method": sol.method,
             "robots_at_level": list(args.policy.robots_at_level), "modes": list(args.policy.modes),
-            "thresholds": list(args.policy.thresholds), "cost": _finite(cost.total),
-            "cost_terms": {k: _finite(v) for k, v in cost.to_dict().items() if k != "total"},
-            "measures": measures_json(sol.measures), "n_states": sol.n_states, "residual": _finite(sol.residual),
+            "thresholds": list(args.policy.thresholds), "cost": finite(cost.total),
+            "cost_terms": {k: finite(v) for k, v in cost.to_dict().items() if k != "total"},
+            "measures": measures_json(sol.measures), "n_states": sol.n_states, "residual": finite(sol.residual),
         }
-        print(json.dumps(out, indent=2))
+        print(json_text(out, indent=2))
     else:
         print(_describe_policy(args.policy))
         print(f"solver {sol.method}: {sol.message}; {sol.n_states} states, residual {sol.residual:.2g}, "
@@ -119,16 +114,16 @@ def _run_solve_approx(args: argparse.Namespace, sol: ApproxSolution, costs: Any)
     if args.json:
         out = {
             "success": sol.success, "status": sol.status.name.lower(), "message": sol.message,
-            "method": sol.method, "exact": sol.exact, "error_bound": _finite(sol.error_bound), "h": sol.h,
-            "robots_at_level": list(args.policy.robots_at_level), "cost": _finite(cost.total),
-            "cost_terms": {k: _finite(v) for k, v in cost.to_dict().items() if k != "total"},
+            "method": sol.method, "exact": sol.exact, "error_bound": finite(sol.error_bound), "h": sol.h,
+            "robots_at_level": list(args.policy.robots_at_level), "cost": finite(cost.total),
+            "cost_terms": {k: finite(v) for k, v in cost.to_dict().items() if k != "total"},
             "measures": measures_json(sol.measures),
-            "measure_errors": {k: _finite(v) for k, v in sol.measure_errors.items()},
+            "measure_errors": {k: finite(v) for k, v in sol.measure_errors.items()},
             "n_states": sol.n_states, "reduction": list(sol.reduction),
-            "ladder": [{"h": st.h, "states": st.n_states, "cost": _finite(st.cost), "seconds": st.seconds}
+            "ladder": [{"h": st.h, "states": st.n_states, "cost": finite(st.cost), "seconds": st.seconds}
                        for st in sol.ladder],
         }
-        print(json.dumps(out, indent=2))
+        print(json_text(out, indent=2))
     else:
         print(_describe_policy(args.policy))
         print(f"{sol.message}; {sol.n_states} states, {sol.seconds:.2f} s")
@@ -139,12 +134,12 @@ def _run_solve_approx(args: argparse.Namespace, sol: ApproxSolution, costs: Any)
 
 def _optimum_json(o: ThresholdOptimum) -> dict[str, Any]:
     return {"modes": list(o.modes), "thresholds": list(o.thresholds),
-            "robots_at_level": list(o.policy.robots_at_level), "cost": _finite(o.cost.total),
+            "robots_at_level": list(o.policy.robots_at_level), "cost": finite(o.cost.total),
             "search": o.search_method, "exhaustive": o.exact}
 
 
 def _queue_length_json(q: LocalOptimum) -> dict[str, Any]:
-    return {"robots_at_level": list(q.policy.robots_at_level), "cost": _finite(q.cost), "monotone": q.monotone,
+    return {"robots_at_level": list(q.policy.robots_at_level), "cost": finite(q.cost), "monotone": q.monotone,
             "chain": q.chain, "evaluations": q.evaluations}
 
 
@@ -208,14 +203,14 @@ def run_optimise(args: argparse.Namespace) -> int:
         out: dict[str, Any] = {
             "success": search.success, "message": search.message,
             **_optimum_json(best),
-            "cost_terms": {k: _finite(v) for k, v in best.cost.to_dict().items() if k != "total"},
+            "cost_terms": {k: finite(v) for k, v in best.cost.to_dict().items() if k != "total"},
             "measures": measures_json(best.measures),
-            "method": search.method, "error_bound": _finite(search.error_bound), "exact": search.exact,
+            "method": search.method, "error_bound": finite(search.error_bound), "exact": search.exact,
             "lower_bound": lower, "monotone": best.policy.is_monotone,
             "search_exhaustive": best.exact, "search_chain": search.search_chain,
             "solver_method": best.solver_method, "policies_solved": search.policies_solved,
-            "static": {str(r): _finite(c.total) for r, c in search.static},
-            "relative_profit_percent": _finite(search.relative_profit),
+            "static": {str(r): finite(c.total) for r, c in search.static},
+            "relative_profit_percent": finite(search.relative_profit),
             "reduction": list(search.reduction),
         }
         if queue_length is not None:
@@ -226,7 +221,7 @@ def run_optimise(args: argparse.Namespace) -> int:
             from ._run_mdp import certify_json
 
             out.update(certify_json(bound, best.cost.total))
-        print(json.dumps(out, indent=2))
+        print(json_text(out, indent=2))
         return 0 if search.success and (bound is None or bound.success) else 1
     if args.all_subsets:
         print("\n".join(_table(search)))

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from typing import Any
 
 import numpy as np
 
+from robotctl._json import json_text
 from robotctl.model import (
     BMAP,
     PH,
@@ -85,7 +85,7 @@ def run_renovation(args: argparse.Namespace) -> int:
         out = s.to_dict()
         if sim is not None:
             out["simulation"] = sim
-        print(json.dumps(out, indent=2))
+        print(json_text(out, indent=2))
     else:
         print("\n".join(line.rstrip() for line in _text(s, sim)))
     return 0 if s.success else 1

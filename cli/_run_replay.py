@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from typing import Any
 
+from robotctl._json import json_text
 from robotctl.agent.config import load_config
 from robotctl.agent.replay import ReplayOptions, ReplayResult, replay
 from robotctl.agent.sources import read_events
@@ -82,7 +82,7 @@ def run_replay(args: argparse.Namespace) -> int:
         if note:
             print(f"robotctl: {note}", file=sys.stderr)
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
+        print(json_text(result.to_dict(), indent=2))
     else:
         print("\n".join(text_lines(result)))
         if args.report is not None:

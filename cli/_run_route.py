@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import json
 
+from robotctl._json import json_text
 from robotctl.agent._files import load_yaml
 from robotctl.model import BMAP, InputError
 from robotctl.policies import RoutingResult, map_from_dict, route
@@ -47,7 +47,7 @@ def run_route(args: argparse.Namespace) -> int:
     arrivals = arrivals_of(args)
     res = route(arrivals, args.service_rates, max_period=args.max_period, method=args.method, certify=args.certify)
     if args.json:
-        print(json.dumps(res.to_dict(arrivals.rate), indent=2))
+        print(json_text(res.to_dict(arrivals.rate), indent=2))
     else:
         print(render(res, arrivals, args.service_rates))
     return 0 if res.success else 1

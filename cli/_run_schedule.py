@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 import numpy as np
 
+from robotctl._json import json_text
 from robotctl.agent._pages import Pages, load_fetch_law, read_pages
 from robotctl.model import InputError
 from robotctl.policies import FetchLaw, FrequencyMethod, RevisitPlan, plan_revisits
@@ -91,7 +91,7 @@ def run_schedule(args: argparse.Namespace) -> int:
     if args.json:
         doc = plan.to_dict()
         doc["pages"] = list(pages.ids)
-        print(json.dumps(doc, indent=2))
+        print(json_text(doc, indent=2))
     else:
         print(render(plan, pages, args.show))
     return 0 if plan.success else 1

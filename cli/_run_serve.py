@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from robotctl import InputError
+from robotctl._json import json_text
 from robotctl.agent._resources import check_config_memory
 from robotctl.agent.config import AgentConfig, load_config
 from robotctl.agent.log import check_directory
@@ -51,7 +52,7 @@ def checked_config(args: argparse.Namespace) -> tuple[AgentConfig, str | None]:
 def _print_config(config: AgentConfig, as_json: bool) -> None:
     d = config.to_dict()
     if as_json:
-        print(json.dumps(d, indent=2))
+        print(json_text(d, indent=2))
         return
     for section, values in d.items():
         print(f"{section}:")

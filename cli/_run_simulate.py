@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import time
 from collections.abc import Generator, Iterator, Mapping
 from pathlib import Path
@@ -13,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from robotctl._json import json_text
 from robotctl.agent._files import load_model_file
 from robotctl.agent.trace import TraceEvent, write_trace
 from robotctl.model import (
@@ -87,17 +86,6 @@ class _Streamed:
 
 
 # -- output ---------------------------------------------------------------------------------------
-def _clean(value: Any) -> Any:
-    """NaN and infinities as null (JSON has no NaN)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
-    return value
-
-
 def _interval(e: Estimate) -> str:
     return f"{e.value:.6g} ± {e.half_width:.2g}"
 
@@ -189,7 +177,7 @@ def run_simulate(args: argparse.Namespace) -> int:
             out["trace_file"] = {"path": trace_info[0], "events": trace_info[1]}
         if exact_out is not None:
             out["exact"] = exact_out
-        print(json.dumps(_clean(out), indent=2))
+        print(json_text(out, indent=2))
     else:
         print("\n".join(_text(result, args.policy, seed, wall_s, total_events, comparison, familywise,
                               trace_info)))

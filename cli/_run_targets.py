@@ -4,9 +4,9 @@ time that meets service targets (robotctl.policies.optimise_for_targets). Import
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
+from robotctl._json import finite, json_text
 from robotctl.agent._files import load_model_file
 from robotctl.agent._resources import check_solve_memory
 from robotctl.model import InputError, cost_of
@@ -20,7 +20,7 @@ from robotctl.policies import (
 )
 
 from ._progress import Progress
-from ._run_model import _describe_policy, _finite, _measure_lines, measures_json
+from ._run_model import _describe_policy, _measure_lines, measures_json
 
 #: --search of `robotctl optimise` -> the targets search: the non-exhaustive one is the Lagrangian search
 SEARCH_FOR_TARGETS = {"auto": "auto", "exhaustive": "exhaustive", "local": "lagrange"}
@@ -81,8 +81,8 @@ def run_targets(args: argparse.Namespace) -> int:
     cost = cost_of(result.measures, costs)
     if args.json:
         out = result_json(result)
-        out["cost"] = _finite(cost.total)
-        print(json.dumps(out, indent=2))
+        out["cost"] = finite(cost.total)
+        print(json_text(out, indent=2))
         return 0 if result.success else 1
     bounds = ", ".join(f"{MEASURE_OF[name][1]} <= {bound:g}" for name, bound in targets.given)
     how = (f"exhaustive over {result.policies_solved} policies" if result.exact

@@ -33,6 +33,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import brentq
 from scipy.special import ndtri
 
+from robotctl._json import finite
 from robotctl.model import InputError
 
 #: Fewer observations than this earn ``FEW_OBSERVATIONS`` (the estimate is still given).
@@ -98,12 +99,9 @@ class ChangeRateEstimate:
     level: float
 
     def to_dict(self) -> dict[str, Any]:
-        def num(x: float) -> float | None:
-            return x if math.isfinite(x) else None
-
         return {"success": self.success, "status": self.status.name.lower(), "message": self.message,
-                "rate": num(self.rate), "lower": num(self.lower), "upper": num(self.upper),
-                "standard_error": num(self.standard_error), "observations": self.observations,
+                "rate": finite(self.rate), "lower": finite(self.lower), "upper": finite(self.upper),
+                "standard_error": finite(self.standard_error), "observations": self.observations,
                 "changes": self.changes, "level": self.level}
 
 

@@ -19,15 +19,15 @@ def finite(x: Any) -> Any:
 
 def json_safe(obj: Any) -> Any:
     """``obj`` with every non-finite float, at any depth of dicts, lists and tuples, replaced by None; numpy
-    scalars become Python numbers and mapping keys strings."""
+    arrays and scalars become Python lists and numbers, mapping keys strings."""
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
     if isinstance(obj, dict):
         return {str(k): json_safe(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
         return [json_safe(v) for v in obj]
-    if getattr(obj, "shape", None) == () and callable(getattr(obj, "item", None)):  # a numpy scalar
-        return json_safe(obj.item())
+    if hasattr(obj, "shape") and callable(getattr(obj, "tolist", None)):  # a numpy array or scalar
+        return json_safe(obj.tolist())
     return obj
 
 
@@ -36,5 +36,5 @@ def json_text(obj: Any, *, indent: int | None = None, compact: bool = False) -> 
     separators = (",", ":") if compact else None
     try:
         return json.dumps(obj, indent=indent, separators=separators, allow_nan=False)
-    except (ValueError, TypeError):  # a non-finite number, or a numpy scalar: cleaned, then written
+    except (ValueError, TypeError):  # a non-finite number, or a numpy value: cleaned, then written
         return json.dumps(json_safe(obj), indent=indent, separators=separators, allow_nan=False)

@@ -44,7 +44,9 @@ def test_property_json_text_is_strict_json_with_non_finite_numbers_as_null(tree:
 
 
 def test_numpy_scalars_and_keys() -> None:
-    doc = {1: np.float64("inf"), "x": [np.int64(3), np.float32(0.5)], "y": (math.nan,)}
-    assert _strict(json_text(doc)) == {"1": None, "x": [3, 0.5], "y": [None]}
-    assert json_safe(doc) == {"1": None, "x": [3, 0.5], "y": [None]}
+    doc = {1: np.float64("inf"), "x": [np.int64(3), np.float32(0.5)], "y": (math.nan,),
+           "z": np.array([[1.0, np.nan]])}
+    expected = {"1": None, "x": [3, 0.5], "y": [None], "z": [[1.0, None]]}
+    assert _strict(json_text(doc)) == expected
+    assert json_safe(doc) == expected
     assert finite(math.inf) is None and finite(2.5) == 2.5 and finite("a") == "a"

@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-# Many small matrices: one BLAS thread is far faster than a pool (see agent/cli.py).
+# Many small matrices: one BLAS thread is far faster than a pool (see robotctl/agent/cli.py).
 export OPENBLAS_NUM_THREADS ?= 1
 export OMP_NUM_THREADS ?= 1
 
@@ -20,8 +20,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/robotctl demo
 
-# Scrapy crawls the demo site under robotctl's control (examples/scrapy_demo/). Run from that folder:
-# at the repository's root, the folder scrapy/ (robotctl.scrapy) would shadow Scrapy.
+# Scrapy crawls the demo site under robotctl's control (examples/scrapy_demo/).
 scrapy-demo: $(STAMP)
 	cd examples/scrapy_demo && $(CURDIR)/$(BIN)/python run.py
 
@@ -45,15 +44,12 @@ test: $(STAMP) servers
 bench: $(STAMP)
 	for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 
-# mypy and import-linter read the installed layout from a link tree (tools/lint_tree.py) and run inside
-# it, so that the repository's robotctl/ folder does not shadow it. The layer contracts are in pyproject.toml.
-LINT_TREE := build/lint-tree
+# ruff, mypy and import-linter read the source tree itself: every robotctl.X is the folder robotctl/X.
+# The layer contracts are in pyproject.toml.
 lint: $(STAMP)
-	$(BIN)/ruff check robotctl model fitting policies agent crawler scrapy cli bench tests tools examples
-	$(BIN)/python tools/lint_tree.py $(LINT_TREE) >/dev/null
-	cd $(LINT_TREE) && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml \
-	    --cache-dir $(CURDIR)/.mypy_cache -p robotctl
-	cd $(LINT_TREE) && $(CURDIR)/$(BIN)/lint-imports --no-cache --config $(CURDIR)/pyproject.toml
+	$(BIN)/ruff check robotctl bench tests examples
+	$(BIN)/mypy --config-file pyproject.toml -p robotctl
+	$(BIN)/lint-imports --no-cache --config pyproject.toml
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -79,7 +79,7 @@ def main(n_lines: int = 1_000_000) -> int:
         subprocess.run([sys.executable, "-c", "import robotctl.cli._run_fit"], check=True)
         t_start = time.perf_counter() - t0
         print(f"\n{f'reading {n_lines:,} lines':42s} {'seconds':>9s} {'x msgspec':>10s}")
-        print(f"{'msgspec, typed, columns (agent/trace.py)':42s} {t_fast:9.3f} {1.0:10.2f}")
+        print(f"{'msgspec, typed, columns (robotctl/agent/trace.py)':42s} {t_fast:9.3f} {1.0:10.2f}")
         print(f"{'json line by line (the reader it replaced)':42s} {t_slow:9.3f} {t_slow / t_fast:10.2f}")
         print(f"{'robotctl fit, end to end (exit ' + str(out.returncode) + ')':42s} {t_fit:9.3f} {t_fit / t_fast:10.2f}"
               f"   (target 1.5 s: {'met' if t_fit <= 1.5 else 'MISSED'})")
@@ -99,7 +99,7 @@ def main(n_lines: int = 1_000_000) -> int:
         result = replay(table, cfg, ReplayOptions(sim_events=400_000))
         t_replay = time.perf_counter() - t0
         print(f"\n{f'replay of {n_lines:,} events':42s} {'seconds':>9s}")
-        print(f"{'reading and merging (agent/sources.py)':42s} {t_read:9.3f}")
+        print(f"{'reading and merging (robotctl/agent/sources.py)':42s} {t_read:9.3f}")
         print(f"{'replay, evaluation included':42s} {t_replay:9.3f}   ({result.events / t_replay:,.0f} events/s; "
               f"target 120 s: {'met' if t_read + t_replay <= 120 else 'MISSED'})")
         fit_s = sum(a.fit_seconds for a in result.attempts)

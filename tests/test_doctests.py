@@ -1,8 +1,7 @@
 """The examples in the docstrings run and print what they show (``doctest``).
 
-pytest's ``--doctest-modules`` collects files by path, which does not fit the package-dir layout (the
-folders install under ``robotctl``), so this test finds the installed modules and runs ``doctest`` on
-each one whose docstrings hold examples.
+This test finds the installed modules and runs ``doctest`` on each one whose docstrings hold examples
+(the same modules ``--doctest-modules`` would collect from robotctl/, without its import-mode quirks).
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ import pkgutil
 
 import pytest
 
-#: The layers (each installed under robotctl from its own folder, so walked one by one).
+#: The layers, walked one by one.
 PACKAGES = ["robotctl.model", "robotctl.fitting", "robotctl.policies", "robotctl.agent", "robotctl.crawler",
             "robotctl.cli"]
 #: Public functions whose docstrings must carry a runnable example (issue 10).

@@ -8,11 +8,11 @@ robotctl's cost.
     python run.py --agent-url http://127.0.0.1:8787 # robotctl in control, an agent you started yourself
     python run.py --duration 30 --seed 7 --json run.json
 
-Run it from this folder (``make scrapy-demo`` does): at the repository's root the folder scrapy/
-(robotctl.scrapy) would shadow Scrapy. The site, the costs and the agent's settings are robotctl demo's
-(config/demo.yaml); the indexer's capacity and speed are this project's INDEXER_* settings. The agent
-runs in its own process, as a sidecar would: in this one it would take the interpreter's lock from the
-crawl and from the indexer, whose service time includes real work.
+Run it from this folder (``make scrapy-demo`` does), where Scrapy finds the project's settings. The
+site, the costs and the agent's settings are robotctl demo's (config/demo.yaml); the indexer's capacity
+and speed are this project's INDEXER_* settings. The agent runs in its own process, as a sidecar would:
+in this one it would take the interpreter's lock from the crawl and from the indexer, whose service time
+includes real work.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""The OpenAPI description of /v1 (agent/openapi.json) stays true to the app.
+"""The OpenAPI description of /v1 (robotctl/agent/openapi.json) stays true to the app.
 
 - it is a valid OpenAPI 3.1 document, served at GET /v1/openapi.json;
-- the app's routes and the document's operations are the same set (a route added to agent/app.py
+- the app's routes and the document's operations are the same set (a route added to robotctl/agent/app.py
   without an entry fails here, and so does an entry for a route that is gone);
 - each request example matches its schema and the agent accepts it, and the fields the agent accepts
   (named in its own error hint) are the fields the document lists;
@@ -69,8 +69,8 @@ def test_every_route_has_an_operation_and_every_operation_a_route(tmp_path: Path
     routes = {(r.method, r.resource.canonical) for r in app.router.routes()
               if r.method != "HEAD" and r.resource is not None}
     documented = set(operations(SPEC))
-    assert not routes - documented, f"routes without an entry in agent/openapi.json: {sorted(routes - documented)}"
-    assert not documented - routes, f"entries in agent/openapi.json with no route: {sorted(documented - routes)}"
+    assert not routes - documented, f"routes without an entry in openapi.json: {sorted(routes - documented)}"
+    assert not documented - routes, f"entries in openapi.json with no route: {sorted(documented - routes)}"
     for (method, path), op in operations(SPEC).items():
         assert op.get("operationId") and op.get("summary"), (method, path)
         if "security" in op:

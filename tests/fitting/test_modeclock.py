@@ -1,4 +1,4 @@
-"""Intervals on each mode's own clock (fitting/_modeclock.py): the trajectory's validation, the clock on a
+"""Intervals on each mode's own clock (robotctl/fitting/_modeclock.py): the trajectory's validation, the clock on a
 hand-worked example, deliveries whose mode disagrees with the trajectory, the property that a mode's
 intervals fit in its exposure, and the fit of Poisson modes under frequent switching, where the dropped
 intervals of the plain path bias the shape."""

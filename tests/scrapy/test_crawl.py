@@ -1,8 +1,7 @@
 """Real Scrapy crawls of the demo site with RobotctlExtension (issue 15's acceptance).
 
 Each crawl runs in a fresh interpreter (tests/scrapy/crawl_harness.py): Twisted's reactor runs once per
-process. The working directory is a temporary one, never the repository's root, where the folder
-scrapy/ would shadow Scrapy.
+process. The working directory is a temporary one.
 """
 
 from __future__ import annotations

@@ -237,6 +237,6 @@ def test_the_null_reporter_takes_everything() -> None:
 def test_the_readme_lists_every_setting() -> None:
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "scrapy" / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "robotctl" / "scrapy" / "README.md").read_text(encoding="utf-8")
     listed = set(re.findall(r"^\| `(ROBOTCTL_\w+)` \|", readme, re.M))
     assert listed == set(RobotctlSettings.documented()) | {"ROBOTCTL_SERVICE_FIELD", "ROBOTCTL_BYTES_FIELD"}

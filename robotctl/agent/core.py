@@ -605,7 +605,7 @@ class Agent:
             self._scheduler.call_at(self.actuator.deferred_until, self.tick)
         self._flush_pending()
 
-    # -- the runtime override (agent/control.py) ------------------------------------------------------
+    # -- the runtime override (robotctl/agent/control.py) ------------------------------------------------------
     def control(self, action: str, robots: int | None = None, duration_s: float | None = None,
                 reason: str = "") -> dict[str, Any]:
         """Pause control (hold the fleet in force), pin ``robots`` active virtual robots, or resume control
@@ -850,7 +850,7 @@ class Agent:
         """Put a refit's result in force (one assignment), save it for a restart, and re-apply r(i) at the
         current queue length."""
         snap = self.holder.adopt(result, now, "fit")
-        if self.config.robots.dwell_s == "auto":  # chosen in the simulator by the refit (agent/damping.py)
+        if self.config.robots.dwell_s == "auto":  # chosen in the simulator by the refit (robotctl/agent/damping.py)
             self.actuator.dwell_s = float(result.fit.get("damping", {}).get("dwell_s", 0.0))
         self._save_policy(snap)
         stamp = self._stamp()

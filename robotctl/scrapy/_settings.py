@@ -119,7 +119,7 @@ _SPEC: dict[str, tuple[str, Any, Callable[[str, Any], Any], str]] = {
 
 @dataclass(frozen=True)
 class RobotctlSettings:
-    """The extension's settings (each ``ROBOTCTL_<NAME>`` is the field ``<name>``; see scrapy/README.md).
+    """The extension's settings (each ``ROBOTCTL_<NAME>`` is the field ``<name>``; see robotctl/scrapy/README.md).
 
     Attributes
     ----------

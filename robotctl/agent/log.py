@@ -118,7 +118,7 @@ class LogWriteError(OSError):
 #: Events a log line may hold: the trace format's (``queue`` checkpoints, ``refit`` and ``policy`` marks
 #: included), one list for the writer, the readers and this check.
 LOG_EVENTS = frozenset(EVENT_KINDS)
-#: Bounds of a valid line (they match what the API accepts; see agent/api.py).
+#: Bounds of a valid line (they match what the API accepts; see robotctl/agent/api.py).
 _MAX_T = 1e12
 _MAX_COUNT = 1 << 50
 _MAX_SERVICE_S_PER_PAGE = 86_400.0

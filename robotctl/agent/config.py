@@ -554,7 +554,7 @@ def _fetch_law(v: Any) -> Any:
 
 @dataclass(frozen=True)
 class RevisitConfig(_Section):
-    """The revisit planner (paper 002; agent/revisit.py): off while ``pages`` is null."""
+    """The revisit planner (paper 002; robotctl/agent/revisit.py): off while ``pages`` is null."""
 
     SECTION: ClassVar[str] = "revisit"
     pages: str | None = _spec(None, _optional(_str),

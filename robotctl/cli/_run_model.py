@@ -84,7 +84,7 @@ def _evaluation_line(method: str, exact: bool, bound: float, lower: float | None
 
 def run_solve(args: argparse.Namespace) -> int:
     if args.buffer != "timers" or args.q is not None or args.red is not None or args.with_timers:
-        return run_solve_buffer(args)  # renovation, RED or no rule (paper 004): cli/_run_buffers.py
+        return run_solve_buffer(args)  # renovation, RED or no rule (paper 004): robotctl/cli/_run_buffers.py
     model, costs = load_model_file(args.model_file)
     check_solve_memory(model, field=f"{args.model_file}: model.capacity", approx=args.approx)
     model.check_policy(args.policy)

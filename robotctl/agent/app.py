@@ -149,7 +149,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
             return error_response(405, "method", f"{request.method} is not allowed here", f"use {allowed}",
                                   headers={"Allow": allowed})
         if isinstance(exc, web.HTTPNotFound):
-            return error_response(404, "path", "names no endpoint", "see the endpoints in agent/README.md")
+            return error_response(404, "path", "names no endpoint", "see the endpoints in robotctl/agent/README.md")
         return error_response(exc.status, "request", exc.reason, exc.text or "")
     except LogWriteError as exc:
         LOG.error("event=log_write_failed request=%s path=%s error=%s", next(_request_ids),
@@ -249,7 +249,7 @@ async def _post_refit(request: web.Request) -> web.Response:
 
 
 async def _post_control(request: web.Request) -> web.Response:
-    """Pause control, pin a fleet size or resume (agent/control.py); guarded by the token like every POST."""
+    """Pause control, pin a fleet size or resume (robotctl/agent/control.py); guarded by the token like every POST."""
     agent = request.app[AGENT]
     req = parse_control(parse_json(await request.read()), max_robots=request.app[CONFIG].robots.n)
     view = agent.control(req.action, req.robots, req.duration_s, req.reason)

@@ -9,7 +9,7 @@ Enable it in a project's ``settings.py``::
 
 and, where the indexer is a pipeline, put ``"robotctl.scrapy.RobotctlPipeline": 900`` after it in
 ``ITEM_PIPELINES``. Every setting, the mapping of robots to download slots and its limits are in
-scrapy/README.md.
+robotctl/scrapy/README.md.
 
 Scrapy is an optional extra (``pip install robotctl[scrapy]``): this package imports without it, and
 its names load lazily; asking for one without Scrapy installed raises an ImportError that says how to
@@ -20,10 +20,6 @@ from __future__ import annotations
 
 import importlib
 from typing import Any
-
-if __name__ == "scrapy":  # pragma: no cover - only when the repository's root is on sys.path
-    raise ImportError("this is robotctl's scrapy/ folder (robotctl.scrapy), not Scrapy: the repository's root "
-                      "is on sys.path; run Scrapy from another directory (or pip install the project)")
 
 INSTALL_HINT = "Scrapy is not installed: pip install 'robotctl[scrapy]' (or pip install scrapy)"
 

@@ -1,4 +1,4 @@
-"""``RobotctlExtension``: robotctl's robots as Scrapy's concurrent downloads (see scrapy/README.md).
+"""``RobotctlExtension``: robotctl's robots as Scrapy's concurrent downloads (see robotctl/scrapy/README.md).
 
 On ``spider_opened`` the extension registers ``ROBOTCTL_ROBOTS`` = N robots with the agent
 (``<prefix>-1`` .. ``<prefix>-N``) and follows each robot's command with the agent client's long-poll.

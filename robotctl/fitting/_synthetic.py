@@ -224,3 +224,100 @@ def switching_poisson_trace(rng: np.random.Generator, seconds: float, rates: tup
     order = np.argsort(times, kind="stable")
     return SwitchingTrace(times[order], (np.repeat(modes, counts) + 1)[order].astype(np.int64), epochs,
                           (modes + 1).astype(np.int64), float(seconds), tuple(float(r) for r in rates))
+
+
+@dataclass(frozen=True, eq=False)
+class ThresholdTrace:
+    """Batches of a mode-modulated BMAP whose mode a queue-length policy sets (issue 27's truth).
+
+    Attributes
+    ----------
+    batch_times, batch_sizes, batch_modes : ndarray
+        Each batch's epoch, pages (as offered, before admission) and the mode in force.
+    epochs, trajectory_modes : ndarray
+        The mode trajectory: ``trajectory_modes[i]`` from ``epochs[i]`` on (``epochs[0]`` = 0).
+    seconds : float
+        End of the observation.
+    mean_queue : float
+        Time-average pages in the system.
+    lost_pages : int
+        Pages refused because the buffer was full.
+    """
+
+    batch_times: NDArray[np.float64]
+    batch_sizes: NDArray[np.int64]
+    batch_modes: NDArray[np.int64]
+    epochs: NDArray[np.float64]
+    trajectory_modes: NDArray[np.int64]
+    seconds: float
+    mean_queue: float
+    lost_pages: int
+
+    def __post_init__(self) -> None:
+        freeze(self.batch_times, self.batch_sizes, self.batch_modes, self.epochs, self.trajectory_modes)
+
+
+def threshold_trace(rng: np.random.Generator, seconds: float, generator: NDArray[np.float64],
+                    rates: dict[int, NDArray[np.float64]], batch_probs: dict[int, NDArray[np.float64]], *,
+                    service_rate: float, capacity: int, mode_of_queue: tuple[int, ...]) -> ThresholdTrace:
+    """Simulate (Gillespie) one hidden phase with generator ``generator`` shared by all modes; in mode l
+    and phase i batches arrive at rate ``rates[l][i]`` with ``batch_probs[l][k-1]`` of k pages; one
+    exponential server of ``service_rate`` pages/s, ``capacity`` pages in the system (partial admission),
+    and the mode ``mode_of_queue[q]`` with q pages in the system (a threshold policy). Independent of the
+    fitting code: a direct event-by-event simulation."""
+    if len(mode_of_queue) != capacity + 1:
+        raise InputError("mode_of_queue", f"needs {capacity + 1} entries (q = 0..capacity)", "one mode per q")
+    Q = np.asarray(generator, dtype=float)
+    m = Q.shape[0]
+    out_rate = -np.diag(Q)
+    jump_p = [np.where(np.arange(m) == i, 0.0, Q[i]) / max(out_rate[i], 1e-300) for i in range(m)]
+    phase = int(rng.choice(m, p=np.full(m, 1.0 / m)))
+    q, t = 0, 0.0
+    mode = mode_of_queue[0]
+    epochs, tmodes = [0.0], [mode]
+    bt: list[float] = []
+    bs: list[int] = []
+    bm: list[int] = []
+    area, lost = 0.0, 0
+    chunk = 65536
+    expo, unif = rng.exponential(1.0, chunk), rng.uniform(0.0, 1.0, chunk)
+    pos = 0
+    while True:
+        if pos >= chunk - 2:
+            expo, unif = rng.exponential(1.0, chunk), rng.uniform(0.0, 1.0, chunk)
+            pos = 0
+        lam = float(rates[mode][phase]) if mode in rates else 0.0
+        mu = service_rate if q > 0 else 0.0
+        total = out_rate[phase] + lam + mu
+        dt = expo[pos] / total
+        if t + dt >= seconds:
+            area += q * (seconds - t)
+            break
+        area += q * dt
+        t += dt
+        u = unif[pos] * total
+        pos += 1
+        if u < out_rate[phase]:
+            phase = int(np.searchsorted(np.cumsum(jump_p[phase]), unif[pos] * (1 - 1e-12), side="right"))
+            pos += 1
+            continue
+        if u < out_rate[phase] + lam:
+            p = batch_probs[mode]
+            k = int(np.searchsorted(np.cumsum(p), unif[pos] * (1 - 1e-12), side="right")) + 1
+            pos += 1
+            bt.append(t)
+            bs.append(k)
+            bm.append(mode)
+            admitted = min(k, capacity - q)
+            lost += k - admitted
+            q += admitted
+        else:
+            q -= 1
+        new_mode = mode_of_queue[q]
+        if new_mode != mode:
+            mode = new_mode
+            epochs.append(t)
+            tmodes.append(mode)
+    return ThresholdTrace(np.asarray(bt), np.asarray(bs, dtype=np.int64), np.asarray(bm, dtype=np.int64),
+                          np.asarray(epochs), np.asarray(tmodes, dtype=np.int64), float(seconds),
+                          area / seconds, lost)

@@ -259,26 +259,41 @@ class JointParams:
         return m * (m - 1) + rates + max(law, 0) + (m - 1)
 
     def bmap(self, mode: int) -> BMAP:
-        """The BMAP of pages in ``mode`` (a mode outside ``modes`` only under the linear structure)."""
+        """The BMAP of pages in ``mode`` (a mode outside ``modes``: see :meth:`mode_rates`)."""
         lam = self.mode_rates(mode)
-        p = self.batch_probs[self.modes.index(mode) if mode in self.modes else 0]
+        p = self._probs_for(mode)
         mats = [self.generator - np.diag(lam)] + [np.diag(lam * p[:, k]) for k in range(p.shape[1])]
         return BMAP.from_matrices(mats, field=f"joint.mode_{mode}")
 
     def mode_rates(self, mode: int) -> NDArray[np.float64]:
+        """lambda^(mode). A mode outside ``modes`` takes the linear rule on the rates alone (the phase
+        generator stays shared): ``linear`` from its base rates, ``shared`` from the nearest observed
+        mode r_obs >= 1 with arrivals, lambda^(r) = (r / r_obs) lambda^(r_obs)."""
         if mode in self.modes:
             return np.asarray(self.rates[self.modes.index(mode)])
-        if self.structure != "linear" or mode < 0:
-            raise InputError("mode", f"mode {mode} was not observed and the structure is {self.structure}",
-                             "use the linear structure, or the per-mode fit's linear rule")
-        base = self.rates[0] / max(self.modes[0], 1)
-        return np.asarray(base * mode)
+        if mode < 0:
+            raise InputError("mode", f"is {mode}, not a number of robots >= 0", "modes count active robots")
+        if self.structure == "linear":
+            return np.asarray(self.rates[0] / max(self.modes[0], 1) * mode)
+        seen = [(m, j) for j, m in enumerate(self.modes) if m >= 1 and float(self.rates[j].sum()) > 0]
+        if not seen:
+            raise InputError("mode", f"mode {mode} was not observed and no observed mode >= 1 had arrivals",
+                             "record deliveries with at least one robot active")
+        base, j = min(seen, key=lambda mj: (abs(mj[0] - mode), mj[0]))
+        return np.asarray(self.rates[j] * (mode / base))
+
+    def _probs_for(self, mode: int) -> NDArray[np.float64]:
+        if mode in self.modes:
+            return np.asarray(self.batch_probs[self.modes.index(mode)])
+        seen = [(m, j) for j, m in enumerate(self.modes) if m >= 1]
+        j = min(seen, key=lambda mj: (abs(mj[0] - mode), mj[0]))[1] if seen else 0
+        return np.asarray(self.batch_probs[j])
 
     def arrivals(self, all_modes: Sequence[int] | None = None) -> ModeArrivals:
-        """The model's arrivals: one BMAP per mode, all on these phases (mode 0 and modes without
-        arrivals left out; paper 000's model has no arrivals in mode 0)."""
+        """The model's arrivals: one BMAP per mode, all on these phases (modes without arrivals, such
+        as mode 0, left out)."""
         want = self.modes if all_modes is None else tuple(int(m) for m in all_modes)
-        out = {m: self.bmap(m) for m in want if float(self.mode_rates(m).sum()) > 0}
+        out = {m: self.bmap(m) for m in want if m >= 1 and float(self.mode_rates(m).sum()) > 0}
         return ModeArrivals.per_mode(out)
 
     def stationary(self) -> NDArray[np.float64]:
@@ -292,7 +307,7 @@ class JointParams:
     def page_rate(self, mode: int) -> float:
         """Long-run pages per second were ``mode`` in force all the time."""
         lam = self.mode_rates(mode)
-        p = self.batch_probs[self.modes.index(mode) if mode in self.modes else 0]
+        p = self._probs_for(mode)
         mean_size = p @ np.arange(1, p.shape[1] + 1)
         return float(self.stationary() @ (lam * mean_size))
 
@@ -641,7 +656,7 @@ class JointFit:
 
 
 def fit_joint(data: JointData, *, phases: int | Sequence[int] = (1, 2, 3), structure: str | Sequence[str] = "shared",
-              batch_law: str = "mode", init: JointParams | None = None, max_iter: int = 500, tol: float = 1e-8,
+              batch_law: str = "mode", init: JointParams | None = None, max_iter: int = 500, tol: float = 1e-6,
               ) -> JointFit:
     """Fit the mode-modulated BMAP by maximum likelihood (EM); choose phases and structure by BIC.
 

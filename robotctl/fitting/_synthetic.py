@@ -321,3 +321,45 @@ def threshold_trace(rng: np.random.Generator, seconds: float, generator: NDArray
     return ThresholdTrace(np.asarray(bt), np.asarray(bs, dtype=np.int64), np.asarray(bm, dtype=np.int64),
                           np.asarray(epochs), np.asarray(tmodes, dtype=np.int64), float(seconds),
                           area / seconds, lost)
+
+
+def shared_phase_switching_trace(rng: np.random.Generator, seconds: float, generator: NDArray[np.float64],
+                                 rates: NDArray[np.float64], batch_probs: NDArray[np.float64], *,
+                                 switch_rate: float) -> ThresholdTrace:
+    """One hidden phase (generator ``generator``) shared by modes 1..L that change at the epochs of their own
+    Poisson process of rate ``switch_rate`` (to another mode, uniformly); in mode l and phase i batches
+    arrive at ``rates[l - 1, i]`` per second with ``batch_probs[k - 1]`` of k pages. Vectorised (for the
+    benchmark's 10^6 batches); the modes do not follow a queue here (``mean_queue`` and ``lost_pages`` 0)."""
+    Q = np.asarray(generator, dtype=float)
+    lam = np.asarray(rates, dtype=float)
+    m, L = Q.shape[0], lam.shape[0]
+    out = -np.diag(Q)
+    # the phase path: embedded jumps and exponential sojourns
+    n_jumps = int(2 * seconds * out.max()) + 16
+    phase_path = np.empty(n_jumps, dtype=np.int64)
+    phase_path[0] = int(rng.integers(m))
+    jump = np.where(np.eye(m, dtype=bool), 0.0, Q) / out[:, None]
+    cum = np.cumsum(jump, axis=1)
+    u = rng.uniform(size=n_jumps)
+    for j in range(1, n_jumps):
+        phase_path[j] = int(np.searchsorted(cum[phase_path[j - 1]], u[j] * (1 - 1e-12), side="right"))
+    stays = rng.exponential(1.0, n_jumps) / out[phase_path]
+    phase_epochs = np.concatenate([[0.0], np.cumsum(stays)[:-1]])
+    keep = phase_epochs < seconds
+    phase_epochs, phase_path = phase_epochs[keep], phase_path[keep]
+    n = int(rng.poisson(switch_rate * seconds))
+    mode_epochs = np.concatenate([[0.0], np.sort(rng.uniform(0.0, seconds, n))])
+    steps = rng.integers(1, L, n) if L > 1 else np.zeros(n, dtype=np.int64)
+    modes0 = (int(rng.integers(L)) + np.concatenate([[0], np.cumsum(steps)])) % L
+    # stretches of constant (phase, mode)
+    cuts = np.unique(np.concatenate([phase_epochs, mode_epochs]))
+    ph = phase_path[np.searchsorted(phase_epochs, cuts, side="right") - 1]
+    md = modes0[np.searchsorted(mode_epochs, cuts, side="right") - 1]
+    length = np.diff(np.append(cuts, seconds))
+    counts = rng.poisson(lam[md, ph] * length)
+    start = np.repeat(cuts, counts)
+    times = np.sort(start + rng.uniform(0.0, 1.0, int(counts.sum())) * np.repeat(length, counts))
+    sizes = rng.choice(np.arange(1, len(batch_probs) + 1), size=times.size, p=np.asarray(batch_probs))
+    bmodes = modes0[np.searchsorted(mode_epochs, times, side="right") - 1] + 1
+    return ThresholdTrace(times, sizes.astype(np.int64), bmodes.astype(np.int64), mode_epochs,
+                          (modes0 + 1).astype(np.int64), float(seconds), 0.0, 0)

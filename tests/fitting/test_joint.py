@@ -228,8 +228,11 @@ def test_warm_start_needs_few_iterations_and_linear_rule_extends_to_unseen_modes
     assert again.iterations <= 3 and again.loglik == pytest.approx(fit.loglik, abs=1e-3)
     arrivals = fit.model_arrivals([1, 2, 3, 4])
     assert arrivals[4].rate == pytest.approx(4 / 3 * arrivals[3].rate, rel=1e-9)
+    shared = fit_joint(d, phases=2).params
+    top = max(shared.modes)
+    np.testing.assert_allclose(shared.mode_rates(top + 2), shared.mode_rates(top) * (top + 2) / top, rtol=1e-12)
     with pytest.raises(InputError, match="mode"):
-        fit_joint(d, phases=2).params.bmap(7)
+        shared.bmap(-1)
 
 
 @pytest.mark.parametrize("kw,field", [({"phases": 0}, "phases"), ({"phases": 5}, "phases"),
@@ -247,3 +250,33 @@ def test_bad_data_names_the_field() -> None:
         joint_data([1.0, 2.0], [1, 0])
     with pytest.raises(InputError, match="data"):
         fit_joint("not data")  # type: ignore[arg-type]
+
+
+def _fit_model(tr, arrivals: str, **kw):  # type: ignore[no-untyped-def]
+    return fit_model(tr.batch_times, pages=tr.batch_sizes, modes=tr.batch_modes,
+                     mode_changes=ModeTrajectory(tr.epochs, tr.trajectory_modes, end_s=tr.seconds),
+                     all_modes=[1, 2, 3, 4], service_times=np.random.default_rng(0).exponential(0.2, 200),
+                     mean_useful_life_s=60.0, capacity=12, options={"arrivals": arrivals}, **kw)
+
+
+def test_fit_model_with_joint_arrivals_gets_the_long_run_rates_the_per_mode_fit_misses() -> None:
+    tr = _shared_trace(8_000.0, seed=12)
+    pi = np.array([Q_TRUE[1, 0], Q_TRUE[0, 1]]) / (Q_TRUE[1, 0] + Q_TRUE[0, 1])
+    truth = {m: float(pi @ (BASE * m)) * 1.3 for m in (1, 2, 3, 4)}
+    joint = _fit_model(tr, "joint")
+    per_mode = _fit_model(tr, "per_mode")
+    assert joint.joint is not None and joint.model.arrivals.order == joint.joint.params.phases == 2
+    j_err = max(abs(float(joint.model.arrivals[m].rate) / truth[m] - 1) for m in (2, 3, 4))
+    p_err = max(abs(float(per_mode.model.arrivals[m].rate) / truth[m] - 1) for m in (2, 3, 4))
+    assert j_err < 0.15 < p_err
+    assert "joint" in joint.to_dict()["report"] and "joint maximum likelihood" in " ".join(joint.report.notes)
+    again = _fit_model(tr, "joint", joint_init=joint.joint.params)
+    assert again.joint is not None and again.joint.iterations <= 3
+
+
+@pytest.mark.parametrize("options,field", [({"arrivals": "both"}, "arrivals"), ({"joint_phases": [0]}, "joint_phases"),
+                                           ({"joint_phases": []}, "joint_phases"),
+                                           ({"joint_structure": "general"}, "joint_structure")])
+def test_fit_model_joint_options_are_checked(options: dict, field: str) -> None:
+    with pytest.raises(InputError, match=f"options.{field}"):
+        fit_model([0.0, 1.0, 2.0], capacity=3, mean_useful_life_s=1.0, options=options)

@@ -4,7 +4,7 @@ both). Pure: arrays out, randomness only from the ``rng`` argument."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -242,6 +242,10 @@ class ThresholdTrace:
         Time-average pages in the system.
     lost_pages : int
         Pages refused because the buffer was full.
+    slice_s : float
+        Length of the slices below (0: none recorded).
+    slice_lost, slice_robot_s, slice_empty_s : ndarray
+        Per slice of ``slice_s`` seconds: pages lost, robot-seconds active, seconds with the system empty.
     """
 
     batch_times: NDArray[np.float64]
@@ -252,19 +256,26 @@ class ThresholdTrace:
     seconds: float
     mean_queue: float
     lost_pages: int
+    slice_s: float = 0.0
+    slice_lost: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    slice_robot_s: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    slice_empty_s: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
 
     def __post_init__(self) -> None:
-        freeze(self.batch_times, self.batch_sizes, self.batch_modes, self.epochs, self.trajectory_modes)
+        freeze(self.batch_times, self.batch_sizes, self.batch_modes, self.epochs, self.trajectory_modes,
+               self.slice_lost, self.slice_robot_s, self.slice_empty_s)
 
 
 def threshold_trace(rng: np.random.Generator, seconds: float, generator: NDArray[np.float64],
                     rates: dict[int, NDArray[np.float64]], batch_probs: dict[int, NDArray[np.float64]], *,
-                    service_rate: float, capacity: int, mode_of_queue: tuple[int, ...]) -> ThresholdTrace:
+                    service_rate: float, capacity: int, mode_of_queue: tuple[int, ...],
+                    slice_s: float = 0.0) -> ThresholdTrace:
     """Simulate (Gillespie) one hidden phase with generator ``generator`` shared by all modes; in mode l
     and phase i batches arrive at rate ``rates[l][i]`` with ``batch_probs[l][k-1]`` of k pages; one
     exponential server of ``service_rate`` pages/s, ``capacity`` pages in the system (partial admission),
     and the mode ``mode_of_queue[q]`` with q pages in the system (a threshold policy). Independent of the
-    fitting code: a direct event-by-event simulation."""
+    fitting code: a direct event-by-event simulation. With ``slice_s`` > 0 it also records, per slice of
+    time, the pages lost, the robot-seconds and the empty seconds (the observed cost's ingredients)."""
     if len(mode_of_queue) != capacity + 1:
         raise InputError("mode_of_queue", f"needs {capacity + 1} entries (q = 0..capacity)", "one mode per q")
     Q = np.asarray(generator, dtype=float)
@@ -279,6 +290,18 @@ def threshold_trace(rng: np.random.Generator, seconds: float, generator: NDArray
     bs: list[int] = []
     bm: list[int] = []
     area, lost = 0.0, 0
+    n_slices = math.ceil(seconds / slice_s) if slice_s > 0 else 0
+    s_lost, s_robot, s_empty = np.zeros(n_slices), np.zeros(n_slices), np.zeros(n_slices)
+
+    def spread(t0: float, t1: float, robots: int, empty: bool) -> None:
+        while t0 < t1:
+            j = min(int(t0 / slice_s), n_slices - 1)
+            end = min(t1, (j + 1) * slice_s) if j < n_slices - 1 else t1
+            s_robot[j] += robots * (end - t0)
+            if empty:
+                s_empty[j] += end - t0
+            t0 = end
+
     chunk = 65536
     expo, unif = rng.exponential(1.0, chunk), rng.uniform(0.0, 1.0, chunk)
     pos = 0
@@ -292,8 +315,12 @@ def threshold_trace(rng: np.random.Generator, seconds: float, generator: NDArray
         dt = expo[pos] / total
         if t + dt >= seconds:
             area += q * (seconds - t)
+            if n_slices:
+                spread(t, seconds, mode, q == 0)
             break
         area += q * dt
+        if n_slices:
+            spread(t, t + dt, mode, q == 0)
         t += dt
         u = unif[pos] * total
         pos += 1
@@ -310,6 +337,8 @@ def threshold_trace(rng: np.random.Generator, seconds: float, generator: NDArray
             bm.append(mode)
             admitted = min(k, capacity - q)
             lost += k - admitted
+            if n_slices:
+                s_lost[min(int(t / slice_s), n_slices - 1)] += k - admitted
             q += admitted
         else:
             q -= 1
@@ -320,7 +349,7 @@ def threshold_trace(rng: np.random.Generator, seconds: float, generator: NDArray
             tmodes.append(mode)
     return ThresholdTrace(np.asarray(bt), np.asarray(bs, dtype=np.int64), np.asarray(bm, dtype=np.int64),
                           np.asarray(epochs), np.asarray(tmodes, dtype=np.int64), float(seconds),
-                          area / seconds, lost)
+                          area / seconds, lost, float(slice_s), s_lost, s_robot, s_empty)
 
 
 def shared_phase_switching_trace(rng: np.random.Generator, seconds: float, generator: NDArray[np.float64],

@@ -21,6 +21,7 @@ from robotctl.fitting import (
     JointData,
     JointParams,
     ModeTrajectory,
+    adjust_arrivals,
     fit_joint,
     fit_model,
     joint_data,
@@ -270,6 +271,8 @@ def test_fit_model_with_joint_arrivals_gets_the_long_run_rates_the_per_mode_fit_
     p_err = max(abs(float(per_mode.model.arrivals[m].rate) / truth[m] - 1) for m in (2, 3, 4))
     assert j_err < 0.15 < p_err
     assert "joint" in joint.to_dict()["report"] and "joint maximum likelihood" in " ".join(joint.report.notes)
+    adjusted = adjust_arrivals(joint, {4: per_mode.model.arrivals[4]})
+    assert adjusted.arrivals is joint.model.arrivals and adjusted.sources[4] == "linear"
     again = _fit_model(tr, "joint", joint_init=joint.joint.params)
     assert again.joint is not None and again.joint.iterations <= 3
 

@@ -456,65 +456,53 @@ class _EStep:
     starts: NDArray[np.float64]         # (m,) expected phase at the segment starts
 
 
-def _mode_blocks(data: JointData) -> tuple[NDArray[np.int64], list[slice]]:
-    """The pieces (restarts excluded) ordered by mode, and each mode's block in that order."""
-    live = np.flatnonzero(data.sizes >= 0)
-    order = live[np.argsort(data.mode_index[live], kind="stable")]
-    bounds = np.searchsorted(data.mode_index[order], np.arange(len(data.modes) + 1))
-    return order, [slice(int(bounds[i]), int(bounds[i + 1])) for i in range(len(data.modes))]
-
-
-def _pieces(params: JointParams, data: JointData, eig: list[_ModeEigen], order: NDArray[np.int64],
-            blocks: list[slice]) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64],
-                                          list[NDArray[Any]]]:
+def _pieces(params: JointParams, data: JointData, eig: list[_ModeEigen]
+            ) -> tuple[NDArray[Any], NDArray[np.float64], NDArray[np.float64], NDArray[Any], NDArray[Any]]:
     """Each piece's scaled matrix M_j = exp(-w0 tau) expm(D_0 tau) diag(v) in time order, its log scale,
-    v (the batch weights, or ones; in mode order) and exp((w - w0) tau) per mode block."""
+    v (the batch weights, or ones), exp((w - w0) tau) and the shifted eigenvalues per piece. Every mode's
+    eigen-data is a small table gathered by the pieces' mode index, so the pieces stay in time order."""
     m, n = params.phases, data.durations.size
-    tau_s = data.durations[order]
-    size_s = data.sizes[order]
-    Ms = np.empty((m, m, order.size))
-    logs = np.empty(order.size)
-    vs = np.ones((m, order.size))
+    L = len(data.modes)
+    complex_ = any(np.iscomplexobj(e.w) for e in eig)
+    dt = np.complex128 if complex_ else np.float64
+    mi = data.mode_index
+    tau = data.durations
+    w0 = np.array([float(np.real(e.w[0])) for e in eig])
+    ws = np.array([e.w - w0[li] for li, e in enumerate(eig)], dtype=dt)            # (L, m)
+    ws_p = ws[mi].T                                                                 # (m, n)
+    ex = np.exp(ws_p * tau)
+    coef = np.array([np.einsum("ia,ak->ika", e.V, e.Vi) for e in eig], dtype=dt)    # (L, m, m, m)
+    M = np.empty((m, m, n))
+    for i in range(m):
+        for k in range(m):
+            acc = coef[:, i, k, 0][mi] * ex[0]
+            for a_ in range(1, m):
+                acc += coef[:, i, k, a_][mi] * ex[a_]
+            M[i, k] = np.maximum(np.real(acc), 0.0)
+    logM = w0[mi] * tau
     probs = np.maximum(params.batch_probs, _PROB_FLOOR)
     rates = np.maximum(params.rates, _RATE_FLOOR)
-    exps: list[NDArray[Any]] = []
-    for li, blk in enumerate(blocks):
-        e = eig[li]
-        tau = tau_s[blk]
-        w0 = float(np.real(e.w[0]))
-        ex = np.exp(np.outer(e.w - w0, tau))                       # (m, n_l)
-        exps.append(ex)
-        if tau.size == 0:
-            continue
-        for i in range(m):
-            for k in range(m):
-                acc = (e.V[i, 0] * e.Vi[0, k]) * ex[0]
-                for a in range(1, m):
-                    acc = acc + (e.V[i, a] * e.Vi[a, k]) * ex[a]
-                Ms[i, k, blk] = np.maximum(np.real(acc), 0.0)
-        logs[blk] = w0 * tau
-        kk = size_s[blk]
-        evb = kk > 0
-        if evb.any():
-            vv = vs[:, blk]
-            vv[:, evb] = rates[li][:, None] * probs[li][:, kk[evb] - 1]
-    Ms *= vs[None, :, :]
-    M = np.empty((m, m, n))
-    logM = np.zeros(n)
-    M[:, :, order] = Ms
-    logM[order] = logs
-    rs = np.flatnonzero(data.sizes < 0)
+    K = probs.shape[2]
+    sz = data.sizes
+    v = np.ones((m, n))
+    ev = sz > 0
+    flat = mi[ev] * K + (sz[ev] - 1)
+    for i in range(m):
+        v[i, ev] = (rates[:, i][:, None] * probs[:, i, :]).ravel()[flat]
+    M *= v[None, :, :]
+    rs = np.flatnonzero(sz < 0)
     if rs.size:
         M[:, :, rs] = params.initial[None, :, None] * np.ones((m, 1, 1))
-    return M, logM, vs, exps
+        logM[rs] = 0.0
+    del L
+    return M, logM, v, ex, ws_p
 
 
 def _e_step(params: JointParams, data: JointData, *, statistics: bool = True) -> _EStep:
     m, L, K = params.phases, len(data.modes), params.batch_probs.shape[2]
     rates = np.maximum(params.rates, _RATE_FLOOR)
     eig = [_eigen(params.generator - np.diag(rates[li])) for li in range(L)]
-    order, blocks = _mode_blocks(data)
-    M, logM, vs, exps = _pieces(params, data, eig, order, blocks)
+    M, logM, v, ex, ws_p = _pieces(params, data, eig)
     init = np.maximum(params.initial, 1e-300)
     alpha, la = _forward(init, M, logM)
     loglik = float(la[-1])
@@ -522,37 +510,55 @@ def _e_step(params: JointParams, data: JointData, *, statistics: bool = True) ->
         return _EStep(loglik, np.zeros((L, m)), np.zeros((m, m)), np.zeros((L, m, K)), np.zeros(m))
     MT = np.ascontiguousarray(M.transpose(1, 0, 2)[:, :, ::-1])
     beta_r, _ = _forward(np.ones(m), MT, logM[::-1])
-    beta = beta_r[:, ::-1]                                          # beta[:, j] = M_j ... M_{n-1} 1, normalised
+    beta = np.ascontiguousarray(beta_r[:, ::-1])                    # beta[:, j] = M_j ... M_{n-1} 1, normalised
     aM = _vecmat(alpha[:, :-1], M)                                  # (m, n)
     post = aM * beta[:, 1:]
     c = post.sum(axis=0)
     c = np.where(c > 0, c, 1e-300)
     post /= c
-    a_s = alpha[:, order] * (1.0 / c[order])
-    b_s = vs * beta[:, order + 1]
-    tau_s = data.durations[order]
+    mi = data.mode_index
+    live = (data.sizes >= 0).astype(float)
+    tau = data.durations
+    a_c = alpha[:, :-1] * (live / c)                                # restarts weigh nothing
+    b = v * beta[:, 1:]
+    dt = ex.dtype
+    V = np.array([e.V for e in eig], dtype=dt)                      # (L, m, m)
+    Vi = np.array([e.Vi for e in eig], dtype=dt)
+    aw = np.zeros((m, tau.size), dtype=dt)                          # (alpha V)_p / c per piece
+    Vb = np.zeros((m, tau.size), dtype=dt)                          # (V^-1 b)_q per piece
+    for p_ in range(m):
+        for i in range(m):
+            aw[p_] += V[:, i, p_][mi] * a_c[i]
+            Vb[p_] += Vi[:, p_, i][mi] * b[i]
+    tmax = float(tau.max(initial=0.0))
+    ws_modes = np.array([e.w - float(np.real(e.w[0])) for e in eig], dtype=dt)   # (L, m)
+
+    def by_mode(weights: NDArray[Any]) -> NDArray[Any]:
+        if np.iscomplexobj(weights):
+            return (np.bincount(mi, weights=weights.real, minlength=L)
+                    + 1j * np.bincount(mi, weights=weights.imag, minlength=L))
+        return np.bincount(mi, weights=weights, minlength=L)
+
+    S = np.zeros((L, m, m), dtype=dt)
+    for p_ in range(m):
+        S[:, p_, p_] = by_mode(aw[p_] * Vb[p_] * tau * ex[p_])
+        for q_ in range(p_ + 1, m):
+            d_modes = ws_modes[:, p_] - ws_modes[:, q_]
+            near_modes = np.abs(d_modes) * tmax < 1e-5
+            d = ws_p[p_] - ws_p[q_]
+            if near_modes.any():
+                near = near_modes[mi]
+                phi = np.where(near, tau * ex[q_] * (1.0 + d * tau / 2.0),
+                               (ex[p_] - ex[q_]) / np.where(near, 1.0, d))
+            else:
+                phi = (ex[p_] - ex[q_]) / d
+            S[:, p_, q_] = by_mode(aw[p_] * Vb[q_] * phi)
+            S[:, q_, p_] = by_mode(aw[q_] * Vb[p_] * phi)
     time_in = np.zeros((L, m))
     jumps = np.zeros((m, m))
     Q = params.generator
-    for li, blk in enumerate(blocks):
-        tau = tau_s[blk]
-        if tau.size == 0:
-            continue
-        e = eig[li]
-        wc = e.w - float(np.real(e.w[0]))
-        aw = e.V.T @ a_s[:, blk]                                    # (alpha V)_a / c
-        Vb = e.Vi @ b_s[:, blk]
-        ex = exps[li]
-        S = np.empty((m, m), dtype=np.result_type(aw, Vb))
-        tmax = float(tau.max(initial=0.0))
-        for p_ in range(m):
-            S[p_, p_] = np.sum(aw[p_] * Vb[p_] * tau * ex[p_])
-            for q_ in range(p_ + 1, m):
-                d = wc[p_] - wc[q_]
-                phi = tau * ex[q_] * (1.0 + d * tau / 2.0) if abs(d) * tmax < 1e-05 else (ex[p_] - ex[q_]) / d
-                S[p_, q_] = np.sum(aw[p_] * Vb[q_] * phi)
-                S[q_, p_] = np.sum(aw[q_] * Vb[p_] * phi)
-        Z = np.real(e.Vi.T @ S @ e.V.T)
+    for li in range(L):
+        Z = np.real(Vi[li].T @ S[li] @ V[li].T)
         time_in[li] = np.maximum(np.diag(Z), 0.0)
         off = np.maximum(Z * Q, 0.0)
         np.fill_diagonal(off, 0.0)

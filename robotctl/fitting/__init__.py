@@ -41,7 +41,7 @@ from ._joint import (
 )
 from ._map2 import Map2Fit, MapFitStatus, gamma_reach, map2_from_statistics
 from ._modeclock import ModeClock, ModeTrajectory, clock_intervals, mode_clock, reconcile_modes, split_on_clock
-from ._modelcheck import ModelCheck, PricedCost, model_check, price_interval
+from ._modelcheck import ModelCheck, PolicyComparison, PricedCost, compare_policies, model_check, price_interval
 from ._obsolescence import ObsolescenceFit, fit_obsolescence, waiting_exposure
 from ._ph2 import Cf1, PhFit, PhFitStatus, cf1_from_moments, h2_from_moments
 from ._service import ServiceFit, fit_service
@@ -71,6 +71,7 @@ __all__ = [
     "ObsolescenceFit",
     "PhFit",
     "PhFitStatus",
+    "PolicyComparison",
     "PricedCost",
     "SampleStats",
     "ServiceFit",
@@ -80,6 +81,7 @@ __all__ = [
     "choose_batch_resolution",
     "choose_censor_bound",
     "clock_intervals",
+    "compare_policies",
     "extract_batches",
     "fit_decay",
     "fit_gap_mixture",

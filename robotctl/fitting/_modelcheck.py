@@ -188,3 +188,76 @@ def price_interval(joint: JointFit, base: QueueModel, policy: QueueLengthPolicy,
     a = np.asarray(prices)
     lo, hi = np.quantile(a, [(1 - level) / 2, (1 + level) / 2])
     return PricedCost(point, (float(min(lo, point)), float(max(hi, point))), level, int(a.size))
+
+
+@dataclass(frozen=True)
+class PolicyComparison:
+    """Two policies priced on the same parameter draws (:func:`compare_policies`).
+
+    Attributes
+    ----------
+    new, current : PricedCost
+        Each policy's cost under the fit, with its interval.
+    saving : PricedCost
+        current - new, with the interval of the paired differences.
+    decisive : bool
+        The saving's interval lies above 0: the new policy is better beyond the fit's uncertainty.
+    """
+
+    new: PricedCost
+    current: PricedCost
+    saving: PricedCost
+    decisive: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"new": self.new.to_dict(), "current": self.current.to_dict(), "saving": self.saving.to_dict(),
+                "decisive": self.decisive}
+
+
+def compare_policies(joint: JointFit, base: QueueModel, new: QueueLengthPolicy, current: QueueLengthPolicy,
+                     costs: Costs, *, modes: Sequence[int] | None = None, draws: int = 40, level: float = 0.95,
+                     seed: int = 0, covariance: np.ndarray | None = None) -> PolicyComparison:
+    """Price ``new`` and ``current`` on the same draws of the joint fit's parameters (see
+    :func:`price_interval`); the paired differences give the interval of the saving, so that a new policy
+    is adopted only when it beats the one in force beyond the fit's uncertainty."""
+    from robotctl.model import cost_of, solve
+
+    if isinstance(draws, bool) or not isinstance(draws, int) or draws < 2:
+        raise InputError("draws", f"must be a whole number >= 2, got {draws!r}", "e.g. 40")
+    want = tuple(base.modes) if modes is None else tuple(modes)
+
+    def prices(params: Any) -> tuple[float, float]:
+        model = QueueModel(base.capacity, params.arrivals(want), base.service, base.obsolescence, base.admission)
+        return (float(cost_of(solve(model, new).measures, costs).total),
+                float(cost_of(solve(model, current).measures, costs).total))
+
+    p_new, p_cur = prices(joint.params)
+    cov = joint_covariance(joint.params, joint.data) if covariance is None else np.asarray(covariance)
+    unbounded = (-math.inf, math.inf)
+    if not np.all(np.isfinite(cov)):
+        return PolicyComparison(PricedCost(p_new, unbounded, level), PricedCost(p_cur, unbounded, level),
+                                PricedCost(p_cur - p_new, unbounded, level), False)
+    x0 = joint_free_vector(joint.params)
+    w, U = np.linalg.eigh(0.5 * (cov + cov.T))
+    root = U * np.sqrt(np.maximum(w, 0.0))
+    rng = np.random.default_rng(seed)
+    pairs = []
+    for _ in range(draws):
+        try:
+            pairs.append(prices(joint_from_free_vector(joint.params, x0 + root @ rng.standard_normal(x0.size))))
+        except InputError:
+            continue
+    if len(pairs) < 2:
+        return PolicyComparison(PricedCost(p_new, unbounded, level), PricedCost(p_cur, unbounded, level),
+                                PricedCost(p_cur - p_new, unbounded, level), False)
+    a = np.asarray(pairs)
+    q = [(1 - level) / 2, (1 + level) / 2]
+
+    def interval(x: np.ndarray, point: float) -> tuple[float, float]:
+        lo, hi = np.quantile(x, q)
+        return float(min(lo, point)), float(max(hi, point))
+
+    saving = PricedCost(p_cur - p_new, interval(a[:, 1] - a[:, 0], p_cur - p_new), level, len(pairs))
+    return PolicyComparison(PricedCost(p_new, interval(a[:, 0], p_new), level, len(pairs)),
+                            PricedCost(p_cur, interval(a[:, 1], p_cur), level, len(pairs)), saving,
+                            saving.interval[0] > 0)

@@ -16,7 +16,7 @@ import pytest
 from scipy import stats
 
 from robotctl.fitting import ModeTrajectory, fit_joint, fit_model, joint_data
-from robotctl.fitting._modelcheck import PricedCost, model_check, price_interval
+from robotctl.fitting._modelcheck import PricedCost, compare_policies, model_check, price_interval
 from robotctl.fitting._synthetic import threshold_trace
 from robotctl.model import BMAP, PH, Costs, InputError, ModeArrivals, QueueModel, ThresholdPolicy, cost_of, solve
 
@@ -102,3 +102,21 @@ def test_verdicts_on_hand_made_costs() -> None:
     assert none.status == "uncertain"
     with pytest.raises(InputError, match="level"):
         model_check(PricedCost(1.0, (1.0, 1.0)), PricedCost(1.0, (1.0, 1.0)), level=1.5)
+
+
+def test_a_new_policy_is_adopted_only_beyond_the_uncertainty() -> None:
+    """The same policy against itself saves exactly 0 on every draw (not decisive); one robot at every
+    level, 18% cheaper than the threshold policy in force under the truth, is decisively better."""
+    tr = _trace(6_000.0, seed=4)
+    joint = fit_joint(joint_data(tr.batch_times, tr.batch_sizes,
+                                 ModeTrajectory(tr.epochs, tr.trajectory_modes, end_s=tr.seconds)), phases=2)
+    base = QueueModel(K, joint.model_arrivals([1, 2, 3]), PH.exponential(SERVICE), None)
+    cov = joint.covariance()
+    same = compare_policies(joint, base, POLICY, POLICY, COSTS, draws=10, covariance=cov)
+    assert same.saving.cost == 0 and same.saving.interval == (0.0, 0.0) and not same.decisive
+    one = ThresholdPolicy.static(1, K)
+    truth = _true_model()
+    assert float(cost_of(solve(truth, one).measures, COSTS).total) < 0.85 * _exact(truth)   # the truth's ranking
+    better = compare_policies(joint, base, one, POLICY, COSTS, draws=20, covariance=cov)
+    assert better.decisive and better.saving.interval[0] > 0
+    assert better.to_dict()["saving"]["cost"] == pytest.approx(better.current.cost - better.new.cost)

@@ -58,6 +58,9 @@ class RefitStage(enum.Enum):
     SOLVE = "solve"
     #: the computation took longer than refit.timeout_s
     TIMEOUT = "timeout"
+    #: the fitted model's price of the policy in force disagrees with its observed cost (``misfit``): the
+    #: policy in force stays (issue 27's model check)
+    CHECK = "check"
 
 
 @dataclass(frozen=True, eq=False)
@@ -109,6 +112,17 @@ class RefitInput:
     control : str
         ``policy.control``: ``thresholds``, or ``mdp`` to adopt paper 001's MDP policy where the fitted
         model meets its assumptions (:func:`_mdp_stage`).
+    policy_in_force : ThresholdPolicy or None
+        The policy that was in force over the window (the model check prices it; with a joint fit a new
+        optimum replaces it only when it is cheaper beyond the fit's uncertainty).
+    observed_cost : tuple of float or None
+        (cost, low, high): the policy in force's cost observed on the window, with its interval.
+    joint_init : fitting.JointParams or None
+        The previous window's joint estimate (``fit.options.arrivals: joint``): the EM starts from it.
+    check_level : float
+        Level of the model check's and the cost intervals (the check's false-alarm rate is 1 - level).
+    check_draws : int
+        Parameter draws behind the cost intervals of a joint fit.
     """
 
     delivery_times: NDArray[np.float64]
@@ -136,6 +150,11 @@ class RefitInput:
     hysteresis: int | None = 0
     max_commands_per_min: int = 0
     control: str = "thresholds"
+    policy_in_force: ThresholdPolicy | None = None
+    observed_cost: tuple[float, float, float] | None = None
+    joint_init: Any = None
+    check_level: float = 0.95
+    check_draws: int = 30
 
 
 @dataclass(frozen=True, eq=False)
@@ -259,6 +278,7 @@ class _Fitted:
     model: QueueModel
     summary: dict[str, Any]
     seconds: float
+    joint: Any = None
 
 
 def _fit_stage(inp: RefitInput, fit_fn: FitFn) -> _Fitted | RefitOutcome:
@@ -274,6 +294,8 @@ def _fit_stage(inp: RefitInput, fit_fn: FitFn) -> _Fitted | RefitOutcome:
             time_in_modes["mode_changes"] = ModeTrajectory(epochs, modes, end_s=inp.window[1])
         elif inp.rate_from_exposure:
             time_in_modes["mode_exposure_s"] = dict(inp.mode_exposure_s)
+        if inp.joint_init is not None:
+            time_in_modes["joint_init"] = inp.joint_init
         fit = fit_fn(inp.delivery_times, pages=inp.pages, modes=inp.modes, all_modes=inp.all_modes,
                      service_times=inp.service_times, sizes_bytes=inp.sizes_bytes,
                      processing_rate_bps=inp.processing_rate_bps, mean_useful_life_s=inp.mean_useful_life_s,
@@ -304,7 +326,53 @@ def _fit_stage(inp: RefitInput, fit_fn: FitFn) -> _Fitted | RefitOutcome:
     else:  # a stand-in fit (tests): its arrivals as they are
         sources = {m: "fitted" for m in fitted.arrivals.modes}
     seconds = time.perf_counter() - t0
-    return _Fitted(fitted, fit_summary(fitted, fit, sources, inp.window[1], inp.previous_fit), seconds)
+    joint = getattr(fit, "joint", None)
+    summary = fit_summary(fitted, fit, sources, inp.window[1], inp.previous_fit)
+    if joint is not None:
+        summary["joint"] = {"phases": joint.params.phases, "structure": joint.params.structure,
+                            "loglik": finite(joint.loglik), "bic": finite(joint.bic), "iterations": joint.iterations}
+    return _Fitted(fitted, summary, seconds, joint)
+
+
+def _check_stage(inp: RefitInput, fitted: _Fitted) -> RefitOutcome | None:
+    """Issue 27's model check: price the policy in force under the fitted model (with the joint fit's
+    parameter uncertainty when there is one) and compare with its observed cost on the window. The verdict
+    goes in the summary's ``check``; a ``misfit`` is a failed refit (stage ``check``), so the agent keeps
+    its last good policy and says why."""
+    from robotctl.fitting import PricedCost, model_check, price_interval
+
+    if inp.policy_in_force is None or inp.observed_cost is None:
+        fitted.summary["check"] = {"status": "uncertain", "recorded_predicted": None, "recorded_observed": None,
+                                   "message": "uncertain: no policy in force with an observed cost over the window"}
+        return None
+    cost, lo, hi = (float(x) for x in inp.observed_cost)
+    observed = PricedCost(cost, (lo, hi), inp.check_level)
+    try:
+        if fitted.joint is not None:
+            predicted = price_interval(fitted.joint, fitted.model, inp.policy_in_force, inp.costs,
+                                       draws=inp.check_draws, level=inp.check_level)
+        else:
+            price = float(cost_of(solve_policy(fitted.model, inp.policy_in_force), inp.costs).total)
+            predicted = PricedCost(price, (price, price), inp.check_level)
+    except InputError as exc:
+        fitted.summary["check"] = {"status": "uncertain", "recorded_predicted": None,
+                                   "recorded_observed": observed.to_dict(),
+                                   "message": f"uncertain: the policy in force cannot be priced under the fit: {exc}"}
+        return None
+    check = model_check(predicted, observed, level=inp.check_level)
+    fitted.summary["check"] = {k: (finite(v) if isinstance(v, float) else v) for k, v in check.to_dict().items()}
+    if check.status == "misfit":
+        LOG.warning("event=fit_misfit message=%r", check.message)
+        return RefitOutcome(False, RefitStage.CHECK, check.message, fit_seconds=fitted.seconds,
+                            deliveries=int(inp.delivery_times.size))
+    return None
+
+
+def solve_policy(model: QueueModel, policy: ThresholdPolicy) -> Any:
+    """The stationary measures of ``policy`` under ``model``."""
+    from robotctl.model import solve
+
+    return solve(model, policy).measures
 
 
 def _targets_stage(inp: RefitInput, targets: Targets, fitted: _Fitted) -> RefitOutcome:
@@ -352,8 +420,52 @@ def _optimise_stage(inp: RefitInput, fitted: _Fitted, optimise_fn: OptimiseFn) -
                             fit_seconds=fitted.seconds, solve_seconds=solve_s, deliveries=n)
     result = PolicyFit(best.policy, tuple(best.modes), tuple(best.thresholds), best.measures, best.cost,
                        fitted.summary, fitted.model, n, inp.window)
-    return RefitOutcome(True, RefitStage.DONE, "adopted", result, fit_seconds=fitted.seconds,
-                        solve_seconds=solve_s, deliveries=n)
+    message = "adopted"
+    if fitted.joint is not None:
+        result, message = _beyond_uncertainty(inp, fitted, result)
+    return RefitOutcome(True, RefitStage.DONE, message, result, fit_seconds=fitted.seconds,
+                        solve_seconds=time.perf_counter() - t1, deliveries=n)
+
+
+def _beyond_uncertainty(inp: RefitInput, fitted: _Fitted, result: PolicyFit) -> tuple[PolicyFit, str]:
+    """Issue 27, step 3: the new optimum's cost interval from the joint fit's uncertainty
+    (``fit["predicted"]``), and the policy in force kept unless the new one beats it beyond that
+    uncertainty (the paired saving's interval above 0), so the fleet does not flap between near-equal
+    policies."""
+    from dataclasses import replace
+
+    from robotctl.fitting import compare_policies, price_interval
+
+    summary = dict(result.fit)
+    current = inp.policy_in_force
+    try:
+        if current is None or current == result.policy:
+            priced = price_interval(fitted.joint, fitted.model, result.policy, inp.costs, draws=inp.check_draws,
+                                    level=inp.check_level)
+            summary["predicted"] = {"cost": finite(priced.cost), "cost_interval": [finite(x) for x in priced.interval]}
+            return replace(result, fit=summary), "adopted"
+        cmp = compare_policies(fitted.joint, fitted.model, result.policy, current, inp.costs,
+                               draws=inp.check_draws, level=inp.check_level)
+    except InputError as exc:
+        summary["predicted"] = {"cost": finite(float(result.cost.total)) if result.cost else None,
+                                "cost_interval": None, "message": f"no interval: {exc}"}
+        return replace(result, fit=summary), "adopted"
+    summary["predicted"] = {"cost": finite(cmp.new.cost), "cost_interval": [finite(x) for x in cmp.new.interval]}
+    summary["decision"] = {"saving": finite(cmp.saving.cost),
+                           "saving_interval": [finite(x) for x in cmp.saving.interval], "decisive": cmp.decisive}
+    if cmp.decisive:
+        return replace(result, fit=summary), "adopted"
+    measures = solve_policy(fitted.model, current)
+    cost = cost_of(measures, inp.costs)
+    summary["predicted"] = {"cost": finite(cmp.current.cost),
+                            "cost_interval": [finite(x) for x in cmp.current.interval]}
+    summary["decision"]["status"] = "uncertain"
+    why = (f"kept the policy in force: the new optimum would save {cmp.saving.cost:.4g} "
+           f"[{cmp.saving.interval[0]:.4g}, {cmp.saving.interval[1]:.4g}], within the fit's uncertainty")
+    summary["decision"]["reason"] = why
+    kept = replace(result, policy=current, modes=tuple(getattr(current, "modes", ())),
+                   thresholds=tuple(getattr(current, "thresholds", ())), measures=measures, cost=cost, fit=summary)
+    return kept, why
 
 
 def _exponential_service(inp: RefitInput, law: PH) -> PH:
@@ -496,6 +608,9 @@ def compute_refit(inp: RefitInput, *, fit_fn: FitFn | None = None,
     fitted = _fit_stage(inp, fit_fn)
     if isinstance(fitted, RefitOutcome):
         return fitted
+    misfit = _check_stage(inp, fitted)
+    if misfit is not None:
+        return misfit
     return _with_damping(inp, _mdp_stage(inp, _optimise_stage(inp, fitted, optimise_fn)))
 
 

@@ -247,7 +247,7 @@ class AgentMetrics:
         ProcessCollector(registry=registry)
         PlatformCollector(registry=registry)
         GCCollector(registry=registry)
-        for stage in ("input", "fit", "solve", "timeout"):
+        for stage in ("input", "fit", "solve", "timeout", "check"):
             self.refit_failures.labels(stage)
         for outcome in ("adopted", "failed"):
             self.refits.labels(outcome)

@@ -1,0 +1,57 @@
+"""The refit's model check and uncertainty-aware adoption (robotctl/agent/compute.py, issue 27 steps 2-3):
+compute_refit on a burst/quiet trace whose modes a threshold policy set, with that policy in force and its
+cost observed on the window (computed here by batch means from the simulation's own slices)."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from robotctl.agent.compute import RefitInput, RefitStage, compute_refit
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fitting"))
+from test_modelcheck import COSTS, POLICY, SERVICE, K, _observed, _trace
+
+
+def _input(arrivals: str, seconds: float = 6_000.0, seed: int = 2, **kw) -> RefitInput:  # type: ignore[no-untyped-def]
+    tr = _trace(seconds, seed)
+    obs = _observed(tr)
+    kw.setdefault("policy_in_force", POLICY)
+    return RefitInput(
+        delivery_times=tr.batch_times, pages=tr.batch_sizes, modes=tr.batch_modes, all_modes=(1, 2, 3),
+        search_modes=None, service_times=np.random.default_rng(seed).exponential(1 / SERVICE, 2000),
+        sizes_bytes=None, capacity=K, costs=COSTS,
+        options={"arrivals": arrivals, "batch_resolution_s": 0.0, "censor_above_s": math.inf,
+                 "max_service_order": 1},
+        window=(0.0, tr.seconds), mode_changes=(tr.epochs, tr.trajectory_modes),
+        observed_cost=(obs.cost, *obs.interval), **kw)
+
+
+def test_the_per_mode_fit_is_refused_as_a_misfit() -> None:
+    out = compute_refit(_input("per_mode"))
+    assert not out.success and out.stage is RefitStage.CHECK
+    assert out.message.startswith("misfit:")
+
+
+def test_a_joint_fit_passes_the_check_and_carries_its_cost_interval() -> None:
+    out = compute_refit(_input("joint"))
+    assert out.success, out.message
+    fit = out.result.fit
+    assert fit["check"]["status"] in ("ok", "uncertain")
+    assert fit["check"]["recorded_observed"]["interval"][0] < fit["check"]["recorded_observed"]["cost"]
+    lo, hi = fit["predicted"]["cost_interval"]
+    assert lo <= fit["predicted"]["cost"] <= hi and hi > lo
+    assert fit["joint"]["phases"] == 2
+    assert "decision" in fit and isinstance(fit["decision"]["decisive"], bool)
+    if not fit["decision"]["decisive"]:
+        assert out.result.policy == POLICY and out.message.startswith("kept the policy in force")
+    else:
+        assert fit["decision"]["saving_interval"][0] > 0
+
+
+def test_without_an_observed_cost_the_check_says_uncertain() -> None:
+    out = compute_refit(_input("joint", seconds=2_000.0, policy_in_force=None))
+    assert out.success and out.result.fit["check"]["status"] == "uncertain"

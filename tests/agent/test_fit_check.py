@@ -55,3 +55,27 @@ def test_a_joint_fit_passes_the_check_and_carries_its_cost_interval() -> None:
 def test_without_an_observed_cost_the_check_says_uncertain() -> None:
     out = compute_refit(_input("joint", seconds=2_000.0, policy_in_force=None))
     assert out.success and out.result.fit["check"]["status"] == "uncertain"
+
+
+def test_the_windows_observed_cost_and_its_interval() -> None:
+    """A window fed Poisson losses at 0.5/s, 2 robots, and the system empty after about a quarter of the
+    losses: J = loss x 0.5 + robot x 2 + starvation x 0.25 lies inside the batch-means interval."""
+    from robotctl.agent.queue import ACTIVE, EMPTY, LOST, TIME, Window, window_cost_interval
+    from robotctl.model import Costs
+
+    costs = Costs(loss=2.0, robot=1.0, starvation=4.0)
+    w = Window(3600.0, buckets=60)
+    rng = np.random.default_rng(1)
+    t = 0.0
+    w.hold(t, TIME, 1.0)
+    w.hold(t, ACTIVE, 2.0)
+    while t < 3600.0:
+        t += float(rng.exponential(2.0))
+        w.add(t, LOST, 1.0)
+        w.hold(t, EMPTY, 1.0 if rng.uniform() < 0.25 else 0.0)
+    got = window_cost_interval(w, t, costs, batches=10)
+    assert got is not None
+    cost, lo, hi = got
+    assert lo < cost < hi
+    assert lo < 2.0 * 0.5 + 2.0 + 4.0 * 0.25 < hi
+    assert window_cost_interval(Window(3600.0), 1.0, costs) is None

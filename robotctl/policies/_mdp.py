@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -744,7 +745,23 @@ class DynamicController(StateFeedback):
     def decide(self, kind: EventKind, pages: int, before: int, after: int, active: int, phase: int,
                t: float) -> int:
         if kind is EventKind.BMAP_TRANSITION and pages:
-            return self.policy.after_arrival(before, active)
+            return self.after_events(True, (before,), active)
         if kind is EventKind.SERVICE_COMPLETION:
-            return self.policy.after_departure(before, active)
+            return self.after_events(False, (before,), active)
+        return active
+
+    def after_events(self, arrival: bool, before: Sequence[int], active: int, floor: int | None = None) -> int:
+        """Active robots after a run of deliveries (``arrival``) or of page completions, from ``active`` and
+        the queue length before each event (capped at K; a completion from an empty queue changes
+        nothing); after a delivery never fewer than ``floor``. The one decision rule: :meth:`decide`
+        applies it to each simulated event, the agent to each request (agent/policy.py DynamicDecision)."""
+        p = self.policy
+        K = p.capacity
+        for q in before:
+            if arrival:
+                active = p.after_arrival(min(q, K), active)
+                if floor is not None and active < floor:
+                    active = floor
+            elif q >= 1:
+                active = p.after_departure(min(q, K), active)
         return active

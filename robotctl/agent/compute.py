@@ -337,8 +337,9 @@ def _fit_stage(inp: RefitInput, fit_fn: FitFn) -> _Fitted | RefitOutcome:
 def _check_stage(inp: RefitInput, fitted: _Fitted) -> RefitOutcome | None:
     """Issue 27's model check: price the policy in force under the fitted model (with the joint fit's
     parameter uncertainty when there is one) and compare with its observed cost on the window. The verdict
-    goes in the summary's ``check``; a ``misfit`` is a failed refit (stage ``check``), so the agent keeps
-    its last good policy and says why."""
+    goes in the summary's ``check``; with a joint fit (whose price has an interval from the parameters'
+    uncertainty) a ``misfit`` is a failed refit (stage ``check``), so the agent keeps its last good policy
+    and says why; with the per-mode fit (a point price) it is reported only."""
     from robotctl.fitting import PricedCost, model_check, price_interval
 
     if inp.policy_in_force is None or inp.observed_cost is None:
@@ -361,6 +362,12 @@ def _check_stage(inp: RefitInput, fitted: _Fitted) -> RefitOutcome | None:
         return None
     check = model_check(predicted, observed, level=inp.check_level)
     fitted.summary["check"] = {k: (finite(v) if isinstance(v, float) else v) for k, v in check.to_dict().items()}
+    if check.status == "misfit" and fitted.joint is None:
+        # the per-mode fit has no parameter uncertainty: its price is a point, so the check is reported
+        # (GET /v1/policy, the refit log) but does not refuse the fit
+        LOG.warning("event=fit_misfit enforced=false message=%r", check.message)
+        fitted.summary["check"]["message"] += " (reported only: the per-mode fit has no parameter uncertainty)"
+        return None
     if check.status == "misfit":
         LOG.warning("event=fit_misfit message=%r", check.message)
         return RefitOutcome(False, RefitStage.CHECK, check.message, fit_seconds=fitted.seconds,

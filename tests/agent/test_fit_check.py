@@ -30,10 +30,23 @@ def _input(arrivals: str, seconds: float = 6_000.0, seed: int = 2, **kw) -> Refi
         observed_cost=(obs.cost, *obs.interval), **kw)
 
 
-def test_the_per_mode_fit_is_refused_as_a_misfit() -> None:
+def test_the_per_mode_fit_is_flagged_as_a_misfit() -> None:
+    """Flagged in the summary; not refused, since its price has no parameter uncertainty."""
     out = compute_refit(_input("per_mode"))
-    assert not out.success and out.stage is RefitStage.CHECK
-    assert out.message.startswith("misfit:")
+    assert out.success
+    check = out.result.fit["check"]
+    assert check["status"] == "misfit" and check["message"].startswith("misfit:")
+    assert check["recorded_predicted"]["interval"][0] == check["recorded_predicted"]["cost"]
+
+
+def test_a_joint_fit_that_misprices_the_policy_in_force_is_refused() -> None:
+    """The same joint fit, against an observed cost 30% above what was seen: a misfit, refused."""
+    inp = _input("joint")
+    cost, lo, hi = inp.observed_cost
+    import dataclasses
+
+    out = compute_refit(dataclasses.replace(inp, observed_cost=(1.3 * cost, lo + 0.3 * cost, hi + 0.3 * cost)))
+    assert not out.success and out.stage is RefitStage.CHECK and out.message.startswith("misfit:")
 
 
 def test_a_joint_fit_passes_the_check_and_carries_its_cost_interval() -> None:

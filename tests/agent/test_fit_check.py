@@ -92,3 +92,18 @@ def test_the_windows_observed_cost_and_its_interval() -> None:
     assert lo < cost < hi
     assert lo < 2.0 * 0.5 + 2.0 + 4.0 * 0.25 < hi
     assert window_cost_interval(Window(3600.0), 1.0, costs) is None
+
+
+def test_the_check_is_exported_as_a_metric() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from robotctl.agent.compute import RefitOutcome
+    from robotctl.agent.metrics import AgentMetrics
+
+    registry = CollectorRegistry()
+    metrics = AgentMetrics(registry)
+    value = lambda s: registry.get_sample_value("robotctl_fit_check", {"status": s})  # noqa: E731
+    assert [value(s) for s in ("ok", "misfit", "uncertain")] == [0.0, 0.0, 0.0]
+    metrics.observe_refit(RefitOutcome(False, RefitStage.CHECK, "misfit: ..."), "interval")
+    assert [value(s) for s in ("ok", "misfit", "uncertain")] == [0.0, 1.0, 0.0]
+    assert registry.get_sample_value("robotctl_refit_failures_total", {"stage": "check"}) == 1.0

@@ -5,7 +5,7 @@ price every adopted policy under the TRUE model (model.solve) against the true o
 on the truth): the regret of the last policy, the time-weighted regret over the windows after the first,
 each window's predicted cost against the truth of its policy, and the replay's wall time.
 
-Run: .venv/bin/python bench/estimation_replay.py [seconds] [seed]
+Run: .venv/bin/python bench/estimation_replay.py [seconds] [seed] [variants, e.g. per_mode,joint,joint_auto]
 """
 
 from __future__ import annotations
@@ -87,11 +87,14 @@ def main() -> int:
         path = Path(tmp) / "trace.jsonl"
         n = write_trace(path, seconds, seed)
         print(f"trace: {seconds:.0f} s, {n} deliveries, seed {seed}")
-        for arrivals in ("per_mode", "joint"):
+        variants = sys.argv[3].split(",") if len(sys.argv) > 3 else ["per_mode", "joint", "joint_auto"]
+        for arrivals in variants:
+            options = ({"arrivals": "joint", "joint_structure": "auto"} if arrivals == "joint_auto"
+                       else {"arrivals": arrivals})
             cfg = AgentConfig.from_dict({
                 "queue": {"capacity": K}, "robots": 4, "costs": COSTS,
                 "refit": {"interval_s": 1800, "window_s": 3600, "min_interval_s": 60, "min_deliveries": 500},
-                "fit": {"mean_useful_life_s": 5.0, "options": {"arrivals": arrivals}},
+                "fit": {"mean_useful_life_s": 5.0, "options": options},
                 "log": {"dir": str(Path(tmp) / "x")}})
             t0 = time.perf_counter()
             result = replay(read_events([str(path)]), cfg, ReplayOptions(sim_events=100_000))
@@ -99,7 +102,8 @@ def main() -> int:
             rows = []
             for w in result.windows:
                 true_cost = float(cost_of(solve(model, w.policy).measures, costs).total)
-                rows.append((w.in_force[1] - w.in_force[0], true_cost, float(w.cost.total), w.policy))
+                rows.append((w.in_force[1] - w.in_force[0], true_cost, float(w.cost.total), w.policy,
+                             (w.fit.get("predicted") or {}).get("cost_interval"), w.fit.get("structure")))
             if not rows:
                 print(f"{arrivals}: no window adopted ({result.message})")
                 continue
@@ -111,9 +115,13 @@ def main() -> int:
             print(f"  last policy {last[3].robots_at_level}: true J {last[1]:.3f}, regret {last[1] / j_star - 1:+.1%}; "
                   f"predicted {last[2]:.3f} ({last[2] / last[1] - 1:+.1%} vs its true cost)")
             print(f"  time-weighted regret after the first window {tw:+.1%}")
-            for d, tc, pc, pol in rows:
-                print(f"    {d:7.0f} s  {str(pol.robots_at_level):28s} true {tc:8.3f} ({tc / j_star - 1:+6.1%})  "
-                      f"predicted {pc:8.3f} ({pc / tc - 1:+6.1%})")
+            covered = [iv[0] <= tc <= iv[1] for _, tc, _, _, iv, _ in rows if iv and None not in iv]
+            if covered:
+                print(f"  predicted intervals covering the true cost: {sum(covered)} of {len(covered)}")
+            for d, tc, pc, pol, iv, _ in rows:
+                band = f" [{iv[0]:.1f}, {iv[1]:.1f}]" if iv and None not in iv else ""
+                print(f"    {d:7.0f} s  {pol.robots_at_level!s:28s} true {tc:8.3f} ({tc / j_star - 1:+6.1%})  "
+                      f"predicted {pc:8.3f} ({pc / tc - 1:+6.1%}){band}")
             for row in result.comparison:
                 print(f"  {row.name:<12} J = {row.cost:8.3f}  [{row.ci[0]:.3f}, {row.ci[1]:.3f}]  {row.basis}")
     return 0

@@ -107,3 +107,13 @@ def test_the_check_is_exported_as_a_metric() -> None:
     metrics.observe_refit(RefitOutcome(False, RefitStage.CHECK, "misfit: ..."), "interval")
     assert [value(s) for s in ("ok", "misfit", "uncertain")] == [0.0, 1.0, 0.0]
     assert registry.get_sample_value("robotctl_refit_failures_total", {"stage": "check"}) == 1.0
+
+
+def test_a_replay_windows_status_means_something() -> None:
+    from robotctl.agent.replay import window_status
+
+    assert window_status({"status": "fallback", "check": {"status": "ok"}}) == "ok"
+    assert window_status({"status": "ok", "check": {"status": "misfit"}}) == "misfit"
+    assert window_status({"status": "fallback", "check": {"status": "uncertain"}}) == "fallback"
+    assert window_status({"status": "ok", "check": {"status": "uncertain"}}) == "uncertain"
+    assert window_status({"status": "ok"}) == "uncertain"

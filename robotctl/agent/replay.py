@@ -253,9 +253,8 @@ class ReplayResult:
             fit["batch_size_probs"] = {str(m): w.model.arrivals[m].batch_size_probs.tolist()
                                        for m in w.model.modes}
             windows.append({
-                "status": window_status(w.fit),
-                "check": w.fit.get("check"),
                 "t_start": w.t_start, "t_end": w.t_end, "reason": w.reason, "in_force": list(w.in_force),
+                "status": window_status(w.fit), "check": w.fit.get("check"),
                 "deliveries": w.deliveries, "fit": fit,
                 "policy": {"robots_at_level": list(w.policy.robots_at_level), "modes": list(w.modes),
                            "thresholds": list(w.thresholds)},

@@ -117,7 +117,7 @@ class JointData:
         n = int(min(max(pieces, 1), self.durations.size))
         d, mi, k = self.durations[:n], self.mode_index[:n], self.sizes[:n]
         live = k >= 0
-        exposure = np.bincount(mi[live], weights=d[live], minlength=len(self.modes))
+        exposure = np.bincount(mi[live], weights=d[live], minlength=len(self.modes)).astype(np.float64)
         return JointData(d.copy(), mi.copy(), k.copy(), self.modes, int(np.count_nonzero(k > 0)),
                          int(np.count_nonzero(k < 0)) + 1, int(np.count_nonzero(k < 0)), exposure)
 
@@ -200,7 +200,7 @@ def joint_data(batch_times: Any, batch_sizes: Any = None, trajectory: ModeTrajec
     modes = tuple(int(m) for m in np.unique(piece_modes[kind != 2]))
     mode_index = np.searchsorted(np.asarray(modes), piece_modes).astype(np.int64)
     mode_index[kind == 2] = 0
-    exposure = np.bincount(mode_index[kind != 2], weights=durations[kind != 2], minlength=len(modes))
+    exposure = np.bincount(mode_index[kind != 2], weights=durations[kind != 2], minlength=len(modes)).astype(np.float64)
     return JointData(durations, mode_index, size.astype(np.int64), modes, int(bt.size), int(seg_start.size),
                      int(cut.size), exposure)
 
@@ -411,10 +411,10 @@ def _forward(init: NDArray[np.float64], M: NDArray[np.float64], logM: NDArray[np
         return alpha, ln
     h = n // 2
     P = _matmul(M[:, :, 0:2 * h:2], M[:, :, 1:2 * h:2])
-    s = P.sum(axis=(0, 1))
-    s = np.where(s > 0, s, 1e-300)
-    P /= s
-    logP = logM[0:2 * h:2] + logM[1:2 * h:2] + np.log(s)
+    norm = P.sum(axis=(0, 1))
+    norm = np.where(norm > 0, norm, 1e-300)
+    P /= norm
+    logP = logM[0:2 * h:2] + logM[1:2 * h:2] + np.log(norm)
     a_even, l_even = _forward(init, P, logP)
     alpha[:, 0:2 * h + 1:2] = a_even
     ln[0:2 * h + 1:2] = l_even

@@ -117,6 +117,10 @@ class RefitInput:
         optimum replaces it only when it is cheaper beyond the fit's uncertainty).
     observed_cost : tuple of float or None
         (cost, low, high): the policy in force's cost observed on the window, with its interval.
+    current_policy : ThresholdPolicy or None
+        robotctl's policy now (in advise mode the one it recommends, which may differ from the fleet's):
+        with a joint fit a new optimum replaces it only when it is cheaper beyond the fit's uncertainty
+        (``policy_in_force`` when None).
     joint_init : fitting.JointParams or None
         The previous window's joint estimate (``fit.options.arrivals: joint``): the EM starts from it.
     check_level : float
@@ -152,6 +156,7 @@ class RefitInput:
     control: str = "thresholds"
     policy_in_force: ThresholdPolicy | None = None
     observed_cost: tuple[float, float, float] | None = None
+    current_policy: ThresholdPolicy | None = None
     joint_init: Any = None
     check_level: float = 0.95
     check_draws: int = 30
@@ -444,7 +449,7 @@ def _beyond_uncertainty(inp: RefitInput, fitted: _Fitted, result: PolicyFit) -> 
     from robotctl.fitting import compare_policies, price_interval
 
     summary = dict(result.fit)
-    current = inp.policy_in_force
+    current = inp.current_policy if inp.current_policy is not None else inp.policy_in_force
     try:
         if current is None or current == result.policy:
             priced = price_interval(fitted.joint, fitted.model, result.policy, inp.costs, draws=inp.check_draws,

@@ -104,7 +104,8 @@ def refit_input(agent: WindowSource, now: float) -> RefitInput | str:
         dwell_s=None if cfg.robots.dwell_s == "auto" else float(cfg.robots.dwell_s),
         hysteresis=None if cfg.robots.hysteresis == "auto" else int(cfg.robots.hysteresis),
         max_commands_per_min=cfg.robots.max_commands_per_min, control=cfg.policy.control,
-        policy_in_force=in_force, observed_cost=observed)
+        policy_in_force=in_force, observed_cost=observed,
+        current_policy=snap.policy if snap.model is not None else None)
 
 
 def _policy_in_force(agent: WindowSource, t0: float, now: float,

@@ -54,12 +54,12 @@ def dynamic_lines(opt: DynamicOptimum) -> list[str]:
 
 
 def run_mdp(args: argparse.Namespace) -> int:
-    problem = RobotsProblem.paper(args.robots, args.capacity, args.rate, args.service_rate, args.gamma)
+    problem = RobotsProblem.paper(args.robots, args.capacity, args.arrival_rate, args.service_rate, args.gamma)
     opt = solve_dynamic(problem)
     if args.json:
         print(json_text(dynamic_json(opt), indent=2))
     else:
-        print(f"paper 001: N = {args.robots} robots of {args.rate:g} pages/s each, K = {args.capacity}, "
+        print(f"paper 001: N = {args.robots} robots of {args.arrival_rate:g} pages/s each, K = {args.capacity}, "
               f"mu = {args.service_rate:g}, gamma = {args.gamma:g}")
         print("\n".join(dynamic_lines(opt)))
     return 0 if opt.success else 1

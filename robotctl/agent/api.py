@@ -334,10 +334,11 @@ def parse_control(obj: Any, *, max_robots: int) -> ControlRequest:
     return ControlRequest(action, robots, duration, reason)
 
 
-def parse_mode(obj: Any) -> str:
-    """``{"mode": "command" | "advise"}`` -> the mode."""
-    body = _object("", obj, ("mode",), '"mode": "advise"')
-    mode = body.get("mode")
-    if mode not in ("command", "advise"):
-        raise InputError("mode", f"is {mode!r}", 'send {"mode": "command"} or {"mode": "advise"}')
-    return str(mode)
+def parse_actuation(obj: Any, *, key: str = "actuation") -> str:
+    """``{"actuation": "command" | "advise"}`` -> the actuation (``key="mode"``: the body of the deprecated
+    ``POST /v1/mode``)."""
+    body = _object("", obj, (key,), f'"{key}": "advise"')
+    actuation = body.get(key)
+    if actuation not in ("command", "advise"):
+        raise InputError(key, f"is {actuation!r}", f'send {{"{key}": "command"}} or {{"{key}": "advise"}}')
+    return str(actuation)

@@ -72,6 +72,12 @@ DEPRECATED_METRICS = {
 #: Values of the actuation: the agent parks and resumes robots, or only advises (shadow mode).
 ACTUATIONS = ("command", "advise")
 
+
+def _deprecated(name: str) -> str:
+    """The start of a metric's help: "Deprecated: use <new name>. " for a deprecated name, else nothing."""
+    new = DEPRECATED_METRICS.get(f"{NAMESPACE}_{name}")
+    return "" if new is None else f"Deprecated: use {new}. "
+
 #: Buckets of the fit and solve histograms (seconds).
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 #: Buckets of the acknowledgement latency (seconds).
@@ -145,8 +151,8 @@ class AgentCollector(Collector):
         for name in ACTUATIONS:
             actuation.add_metric([name], float(a.control_mode == name))
         yield actuation
-        control = gauge("control_mode", "Deprecated: use robotctl_actuation{actuation}. 1 for the actuation in "
-                        "force.", labels=["mode"])
+        control = gauge("control_mode", _deprecated("control_mode") + "1 for the actuation in force.",
+                        labels=["mode"])
         control.add_metric([a.control_mode], 1)
         yield control
         yield gauge("desired_robots", "r(i): virtual robots the policy wants at the current queue length.",
@@ -161,18 +167,17 @@ class AgentCollector(Collector):
                     "changes only when a policy is adopted: the pool an autoscaler sizes.", a.policy_max_robots())
         ctl = a.control_state
         held = None if ctl.robots is None else float(ctl.robots)
-        for name, label, deprecated in (("override", "override", ""),
-                                        ("control_override", "mode", "Deprecated: use robotctl_override{override}. ")):
-            override = gauge(name, deprecated + "1 for who sets the active robots: auto (the policy), paused or "
+        for name, label in (("override", "override"), ("control_override", "mode")):
+            override = gauge(name, _deprecated(name) + "1 for who sets the active robots: auto (the policy), paused or "
                              "pinned (POST /v1/override).", labels=[label])
             for state in Override:
                 override.add_metric([state.value], float(ctl.mode is state))
             yield override
-        for prefix, deprecated in (("override", ""), ("control", "Deprecated: use robotctl_override_*. ")):
-            yield gauge(f"{prefix}_robots", deprecated + "Active virtual robots held by an override (NaN under "
-                        "the policy).", held)
-            yield gauge(f"{prefix}_until_timestamp_seconds", deprecated + "Agent time an override ends by itself "
-                        "(NaN: until resumed).", ctl.until)
+        for prefix in ("override", "control"):
+            yield gauge(f"{prefix}_robots", _deprecated(f"{prefix}_robots") + "Active virtual robots held by an "
+                        "override (NaN under the policy).", held)
+            yield gauge(f"{prefix}_until_timestamp_seconds", _deprecated(f"{prefix}_until_timestamp_seconds") +
+                        "Agent time an override ends by itself (NaN: until resumed).", ctl.until)
         yield gauge("policy_version", "Version of the policy in force.", snap.version)
         yield gauge("policy_adopted_timestamp_seconds", "Agent time the policy in force was adopted.",
                     snap.adopted_at)
@@ -188,11 +193,10 @@ class AgentCollector(Collector):
         src = gauge("policy_source", "1 for where the policy in force came from.", labels=["source"])
         src.add_metric([snap.source], 1)
         yield src
-        for name, label, deprecated in (("policy_kind", "kind", ""),
-                                        ("policy_control", "control", "Deprecated: use robotctl_policy_kind{kind}. ")):
-            kind = gauge(name, deprecated + "1 for the policy kind in force: thresholds (r(i) from the queue length) "
-                         "or mdp (paper 001's MDP policy, policy.kind: mdp, where the fitted traffic meets its "
-                         "assumptions); 0 for the other.", labels=[label])
+        for name, label in (("policy_kind", "kind"), ("policy_control", "control")):
+            kind = gauge(name, _deprecated(name) + "1 for the policy kind in force: thresholds (r(i) from the queue "
+                         "length) or mdp (paper 001's MDP policy, policy.kind: mdp, where the fitted traffic meets "
+                         "its assumptions); 0 for the other.", labels=[label])
             for value in CONTROLS:
                 kind.add_metric([value], float(snap.control == value))
             yield kind

@@ -231,7 +231,7 @@ class Agent:
                                  dwell_s=rc.dwell_s if isinstance(rc.dwell_s, float) else 0.0,
                                  max_commands_per_min=rc.max_commands_per_min,
                                  initial_mode=startup.robots_at_level[0], listener=self._on_command)
-        if config.control.mode == "advise":
+        if config.robots.actuation == "advise":
             self.actuator.advise = True
             self.actuator.mode = self.actuator.fleet_mode()
         self.totals = Totals()
@@ -401,19 +401,19 @@ class Agent:
         return chosen if isinstance(chosen, int) and not isinstance(chosen, bool) and chosen >= 0 else 0
 
     def _restore_dynamic(self, state: Mapping[str, Any], fit: dict[str, Any]) -> DynamicDecision | None:
-        """The saved MDP policy when ``policy.control: mdp`` still asks for it and it fits the configuration;
+        """The saved MDP policy when ``policy.kind: mdp`` still asks for it and it fits the configuration;
         else None (the thresholds saved with it apply), with the reason in ``fit["control"]``."""
         saved = state.get("dynamic")
         if saved is None:
             return None
-        reason = "policy.control is thresholds"
-        if self.config.policy.control == "mdp":
+        reason = "policy.kind is thresholds"
+        if self.config.policy.kind == "mdp":
             try:
                 return DynamicDecision.from_state(saved, self.config.capacity, self.config.robots.n)
             except (InputError, KeyError, TypeError, ValueError) as exc:
                 reason = f"the saved MDP policy could not be restored: {exc}"
         LOG.warning("event=mdp_policy_not_restored reason=%r", reason)
-        fit["control"] = {**fit.get("control", {}), "requested": self.config.policy.control,
+        fit["control"] = {**fit.get("control", {}), "requested": self.config.policy.kind,
                           "in_force": "thresholds", "reason": reason}
         return None
 
@@ -990,7 +990,7 @@ class Agent:
             targets=cfg.targets.as_targets(),
             dwell_s=None if cfg.robots.dwell_s == "auto" else float(cfg.robots.dwell_s),
             hysteresis=None if cfg.robots.hysteresis == "auto" else int(cfg.robots.hysteresis),
-            max_commands_per_min=cfg.robots.max_commands_per_min, control=cfg.policy.control)
+            max_commands_per_min=cfg.robots.max_commands_per_min, control=cfg.policy.kind)
 
     def _log_refit(self, now: float, reason: str) -> None:
         try:

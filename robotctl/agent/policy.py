@@ -13,7 +13,7 @@ each event, one method for both kinds of policy (:class:`Decision`): :class:`Thr
 r(i) at the queue length after the event (paper 000), resuming robots later by its hysteresis band;
 :class:`DynamicDecision` applies paper 001's MDP policy at each delivery and each page indexed, from the
 queue length *before* the event and the robots targeted then, exactly as
-:class:`robotctl.policies.DynamicController` does in the simulator (``policy.control: mdp``).
+:class:`robotctl.policies.DynamicController` does in the simulator (``policy.kind: mdp``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from robotctl._json import finite
 from robotctl.model import CostBreakdown, InputError, Measures, QueueModel, ThresholdPolicy
 from robotctl.policies import DynamicPolicy, RobotsProblem
 
-#: Values of ``policy.control`` and of the control in force.
+#: Values of ``policy.kind``, the policy kinds, and of the kind in force.
 CONTROLS = ("thresholds", "mdp")
 
 
@@ -160,7 +160,7 @@ class PolicyFit:
     window : tuple of float
         (start, end) of the window fitted.
     dynamic : DynamicDecision or None
-        Paper 001's MDP policy when it is in force (``policy.control: mdp`` and the fitted traffic meets
+        Paper 001's MDP policy when it is in force (``policy.kind: mdp`` and the fitted traffic meets
         its assumptions); ``policy`` is then the threshold optimum, kept for reference and as the fallback,
         and ``measures`` and ``cost`` are the MDP policy's. ``fit["control"]`` says which control is in
         force and, when the MDP was asked for but not adopted, why.

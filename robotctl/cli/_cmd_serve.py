@@ -49,7 +49,7 @@ def register(subparsers: Any) -> None:
                    help="make a random bearer token for this run and print it once (refused when a token is "
                         "configured)")
     p.add_argument("--advise", action="store_true",
-                   help="shadow mode (control.mode: advise): fit, optimise and export the desired robots on "
+                   help="shadow mode (robots.actuation: advise): fit, optimise and export the desired robots on "
                         "/metrics and /v1/policy, but never park or resume a robot")
     p.add_argument("--check", action="store_true", help="validate the configuration, print it and exit")
     p.add_argument("--json", action="store_true", help="with --check: print the configuration as JSON; "

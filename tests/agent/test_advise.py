@@ -27,11 +27,11 @@ N = 4
 def _config(tmp_path: Path, **server: Any) -> AgentConfig:
     return AgentConfig.from_dict({
         "server": {"port": 0, "insecure_loopback": True, **server}, "queue": {"capacity": 5},
-        "robots": {"ids": [f"r{i}" for i in range(1, N + 1)], "lease_s": 1e6},
+        "robots": {"ids": [f"r{i}" for i in range(1, N + 1)], "lease_s": 1e6, "actuation": "advise"},
         "costs": {"loss": 5, "obsolescence": 10, "response": 2, "robot": 20, "starvation": 300},
         "refit": {"interval_s": 200, "window_s": 2000, "min_interval_s": 0, "min_deliveries": 200,
                   "drift_bound": None, "executor": "thread"},
-        "fit": {"mean_useful_life_s": 5.0}, "control": {"mode": "advise"},
+        "fit": {"mean_useful_life_s": 5.0},
         "log": {"dir": str(tmp_path / "log"), "fsync": "never"}})
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -14,8 +15,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from robotctl.agent.app import DEPRECATED_PATHS, run_in_process
 from robotctl.agent.clock import ManualClock
-from robotctl.agent.config import AgentConfig
+from robotctl.agent.config import AgentConfig, load_config
 from robotctl.agent.metrics import DEPRECATED_METRICS
+from robotctl.model import InputError
 
 TOKEN = "s3cret-s3cret-s3cret"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -87,3 +89,71 @@ async def test_old_metric_names_are_exported_next_to_the_new(config_factory: Cal
     assert {tuple(x.labels.items()): x.value for x in families["robotctl_override"].samples} == \
         {(("override", "auto"),): 0, (("override", "paused"),): 0, (("override", "pinned"),): 1}
     assert families["robotctl_override_robots"].samples[0].value == 2
+
+
+# -- config keys ------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("old", "new", "value", "read"), [
+    ({"control": {"mode": "advise"}}, {"robots": {"count": 4, "actuation": "advise"}}, "advise",
+     lambda c: c.robots.actuation),
+    ({"policy": {"control": "mdp"}}, {"policy": {"kind": "mdp"}}, "mdp", lambda c: c.policy.kind),
+])
+def test_a_deprecated_key_reads_as_its_new_name_with_one_warning(
+        old: dict[str, Any], new: dict[str, Any], value: str, read: Callable[[AgentConfig], str],
+        caplog: pytest.LogCaptureFixture) -> None:
+    base = {"queue": {"capacity": 5}, "robots": {"count": 4}}
+    caplog.set_level(logging.WARNING, logger="robotctl.agent.config")
+    cfg = AgentConfig.from_dict({**base, **old})
+    assert read(cfg) == value and cfg == AgentConfig.from_dict({**base, **new})
+    (old_section, old_values), = old.items()
+    (new_section, new_values), = new.items()
+    new_key = next(k for k in new_values if k != "count")
+    assert [r.getMessage() for r in caplog.records] == \
+        [f"event=config_deprecated key={old_section}.{next(iter(old_values))} use={new_section}.{new_key}"]
+    assert "control" not in cfg.to_dict() and "control" not in cfg.to_dict()["policy"]
+
+
+def test_a_count_or_a_list_of_robots_takes_the_actuation_too() -> None:
+    for robots in (4, ["a", "b", "c", "d"]):
+        cfg = AgentConfig.from_dict({"queue": {"capacity": 5}, "robots": robots, "control": {"mode": "advise"}})
+        assert cfg.robots.actuation == "advise" and cfg.robots.n == 4
+
+
+def test_a_key_under_both_names_is_an_error_naming_both() -> None:
+    with pytest.raises(InputError) as exc:
+        AgentConfig.from_dict({"queue": {"capacity": 5}, "robots": {"count": 2, "actuation": "command"},
+                               "control": {"mode": "advise"}})
+    assert exc.value.field == "control.mode" and "robots.actuation" in str(exc.value)
+    with pytest.raises(InputError) as exc:
+        AgentConfig.from_dict({"queue": {"capacity": 5}, "policy": {"kind": "mdp", "control": "mdp"}})
+    assert exc.value.field == "policy.control" and "keep only policy.kind" in str(exc.value)
+
+
+def test_the_old_section_holds_nothing_else() -> None:
+    with pytest.raises(InputError) as exc:
+        AgentConfig.from_dict({"queue": {"capacity": 5}, "control": {"mode": "advise", "speed": 1}})
+    assert exc.value.field == "control"
+
+
+def test_deprecated_environment_variables(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """ROBOTCTL_CONTROL_MODE and ROBOTCTL_POLICY_CONTROL set the new keys, over the file's, with a warning;
+    the old and the new variable together are an error."""
+    path = tmp_path / "sidecar.yaml"
+    path.write_text("queue: {capacity: 5}\nrobots: 3\npolicy: {kind: mdp}\n")
+    caplog.set_level(logging.WARNING, logger="robotctl.agent.config")
+    cfg = load_config(path, environ={"ROBOTCTL_CONTROL_MODE": "advise", "ROBOTCTL_POLICY_CONTROL": "thresholds"})
+    assert cfg.robots.actuation == "advise" and cfg.policy.kind == "thresholds"
+    assert sorted(r.getMessage() for r in caplog.records) == [
+        "event=config_deprecated key=ROBOTCTL_CONTROL_MODE use=ROBOTCTL_ROBOTS_ACTUATION",
+        "event=config_deprecated key=ROBOTCTL_POLICY_CONTROL use=ROBOTCTL_POLICY_KIND"]
+    with pytest.raises(InputError) as exc:
+        load_config(path, environ={"ROBOTCTL_POLICY_CONTROL": "mdp", "ROBOTCTL_POLICY_KIND": "mdp"})
+    assert "ROBOTCTL_POLICY_CONTROL" in exc.value.field
+
+
+def test_the_file_deprecated_key_yields_to_the_flags(tmp_path: Path) -> None:
+    """`robotctl serve --advise` with a file that still says control.mode: command: the flag wins, as it
+    does over robots.actuation."""
+    path = tmp_path / "sidecar.yaml"
+    path.write_text("queue: {capacity: 5}\nrobots: 3\ncontrol: {mode: command}\n")
+    assert load_config(path, environ={}).robots.actuation == "command"
+    assert load_config(path, environ={}, overrides={"robots": {"actuation": "advise"}}).robots.actuation == "advise"

@@ -1,4 +1,4 @@
-"""``policy.control: mdp``: the refit adopts paper 001's MDP policy where the fitted traffic meets its
+"""``policy.kind: mdp``: the refit adopts paper 001's MDP policy where the fitted traffic meets its
 assumptions (else the thresholds, with the reason), the agent core takes the same decisions as the
 simulator's DynamicController on the same events, through the one actuator path, across a restart."""
 
@@ -30,7 +30,7 @@ def _config(tmp_path: Path, kind: str = "mdp", **sections: Any) -> AgentConfig:
     raw: dict[str, Any] = {
         "server": {"port": 0, "insecure_loopback": True}, "queue": {"capacity": 5},
         "robots": {"count": 4, "allow_unregistered": True, "dwell_s": 0},
-        "costs": COSTS.to_dict(), "policy": {"control": kind},
+        "costs": COSTS.to_dict(), "policy": {"kind": kind},
         "refit": {"interval_s": 1e9, "min_interval_s": 0, "window_s": 1e5, "drift_window_s": 600,
                   "min_deliveries": 100, "executor": "thread"},
         "log": {"dir": str(tmp_path / "log")},
@@ -86,10 +86,10 @@ def _control_metric(agent: Agent) -> dict[str, float]:
             if s.name == "robotctl_policy_control"}
 
 
-def test_policy_control_is_validated_naming_the_key(tmp_path: Path) -> None:
-    assert _config(tmp_path, "thresholds").policy.control == "thresholds"
-    assert AgentConfig.from_dict({"queue": {"capacity": 5}}).policy.control == "thresholds"
-    with pytest.raises(InputError, match=r"^policy\.control: is 'dynamic'; use one of: thresholds, mdp$"):
+def test_policy_kind_is_validated_naming_the_key(tmp_path: Path) -> None:
+    assert _config(tmp_path, "thresholds").policy.kind == "thresholds"
+    assert AgentConfig.from_dict({"queue": {"capacity": 5}}).policy.kind == "thresholds"
+    with pytest.raises(InputError, match=r"^policy\.kind: is 'dynamic'; use one of: thresholds, mdp$"):
         _config(tmp_path, "dynamic")
 
 
@@ -218,7 +218,7 @@ def test_traffic_outside_the_assumptions_keeps_the_thresholds_and_says_why(
     assert agent.policy_view()["policy_control"]["reason"] == control["reason"]
     assert agent.status()["policy"]["control"]["reason"] == control["reason"]
     assert _control_metric(agent) == {"thresholds": 1.0, "mdp": 0.0}
-    # the thresholds decide, as under policy.control: thresholds
+    # the thresholds decide, as under policy.kind: thresholds
     r = snap.policy.robots_at_level
     assert agent.actuator.target == r[agent.queue.length]
 
@@ -253,7 +253,7 @@ async def test_a_restart_restores_the_mdp_policy_or_falls_back_cleanly(tmp_path:
     plain = Agent(_config(tmp_path, "thresholds"), clock)
     plain.open()
     assert plain.policy.control == "thresholds"
-    assert plain.policy_view()["policy_control"]["reason"] == "policy.control is thresholds"
+    assert plain.policy_view()["policy_control"]["reason"] == "policy.kind is thresholds"
     assert plain.actuator.target == plain.policy.policy.robots_at_level[plain.queue.length]
     await plain.close()
 
@@ -269,7 +269,7 @@ async def test_a_restart_restores_the_mdp_policy_or_falls_back_cleanly(tmp_path:
 
 
 def test_advise_mode_commands_nothing_under_the_mdp(tmp_path: Path) -> None:
-    agent, clock, _ = _fitted_agent(tmp_path, PROBLEM.to_model(), seconds=1500.0, control={"mode": "advise"})
+    agent, clock, _ = _fitted_agent(tmp_path, PROBLEM.to_model(), seconds=1500.0, robots={"actuation": "advise"})
     robots = [f"robot-{k}" for k in range(1, 5)]
     for rid in robots:
         agent.register(rid, None, None)

@@ -1,5 +1,5 @@
 """Replay's engine: the agent's own refit, optimise and decision code run on recorded events against a
-simulated clock (DESIGN.md, step 5 of the walk of one delivery).
+simulated clock (docs/ARCHITECTURE.md, "The walk of one refit", last paragraph).
 
 Nothing of the agent is re-implemented here. :func:`replay` builds the very :class:`~agent.core.Agent`
 and :class:`~agent.refit.RefitLoop` that ``robotctl serve`` runs, with three things injected:

@@ -170,8 +170,8 @@ class AgentCollector(Collector):
         for name, label in (("override", "override"), ("control_override", "mode")):
             override = gauge(name, _deprecated(name) + "1 for who sets the active robots: auto (the policy), paused or "
                              "pinned (POST /v1/override).", labels=[label])
-            for state in Override:
-                override.add_metric([state.value], float(ctl.mode is state))
+            for who in Override:
+                override.add_metric([who.value], float(ctl.mode is who))
             yield override
         for prefix in ("override", "control"):
             yield gauge(f"{prefix}_robots", _deprecated(f"{prefix}_robots") + "Active virtual robots held by an "

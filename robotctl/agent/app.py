@@ -56,7 +56,6 @@ import logging
 import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
@@ -103,6 +102,7 @@ from .metrics import AgentMetrics
 from .openapi import openapi_handler
 from .refit import RefitLoop
 from .revisit import install as install_revisit
+from .views import control_view, mode_view
 from .worker import RefitWorker
 
 LOG = logging.getLogger("robotctl.agent.app")
@@ -223,16 +223,16 @@ async def _post_robots(request: web.Request) -> web.Response:
     agent = request.app[AGENT]
     body = await request.read()
     obj = parse_json(body) if body.strip() else {}
-    rid, rank, default = parse_registration(obj, max_rank=agent.max_rank)
+    rid, rank, default = parse_registration(obj, max_rank=agent.fleet.max_rank)
     return json_response(agent.register(rid, rank, default, _robot_key(request)))
 
 
 async def _get_robots(request: web.Request) -> web.Response:
-    return json_response(request.app[AGENT].robots_view())
+    return json_response(request.app[AGENT].fleet.robots_view())
 
 
 async def _delete_robot(request: web.Request) -> web.Response:
-    return json_response(request.app[AGENT].deregister(request.match_info["robot_id"], _robot_key(request)))
+    return json_response(request.app[AGENT].fleet.deregister(request.match_info["robot_id"], _robot_key(request)))
 
 
 async def _get_command(request: web.Request) -> web.Response:
@@ -241,9 +241,9 @@ async def _get_command(request: web.Request) -> web.Response:
     within its lease)."""
     agent = request.app[AGENT]
     version = query_int("version", request.query.get("version"), default=-1, minimum=-1)
-    wait_s = query_float("wait_s", request.query.get("wait_s"), default=agent.long_poll_cap())
+    wait_s = query_float("wait_s", request.query.get("wait_s"), default=agent.fleet.long_poll_cap())
     with request.app[LONG_POLLS].enter():
-        view = await agent.wait_command(request.match_info["robot_id"], version, wait_s, _robot_key(request))
+        view = await agent.fleet.wait_command(request.match_info["robot_id"], version, wait_s, _robot_key(request))
     return json_response(view)
 
 
@@ -255,36 +255,32 @@ async def _post_refit(request: web.Request) -> web.Response:
                               "policy": request.app[AGENT].policy.to_dict()})
 
 
-def _override_view(view: dict[str, Any]) -> dict[str, Any]:
-    """The override view as ``/v1/override`` shows it: ``override`` (auto, paused, pinned) first."""
-    return {"override": view["mode"], **{k: v for k, v in view.items() if k != "mode"}}
-
-
 async def _post_override(request: web.Request) -> web.Response:
-    """Pause control, pin a fleet size or resume (robotctl/agent/control.py); guarded by the token like every POST."""
+    """Pause control, pin a fleet size or resume (robotctl/agent/override.py); guarded by the token like every
+    POST."""
     agent = request.app[AGENT]
     req = parse_control(parse_json(await request.read()), max_robots=request.app[CONFIG].robots.n)
-    view = agent.control(req.action, req.robots, req.duration_s, req.reason)
+    view = agent.set_override(req.action, req.robots, req.duration_s, req.reason)
     await agent.commit()
-    return json_response(_override_view(view))
+    return json_response(view)
 
 
 async def _get_override(request: web.Request) -> web.Response:
-    return json_response(_override_view(request.app[AGENT].control_view()))
+    return json_response(request.app[AGENT].override_view())
 
 
 async def _post_control(request: web.Request) -> web.Response:
     """Deprecated ``POST /v1/control``: :func:`_post_override` with the old view (``mode`` for ``override``)."""
     agent = request.app[AGENT]
     req = parse_control(parse_json(await request.read()), max_robots=request.app[CONFIG].robots.n)
-    view = agent.control(req.action, req.robots, req.duration_s, req.reason)
+    view = agent.set_override(req.action, req.robots, req.duration_s, req.reason)
     await agent.commit()
-    return json_response(view)
+    return json_response(control_view(view))
 
 
 async def _get_control(request: web.Request) -> web.Response:
     """Deprecated ``GET /v1/control``: :func:`_get_override` with the old view."""
-    return json_response(request.app[AGENT].control_view())
+    return json_response(control_view(request.app[AGENT].override_view()))
 
 
 async def _get_policy(request: web.Request) -> web.Response:
@@ -295,11 +291,6 @@ async def _get_status(request: web.Request) -> web.Response:
     d = request.app[AGENT].status()
     d["refit"] = request.app[REFIT].record.to_dict()
     return json_response(d)
-
-
-def _actuation_view(view: dict[str, Any]) -> dict[str, Any]:
-    """The actuation view as ``/v1/actuation`` shows it: ``actuation`` (command, advise) for ``mode``."""
-    return {"actuation": view["mode"], **{k: v for k, v in view.items() if k != "mode"}}
 
 
 def _actuation_locked(request: web.Request) -> web.Response | None:
@@ -314,7 +305,7 @@ def _actuation_locked(request: web.Request) -> web.Response | None:
 
 
 async def _get_actuation(request: web.Request) -> web.Response:
-    return json_response(_actuation_view(request.app[AGENT].mode_view()))
+    return json_response(request.app[AGENT].fleet.actuation_view())
 
 
 async def _post_actuation(request: web.Request) -> web.Response:
@@ -323,12 +314,12 @@ async def _post_actuation(request: web.Request) -> web.Response:
     if refused is not None:
         return refused
     actuation = parse_actuation(parse_json(await request.read()))
-    return json_response(_actuation_view(request.app[AGENT].set_mode(actuation)))
+    return json_response(request.app[AGENT].set_actuation(actuation))
 
 
 async def _get_mode(request: web.Request) -> web.Response:
     """Deprecated ``GET /v1/mode``: :func:`_get_actuation` with the old view (``mode`` for ``actuation``)."""
-    return json_response(request.app[AGENT].mode_view())
+    return json_response(mode_view(request.app[AGENT].fleet.actuation_view()))
 
 
 async def _post_mode(request: web.Request) -> web.Response:
@@ -337,7 +328,7 @@ async def _post_mode(request: web.Request) -> web.Response:
     if refused is not None:
         return refused
     actuation = parse_actuation(parse_json(await request.read()), key="mode")
-    return json_response(request.app[AGENT].set_mode(actuation))
+    return json_response(mode_view(request.app[AGENT].set_actuation(actuation)))
 
 
 #: Deprecated paths and the paths that replace them: they answer for one release, with a ``Deprecation``
@@ -415,8 +406,8 @@ async def _reaper_ctx(app: web.Application) -> AsyncIterator[None]:
     async def reap() -> None:
         lost: dict[str, str] = {}
         while True:
-            await clock.sleep(agent.lease_s / 2)
-            current = agent.lost_robots(clock.now())
+            await clock.sleep(agent.fleet.lease_s / 2)
+            current = agent.fleet.lost_robots(clock.now())
             for rid in sorted(current.keys() - lost.keys()):
                 LOG.warning("event=robot_lease_lost robot=%s falls_back_to=%s", rid, current[rid])
             for rid in sorted(lost.keys() - current.keys()):
@@ -437,7 +428,7 @@ async def _freeze_heap(app: web.Application) -> None:
 
 
 async def _on_shutdown(app: web.Application) -> None:
-    told = app[AGENT].shutdown_robots()
+    told = app[AGENT].fleet.shutdown_robots()
     LOG.info("event=shutdown robots_told_default=%d", told)
 
 

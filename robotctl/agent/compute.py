@@ -106,7 +106,7 @@ class RefitInput:
     targets : Targets or None
         ``targets:`` of the configuration: the policy of least robot time that meets them
         (``policies.optimise_for_targets``) instead of the cost optimum; the costs then only price it.
-    control : str
+    policy_kind : str
         ``policy.kind``: ``thresholds``, or ``mdp`` to adopt paper 001's MDP policy where the fitted
         model meets its assumptions (:func:`_mdp_stage`).
     """
@@ -135,7 +135,7 @@ class RefitInput:
     dwell_s: float | None = 0.0
     hysteresis: int | None = 0
     max_commands_per_min: int = 0
-    control: str = "thresholds"
+    policy_kind: str = "thresholds"
 
 
 @dataclass(frozen=True, eq=False)
@@ -405,7 +405,7 @@ def _mdp_stage(inp: RefitInput, out: RefitOutcome) -> RefitOutcome:
     (paper 001's actions), while a threshold policy may switch several robots at once, so the threshold
     optimum is often the cheaper of the two; the MDP is for fleets that can only be driven that way."""
     res = out.result
-    if inp.control != "mdp" or res is None or res.model is None or res.cost is None:
+    if inp.policy_kind != "mdp" or res is None or res.model is None or res.cost is None:
         return out
     from dataclasses import replace
 

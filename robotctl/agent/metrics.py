@@ -54,9 +54,9 @@ from prometheus_client.registry import Collector
 from robotctl import __version__
 
 from .compute import RefitOutcome
-from .control import Override
 from .core import Agent
-from .policy import CONTROLS
+from .override import Override
+from .policy import POLICY_KINDS
 from .refit import RefitRecord
 
 NAMESPACE = "robotctl"
@@ -149,11 +149,11 @@ class AgentCollector(Collector):
                           "and resumed) or advise (shadow mode: desired_robots is exported, nobody is parked).",
                           labels=["actuation"])
         for name in ACTUATIONS:
-            actuation.add_metric([name], float(a.control_mode == name))
+            actuation.add_metric([name], float(a.fleet.actuation == name))
         yield actuation
         control = gauge("control_mode", _deprecated("control_mode") + "1 for the actuation in force.",
                         labels=["mode"])
-        control.add_metric([a.control_mode], 1)
+        control.add_metric([a.fleet.actuation], 1)
         yield control
         yield gauge("desired_robots", "r(i): virtual robots the policy wants at the current queue length.",
                     a.desired())
@@ -165,13 +165,13 @@ class AgentCollector(Collector):
 
         yield gauge("policy_max_robots", "Real robots the policy in force keeps active at its largest mode; "
                     "changes only when a policy is adopted: the pool an autoscaler sizes.", a.policy_max_robots())
-        ctl = a.control_state
+        ctl = a.override_state
         held = None if ctl.robots is None else float(ctl.robots)
         for name, label in (("override", "override"), ("control_override", "mode")):
             override = gauge(name, _deprecated(name) + "1 for who sets the active robots: auto (the policy), paused or "
                              "pinned (POST /v1/override).", labels=[label])
             for who in Override:
-                override.add_metric([who.value], float(ctl.mode is who))
+                override.add_metric([who.value], float(ctl.override is who))
             yield override
         for prefix in ("override", "control"):
             yield gauge(f"{prefix}_robots", _deprecated(f"{prefix}_robots") + "Active virtual robots held by an "
@@ -197,8 +197,8 @@ class AgentCollector(Collector):
             kind = gauge(name, _deprecated(name) + "1 for the policy kind in force: thresholds (r(i) from the queue "
                          "length) or mdp (paper 001's MDP policy, policy.kind: mdp, where the fitted traffic meets "
                          "its assumptions); 0 for the other.", labels=[label])
-            for value in CONTROLS:
-                kind.add_metric([value], float(snap.control == value))
+            for value in POLICY_KINDS:
+                kind.add_metric([value], float(snap.kind == value))
             yield kind
 
         rate = gauge("fit_arrival_pages_per_second", "Fitted arrival rate per mode (active robots).",

@@ -27,10 +27,10 @@ import numpy as np
 
 from robotctl._json import finite
 from robotctl.model import CostBreakdown, InputError, Measures, QueueModel, ThresholdPolicy
-from robotctl.policies import DynamicPolicy, RobotsProblem
+from robotctl.policies import DynamicController, DynamicPolicy, RobotsProblem
 
 #: Values of ``policy.kind``, the policy kinds, and of the kind in force.
-CONTROLS = ("thresholds", "mdp")
+POLICY_KINDS = ("thresholds", "mdp")
 
 
 class Event(enum.Enum):
@@ -94,9 +94,9 @@ class DynamicDecision:
     """Paper 001's MDP policy on (queue length before the event, robots targeted).
 
     A delivery to q pages with r robots targeted leaves ``policy.after_arrival(q, r)``; each page
-    indexed from q pages leaves ``policy.after_departure(q, r)``; other events leave r. This mirrors
-    :meth:`robotctl.policies.DynamicController.decide` event for event, so that the agent and the
-    simulator take the same decisions on the same events. The policy's states run over
+    indexed from q pages leaves ``policy.after_departure(q, r)``; other events leave r. The rule is
+    :meth:`robotctl.policies.DynamicController.after_events`, the one the simulator's controller applies,
+    so that the agent and the simulator take the same decisions on the same events. The policy's states run over
     ``min_robots..N``; a target outside (an override, the start-up policy) is first brought inside.
     """
 
@@ -104,19 +104,17 @@ class DynamicDecision:
     min_robots: int
     #: the problem it was solved for (not saved: a restored policy has none)
     problem: RobotsProblem | None = field(default=None, compare=False)
+    _controller: DynamicController = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_controller", DynamicController(self.policy, self.min_robots))
 
     def target(self, event: Event, before: Sequence[int], q: int, r: int) -> int:
-        p = self.policy
-        K, lo, hi = p.capacity, self.min_robots, p.robots
-        r = min(max(r, lo), hi)
-        if event is Event.ARRIVAL:
-            for qb in before:
-                r = max(p.after_arrival(min(qb, K), r), lo)
-        elif event is Event.DEPARTURE:
-            for qb in before:
-                if qb >= 1:
-                    r = p.after_departure(min(qb, K), r)
-        return r
+        """The robots after ``event`` (:meth:`DynamicController.after_events`, the simulator's rule)."""
+        r = min(max(r, self.min_robots), self.policy.robots)
+        if event is Event.OTHER:
+            return r
+        return self._controller.after_events(event is Event.ARRIVAL, before, r, floor=self.min_robots)
 
     def to_state(self) -> dict[str, Any]:
         """The tables as rows of 0/1, for policy.json."""
@@ -162,7 +160,7 @@ class PolicyFit:
     dynamic : DynamicDecision or None
         Paper 001's MDP policy when it is in force (``policy.kind: mdp`` and the fitted traffic meets
         its assumptions); ``policy`` is then the threshold optimum, kept for reference and as the fallback,
-        and ``measures`` and ``cost`` are the MDP policy's. ``fit["control"]`` says which control is in
+        and ``measures`` and ``cost`` are the MDP policy's. ``fit["control"]`` says which policy kind is in
         force and, when the MDP was asked for but not adopted, why.
     hysteresis : int
         Queue levels below its parking level at which a parked robot resumes (:class:`ThresholdDecision`;
@@ -182,8 +180,8 @@ class PolicyFit:
     hysteresis: int = 0
 
     @property
-    def control(self) -> str:
-        """``mdp`` when paper 001's MDP policy is in force, else ``thresholds``."""
+    def kind(self) -> str:
+        """The policy kind in force: ``mdp`` when paper 001's MDP policy decides, else ``thresholds``."""
         return "thresholds" if self.dynamic is None else "mdp"
 
     @property
@@ -269,13 +267,14 @@ class PolicySnapshot:
         return self.basis.window
 
     @property
-    def control(self) -> str:
-        return self.basis.control
+    def kind(self) -> str:
+        """The policy kind in force: ``thresholds`` or ``mdp``."""
+        return self.basis.kind
 
-    def control_view(self) -> dict[str, Any]:
+    def kind_view(self) -> dict[str, Any]:
         """``{"in_force": thresholds | mdp, "requested": ..., "reason": why the MDP is not in force}``."""
         info = dict(self.fit.get("control", {}))
-        return {"in_force": self.control, "requested": info.get("requested", "thresholds"),
+        return {"in_force": self.kind, "requested": info.get("requested", "thresholds"),
                 "reason": info.get("reason")}
 
     def to_dict(self) -> dict[str, Any]:
@@ -292,7 +291,8 @@ class PolicySnapshot:
             "cost": ({k: finite(v) for k, v in b.cost.to_dict().items()} if b.cost is not None else None),
             "fit": dict(b.fit),
             "window": {"start": b.window[0], "end": b.window[1], "deliveries": b.deliveries},
-            "policy_control": self.control_view(),
+            "policy_kind": self.kind_view(),
+            "policy_control": self.kind_view(),  # deprecated for one release: policy_kind
         }
 
     def to_state(self) -> dict[str, Any]:
@@ -323,7 +323,7 @@ class PolicyHolder:
 
 
 __all__ = [
-    "CONTROLS",
+    "POLICY_KINDS",
     "Decision",
     "DynamicDecision",
     "Event",

@@ -97,7 +97,7 @@ async def test_poisson_traffic_runs_the_mdp_policy_as_the_simulator_does(tmp_pat
     agent, clock, out = _fitted_agent(tmp_path, PROBLEM.to_model())
     snap = agent.policy
     control = out.fit["control"]
-    assert snap.control == "mdp" and control["in_force"] == "mdp" and control["reason"] is None, control
+    assert snap.kind == "mdp" and control["in_force"] == "mdp" and control["reason"] is None, control
     assert isinstance(snap.decision, DynamicDecision) and snap.decision.min_robots == 1
     assert snap.decision.policy.robots == 4 and snap.decision.policy.capacity == 5
     # the published measures and cost are the MDP policy's (checked against its chain in tests/policies)
@@ -138,7 +138,7 @@ def test_consecutive_refits_under_the_mdp_keep_it_in_force(tmp_path: Path) -> No
     agent, clock, _ = _fitted_agent(tmp_path, PROBLEM.to_model(), seconds=2000.0)
     for round_ in range(2):
         snap = agent.policy
-        assert snap.control == "mdp" and isinstance(snap.decision, DynamicDecision)
+        assert snap.kind == "mdp" and isinstance(snap.decision, DynamicDecision)
         agent.set_queue(0)
         ctl = DynamicController(snap.decision.policy, agent.actuator.target)
         sim = Simulation(PROBLEM.to_model(), ctl, np.random.default_rng(20 + round_), record=True)
@@ -211,7 +211,7 @@ def test_traffic_outside_the_assumptions_keeps_the_thresholds_and_says_why(
     agent, _, out = _fitted_agent(tmp_path, model(), seconds=2000.0)
     snap = agent.policy
     control = out.fit["control"]
-    assert snap.control == "thresholds" and snap.basis.dynamic is None
+    assert snap.kind == "thresholds" and snap.basis.dynamic is None
     assert control["requested"] == "mdp" and control["in_force"] == "thresholds"
     assert field in control["reason"] and words in control["reason"], control["reason"]
     assert out.message == f"adopted (thresholds: {control['reason']})"
@@ -234,7 +234,7 @@ def test_a_response_cost_keeps_the_thresholds(tmp_path: Path) -> None:
 async def test_a_restart_restores_the_mdp_policy_or_falls_back_cleanly(tmp_path: Path) -> None:
     agent, clock, _ = _fitted_agent(tmp_path, PROBLEM.to_model(), seconds=1500.0)
     saved = agent.policy
-    assert saved.control == "mdp"
+    assert saved.kind == "mdp"
     await agent.close()
     state = json.loads((tmp_path / "log" / POLICY_FILE).read_text())
     assert state["dynamic"]["min_robots"] == 1
@@ -242,7 +242,7 @@ async def test_a_restart_restores_the_mdp_policy_or_falls_back_cleanly(tmp_path:
     again = Agent(_config(tmp_path), clock)
     again.open()
     snap = again.policy
-    assert snap.source == "restored" and snap.control == "mdp"
+    assert snap.source == "restored" and snap.kind == "mdp"
     assert isinstance(snap.decision, DynamicDecision)
     assert np.array_equal(snap.decision.policy.keep, saved.decision.policy.keep)  # type: ignore[attr-defined]
     assert np.array_equal(snap.decision.policy.activate, saved.decision.policy.activate)  # type: ignore[attr-defined]
@@ -252,7 +252,7 @@ async def test_a_restart_restores_the_mdp_policy_or_falls_back_cleanly(tmp_path:
     # the operator switched back to thresholds: the thresholds saved with it apply, and the view says why
     plain = Agent(_config(tmp_path, "thresholds"), clock)
     plain.open()
-    assert plain.policy.control == "thresholds"
+    assert plain.policy.kind == "thresholds"
     assert plain.policy_view()["policy_control"]["reason"] == "policy.kind is thresholds"
     assert plain.actuator.target == plain.policy.policy.robots_at_level[plain.queue.length]
     await plain.close()
@@ -263,7 +263,7 @@ async def test_a_restart_restores_the_mdp_policy_or_falls_back_cleanly(tmp_path:
     (tmp_path / "log" / POLICY_FILE).write_text(json.dumps(state))
     broken = Agent(_config(tmp_path), clock)
     broken.open()
-    assert broken.policy.control == "thresholds" and broken.policy.source == "restored"
+    assert broken.policy.kind == "thresholds" and broken.policy.source == "restored"
     assert "could not be restored" in broken.policy_view()["policy_control"]["reason"]
     await broken.close()
 
@@ -273,7 +273,7 @@ def test_advise_mode_commands_nothing_under_the_mdp(tmp_path: Path) -> None:
     robots = [f"robot-{k}" for k in range(1, 5)]
     for rid in robots:
         agent.register(rid, None, None)
-    assert agent.policy.control == "mdp" and agent.advising
+    assert agent.policy.kind == "mdp" and agent.advising
     targets = set()
     sim = Simulation(PROBLEM.to_model(), ThresholdPolicy.static(4, 5), np.random.default_rng(9), record=True)
     sim.advance(t_end=500.0)

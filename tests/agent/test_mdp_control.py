@@ -72,8 +72,8 @@ def _fitted_agent(tmp_path: Path, model: QueueModel, *, seconds: float = 3000.0,
     return agent, clock, out
 
 
-def _control_metric(agent: Agent) -> dict[str, float]:
-    """``robotctl_policy_control`` by its label, read back from a scrape of a fresh registry."""
+def _kind_metric(agent: Agent) -> dict[str, float]:
+    """``robotctl_policy_kind`` by its label, read back from a scrape of a fresh registry."""
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.parser import text_string_to_metric_families
 
@@ -82,8 +82,8 @@ def _control_metric(agent: Agent) -> dict[str, float]:
     registry = CollectorRegistry()
     AgentMetrics(registry).attach(agent, lambda: None)
     text = generate_latest(registry).decode()
-    return {s.labels["control"]: s.value for fam in text_string_to_metric_families(text) for s in fam.samples
-            if s.name == "robotctl_policy_control"}
+    return {s.labels["kind"]: s.value for fam in text_string_to_metric_families(text) for s in fam.samples
+            if s.name == "robotctl_policy_kind"}
 
 
 def test_policy_kind_is_validated_naming_the_key(tmp_path: Path) -> None:
@@ -103,9 +103,9 @@ async def test_poisson_traffic_runs_the_mdp_policy_as_the_simulator_does(tmp_pat
     # the published measures and cost are the MDP policy's (checked against its chain in tests/policies)
     assert snap.cost is not None and snap.cost.total == pytest.approx(control["mdp"]["cost"], rel=1e-12)
     view = agent.policy_view()
-    assert view["policy_control"] == {"in_force": "mdp", "requested": "mdp", "reason": None}
-    assert agent.status()["policy"]["control"]["in_force"] == "mdp"
-    assert _control_metric(agent) == {"thresholds": 0.0, "mdp": 1.0}
+    assert view["policy_kind"] == {"in_force": "mdp", "requested": "mdp", "reason": None}
+    assert agent.status()["policy"]["kind"]["in_force"] == "mdp"
+    assert _kind_metric(agent) == {"thresholds": 0.0, "mdp": 1.0}
     # an independent route: the simulator's DynamicController on the same events, from the same state
     agent.set_queue(0)
     start = agent.actuator.target
@@ -215,9 +215,9 @@ def test_traffic_outside_the_assumptions_keeps_the_thresholds_and_says_why(
     assert control["requested"] == "mdp" and control["in_force"] == "thresholds"
     assert field in control["reason"] and words in control["reason"], control["reason"]
     assert out.message == f"adopted (thresholds: {control['reason']})"
-    assert agent.policy_view()["policy_control"]["reason"] == control["reason"]
-    assert agent.status()["policy"]["control"]["reason"] == control["reason"]
-    assert _control_metric(agent) == {"thresholds": 1.0, "mdp": 0.0}
+    assert agent.policy_view()["policy_kind"]["reason"] == control["reason"]
+    assert agent.status()["policy"]["kind"]["reason"] == control["reason"]
+    assert _kind_metric(agent) == {"thresholds": 1.0, "mdp": 0.0}
     # the thresholds decide, as under policy.kind: thresholds
     r = snap.policy.robots_at_level
     assert agent.actuator.target == r[agent.queue.length]
@@ -253,7 +253,7 @@ async def test_a_restart_restores_the_mdp_policy_or_falls_back_cleanly(tmp_path:
     plain = Agent(_config(tmp_path, "thresholds"), clock)
     plain.open()
     assert plain.policy.kind == "thresholds"
-    assert plain.policy_view()["policy_control"]["reason"] == "policy.kind is thresholds"
+    assert plain.policy_view()["policy_kind"]["reason"] == "policy.kind is thresholds"
     assert plain.actuator.target == plain.policy.policy.robots_at_level[plain.queue.length]
     await plain.close()
 
@@ -264,7 +264,7 @@ async def test_a_restart_restores_the_mdp_policy_or_falls_back_cleanly(tmp_path:
     broken = Agent(_config(tmp_path), clock)
     broken.open()
     assert broken.policy.kind == "thresholds" and broken.policy.source == "restored"
-    assert "could not be restored" in broken.policy_view()["policy_control"]["reason"]
+    assert "could not be restored" in broken.policy_view()["policy_kind"]["reason"]
     await broken.close()
 
 

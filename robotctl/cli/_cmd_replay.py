@@ -21,7 +21,7 @@ example:
   robotctl replay crawl.log.2.gz crawl.log.1 crawl.log --config sidecar.yaml --active 8 --report out.html
 
 What it does: every event goes to the agent's own code (the same Agent and refit loop as `robotctl
-serve`) on a clock set to the event's time; the agent runs in advise mode, so the fleet is the one
+serve`) on a clock set to the event's time; the agent runs with actuation advise, so the fleet is the one
 recorded (park/resume lines or the `active` field; --active when the trace records neither) and each
 refit's policy is what robotctl would have commanded. Refits happen where the agent's own log made
 them, else by refit.interval_s and the drift check. robotctl's decisions are what-if: their cost is

@@ -1,4 +1,4 @@
-"""``robotctl mdp``, ``robotctl optimise --control mdp`` and ``--certify``: what they run."""
+"""``robotctl mdp``, ``robotctl optimise --policy-kind mdp`` and ``--certify``: what they run."""
 
 from __future__ import annotations
 
@@ -66,15 +66,15 @@ def run_mdp(args: argparse.Namespace) -> int:
 
 
 def run_optimise_mdp(args: argparse.Namespace, model: QueueModel, costs: Costs) -> int:
-    """``robotctl optimise MODEL.yaml --control mdp``: paper 001's MDP on a Poisson/exponential model file."""
+    """``robotctl optimise MODEL.yaml --policy-kind mdp``: paper 001's MDP on a Poisson/exponential model file."""
     problem = RobotsProblem.from_model(model, costs)
     if args.modes or args.all_subsets or args.search != "auto":
         print("robotctl: warning: --modes, --all-subsets and --search steer the threshold search; "
-              "--control mdp ignores them", file=sys.stderr)
+              "--policy-kind mdp ignores them", file=sys.stderr)
     opt = solve_dynamic(problem)
     bound = mdp_lower_bound(model, costs) if args.certify else None
     if args.json:
-        out = {"control": "mdp", **dynamic_json(opt)}
+        out = {"policy_kind": "mdp", "control": "mdp", **dynamic_json(opt)}  # control: deprecated, policy_kind
         if bound is not None:
             out.update(certify_json(bound, opt.cost))
         print(json_text(out, indent=2))

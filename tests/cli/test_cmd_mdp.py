@@ -1,4 +1,4 @@
-"""`robotctl mdp`, `robotctl optimise --control mdp` and `--certify`, in process."""
+"""`robotctl mdp`, `robotctl optimise --policy-kind mdp` and `--certify`, in process."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def test_optimise_control_mdp_on_a_poisson_model_file(capsys: pytest.CaptureFixt
     """The same problem as a model file (linear Poisson modes 1..16, gamma as the starvation cost)."""
     assert main(["optimise", str(FIGURE_2), *flag, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["control"] == "mdp" and round(out["cost"], 5) == 0.20907
+    assert out["policy_kind"] == out["control"] == "mdp" and round(out["cost"], 5) == 0.20907
 
 
 def test_optimise_mdp_rejects_paper_000s_model_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:

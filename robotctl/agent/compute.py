@@ -284,6 +284,13 @@ class _Fitted:
     summary: dict[str, Any]
     seconds: float
     joint: Any = None
+    #: the joint fit's inverse observed information, computed once for the check and the adoption
+    cache: dict[str, Any] = field(default_factory=dict)
+
+    def covariance(self) -> Any:
+        if "covariance" not in self.cache:
+            self.cache["covariance"] = self.joint.covariance()
+        return self.cache["covariance"]
 
 
 def _fit_stage(inp: RefitInput, fit_fn: FitFn) -> _Fitted | RefitOutcome:
@@ -356,6 +363,7 @@ def _check_stage(inp: RefitInput, fitted: _Fitted) -> RefitOutcome | None:
     try:
         if fitted.joint is not None:
             predicted = price_interval(fitted.joint, fitted.model, inp.policy_in_force, inp.costs,
+                                       covariance=fitted.covariance(),
                                        draws=inp.check_draws, level=inp.check_level)
         else:
             price = float(cost_of(solve_policy(fitted.model, inp.policy_in_force), inp.costs).total)
@@ -452,11 +460,12 @@ def _beyond_uncertainty(inp: RefitInput, fitted: _Fitted, result: PolicyFit) -> 
     current = inp.current_policy if inp.current_policy is not None else inp.policy_in_force
     try:
         if current is None or current == result.policy:
-            priced = price_interval(fitted.joint, fitted.model, result.policy, inp.costs, draws=inp.check_draws,
-                                    level=inp.check_level)
+            priced = price_interval(fitted.joint, fitted.model, result.policy, inp.costs,
+                                    covariance=fitted.covariance(), draws=inp.check_draws, level=inp.check_level)
             summary["predicted"] = {"cost": finite(priced.cost), "cost_interval": [finite(x) for x in priced.interval]}
             return replace(result, fit=summary), "adopted"
         cmp = compare_policies(fitted.joint, fitted.model, result.policy, current, inp.costs,
+                               covariance=fitted.covariance(),
                                draws=inp.check_draws, level=inp.check_level)
     except InputError as exc:
         summary["predicted"] = {"cost": finite(float(result.cost.total)) if result.cost else None,

@@ -107,10 +107,12 @@ def test_manifests_parse_and_carry_a_valid_configuration() -> None:
         assert _docs(path), path
     kube = _docs(DEPLOY / "kubernetes" / "robotctl-sidecar.yaml")
     kinds = [d["kind"] for d in kube]
-    assert kinds == ["ConfigMap", "Secret", "PersistentVolumeClaim", "Deployment", "Service"]
+    # no Secret: the token is created by the command in the file's header, so applying the file again never
+    # overwrites it (issue 25: a shipped `token: change-me` crash-looped the pod)
+    assert kinds == ["ConfigMap", "PersistentVolumeClaim", "Deployment", "Service"]
     cfg = AgentConfig.from_dict(yaml.safe_load(kube[0]["data"]["sidecar.yaml"]))
     assert cfg.server.host == "0.0.0.0" and cfg.log.dir == "/var/lib/robotctl"
-    pod = kube[3]["spec"]["template"]
+    pod = kube[2]["spec"]["template"]
     sidecar = next(c for c in pod["spec"]["containers"] if c["name"] == "robotctl")
     assert sidecar["args"][:3] == ["serve", "--config", "/etc/robotctl/sidecar.yaml"]
     assert pod["metadata"]["annotations"]["prometheus.io/port"] == str(cfg.server.port)
@@ -119,11 +121,180 @@ def test_manifests_parse_and_carry_a_valid_configuration() -> None:
     assert {p["httpGet"]["path"] for p in (sidecar["readinessProbe"], sidecar["livenessProbe"])} == \
         {"/readyz", "/healthz"}
     unit = (DEPLOY / "systemd" / "robotctl.service").read_text()
-    assert "ExecStart=/usr/local/bin/robotctl serve --config /etc/robotctl/sidecar.yaml" in unit
+    assert "ExecStart=/opt/robotctl/bin/robotctl serve --config /etc/robotctl/sidecar.yaml" in unit
+    # the install lines put robotctl where the unit runs it
+    assert "python3 -m venv /opt/robotctl && /opt/robotctl/bin/pip install ." in unit
     assert "KillSignal=SIGTERM" in unit and "RestartPreventExitStatus=2" in unit
     container = (DEPLOY / "Containerfile").read_text()
     assert 'ENTRYPOINT ["robotctl", "serve", "--config", "/etc/robotctl/sidecar.yaml"]' in container
     assert "ROBOTCTL_LOG_DIR=/var/lib/robotctl" in container  # an environment override of log.dir
+
+
+#: The Secret holding the bearer token, created by a command (deploy/README.md), never by a manifest.
+SECRET = "robotctl-token"
+CREATE_SECRET = re.compile(r'kubectl create secret generic (\S+) --from-literal=(\w+)="\$\(openssl rand -base64 32\)"')
+
+
+def _run_sequence() -> str:
+    """The section of deploy/README.md that says how to run the agent on Kubernetes, in order."""
+    readme = (DEPLOY / "README.md").read_text()
+    start = readme.index("### Kubernetes")
+    end = readme.find("\n### ", start + 1)
+    return readme[start:end if end > 0 else None]
+
+
+def _secret_procedure() -> tuple[str, str]:
+    """(Secret name, key) of the documented `kubectl create secret` command: the manifest's header and the
+    README's run sequence give the same one, and the README creates it before the first apply."""
+    header = (DEPLOY / "kubernetes" / "robotctl-sidecar.yaml").read_text()
+    seq = _run_sequence()
+    found = set(CREATE_SECRET.findall(header)) | set(CREATE_SECRET.findall(seq))
+    assert len(found) == 1, found
+    assert CREATE_SECRET.findall(seq) and seq.index("kubectl create secret") < seq.index("kubectl apply")
+    return found.pop()
+
+
+def _applied_in_documented_order() -> list[Path]:
+    """The manifests deploy/README.md applies, in its order."""
+    files = re.findall(r"kubectl apply -f (deploy/kubernetes/\S+\.yaml)", _run_sequence())
+    assert files, "deploy/README.md applies no manifest"
+    return [ROOT / f for f in files]
+
+
+def _new_token() -> str:
+    """A token as the documented command makes it (openssl rand -base64 32), or the same from Python."""
+    import base64
+    import os
+
+    if shutil.which("openssl"):
+        out = subprocess.run(["openssl", "rand", "-base64", "32"], capture_output=True, text=True, check=True)
+        return out.stdout.strip()
+    return base64.b64encode(os.urandom(32)).decode()
+
+
+def test_the_documented_order_applies_every_manifest_after_what_it_needs() -> None:
+    """deploy/README.md's run sequence: the Secret first, then every manifest of deploy/kubernetes, each object
+    valid (kubernetes-validate, strict; the Secret as `kubectl create secret generic` makes it) and every
+    ConfigMap, Secret, claim and Service a pod names already created or in the same apply."""
+    import base64
+
+    import kubernetes_validate
+
+    name, key = _secret_procedure()
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "type": "Opaque",
+              "data": {key: base64.b64encode(_new_token().encode()).decode()}}
+    kubernetes_validate.validate(secret, KUBERNETES_VERSION, strict=True)
+    created = {("Secret", name)}
+    files = _applied_in_documented_order()
+    assert sorted(files) == sorted((DEPLOY / "kubernetes").glob("*.yaml")), "a manifest is never applied"
+    for path in files:
+        objs = _docs(path)
+        created |= {(o["kind"], o["metadata"]["name"]) for o in objs}
+        for obj in objs:
+            if not obj["apiVersion"].startswith("keda.sh/"):
+                kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+            text = json.dumps(obj)
+            for ref in re.findall(r'"secretKeyRef": \{"name": "([^"]+)"', text) + \
+                    re.findall(r'"secretName": "([^"]+)"', text):
+                assert ("Secret", ref) in created, (path.name, ref)
+            for ref in re.findall(r'"configMap": \{"name": "([^"]+)"', text):
+                assert ("ConfigMap", ref) in created, (path.name, ref)
+            for ref in re.findall(r'"claimName": "([^"]+)"', text):
+                assert ("PersistentVolumeClaim", ref) in created, (path.name, ref)
+    for obj in _kube():
+        env = [e for c in obj.get("spec", {}).get("template", {}).get("spec", {}).get("containers", [])
+               for e in c.get("env", [])]
+        for e in env:
+            ref = e.get("valueFrom", {}).get("secretKeyRef")
+            if ref:
+                assert (ref["name"], ref["key"]) == (name, key), ref
+
+
+def _containerfile_env() -> dict[str, str]:
+    text = (DEPLOY / "Containerfile").read_text().replace("\\\n", " ")
+    block = re.search(r"^ENV (.*)$", text, flags=re.MULTILINE)
+    assert block is not None
+    return dict(pair.split("=", 1) for pair in block.group(1).split())
+
+
+async def test_the_agent_comes_up_with_the_manifests_config_and_the_secret_procedures_token(
+        tmp_path: Path) -> None:
+    """Outside a cluster, the pod's own start: the ConfigMap's sidecar.yaml at the mounted path's name, the
+    image's environment (Containerfile ENV) and the container's (robotctl-sidecar.yaml), the token file the
+    Secret mount gives holding a token made by the documented command; the container's command and args.
+    Only where the pod's paths and port cannot be used here: the mounts under tmp_path, loopback, a free port.
+    The agent must answer /readyz 200, and refuse a request without the token."""
+    import asyncio
+    import os
+    import socket
+    import sys
+
+    deployment = _object("Deployment", "crawler")
+    pod = deployment["spec"]["template"]["spec"]
+    sidecar = next(c for c in pod["containers"] if c["name"] == "robotctl")
+    mounts = {m["name"]: m["mountPath"] for m in sidecar["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    here = {path: tmp_path / name for name, path in mounts.items()}  # each mount, outside a cluster
+    volume_of = {path: name for name, path in mounts.items()}
+
+    def local(path: str) -> str:
+        mount = max((m for m in here if path == m or path.startswith(m + "/")), key=len)
+        return str(here[mount] / path[len(mount):].lstrip("/"))
+
+    for mount_path, path in here.items():
+        path.mkdir(parents=True)
+        vol = volumes[volume_of[mount_path]]
+        if "configMap" in vol:
+            cm = _object("ConfigMap", vol["configMap"]["name"])
+            for fname, text in cm["data"].items():
+                (path / fname).write_text(text)
+        if "secret" in vol:
+            secret_name, key = _secret_procedure()
+            assert vol["secret"]["secretName"] == secret_name
+            token = _new_token()
+            (path / key).write_text(token)  # a Secret volume holds the value as is
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROBOTCTL_")}
+    env.update(_containerfile_env())
+    for e in sidecar["env"]:
+        assert "value" in e, e  # nothing from the cluster's API
+        env[e["name"]] = local(e["value"]) if e["value"].startswith("/") else e["value"]
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env |= {"ROBOTCTL_SERVER_HOST": "127.0.0.1", "ROBOTCTL_SERVER_PORT": str(port),
+            "ROBOTCTL_LOG_DIR": local(env["ROBOTCTL_LOG_DIR"])}
+    command = [os.path.join(os.path.dirname(sys.executable), sidecar["command"][0]),
+               *[local(a) if a.startswith("/") else a for a in sidecar["args"]]]
+    proc = await asyncio.create_subprocess_exec(*command, env=env, stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        async with aiohttp.ClientSession() as s:
+            async def ready() -> int:
+                while True:
+                    assert proc.returncode is None, (await proc.stdout.read()).decode()  # type: ignore[union-attr]
+                    try:
+                        async with s.get(url + "/readyz") as r:
+                            if r.status == 200:
+                                return r.status
+                    except aiohttp.ClientError:
+                        pass
+                    await asyncio.sleep(0.2)
+
+            assert await asyncio.wait_for(ready(), timeout=30) == 200
+            async with s.get(url + "/v1/status") as r:
+                assert r.status == 401
+            async with s.get(url + "/v1/status", headers={"Authorization": f"Bearer {token}"}) as r:
+                assert r.status == 200
+                status = await r.json()
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+        out = (await asyncio.wait_for(proc.communicate(), timeout=30))[0].decode()
+    assert proc.returncode == 0, out  # SIGTERM: a graceful stop
+    cfg = AgentConfig.from_dict(yaml.safe_load(_object("ConfigMap", "robotctl-config")["data"]["sidecar.yaml"]))
+    assert status["queue"]["capacity"] == cfg.capacity and status["robots"]["virtual"] == cfg.robots.n
+    assert (tmp_path / "log").exists() and any((tmp_path / "log").iterdir())  # the log volume's mount
 
 
 #: Kubernetes version whose schemas the manifests are validated against (kubernetes-validate ships them).
@@ -235,8 +406,7 @@ def test_keda_scales_the_robot_pool_on_the_slow_signal() -> None:
     service = _object("Service", "robotctl")
     assert env["ROBOTCTL_URL"]["value"] == f"http://robotctl:{service['spec']['ports'][0]['port']}"
     assert env["ROBOTCTL_ROBOT_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
-    assert env["ROBOTCTL_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == \
-        _object("Secret", "robotctl-token")["metadata"]["name"]
+    assert env["ROBOTCTL_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": SECRET, "key": "token"}
     agent_pod = _object("Deployment", "crawler")["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= agent_pod.items()
 
@@ -414,13 +584,15 @@ def test_deployments_never_run_the_agent_without_a_token_and_bound_its_files() -
     cfg = AgentConfig.from_dict(yaml.safe_load(kube[0]["data"]["sidecar.yaml"]))
     with pytest.raises(InputError, match="ROBOTCTL_SERVER_TOKEN"):
         cfg.server.check_exposure()  # without the mounted secret the pod stops with one line
-    pod = kube[3]["spec"]["template"]["spec"]
+    pod = kube[2]["spec"]["template"]["spec"]
     sidecar = next(c for c in pod["containers"] if c["name"] == "robotctl")
     token_file = next(e["value"] for e in sidecar["env"] if e["name"] == "ROBOTCTL_SERVER_TOKEN_FILE")
     mount = next(m for m in sidecar["volumeMounts"] if token_file.startswith(m["mountPath"] + "/"))
     volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
-    assert volume["secret"]["secretName"] == kube[1]["metadata"]["name"]
-    assert token_file.rsplit("/", 1)[1] in kube[1]["stringData"]
+    # the Secret the documented command creates, and the key it creates, are the ones mounted
+    name, key = _secret_procedure()
+    assert volume["secret"]["secretName"] == name == SECRET
+    assert token_file.rsplit("/", 1)[1] == key
     unit = (DEPLOY / "systemd" / "robotctl.service").read_text()
     limit = int(next(line for line in unit.splitlines() if line.startswith("LimitNOFILE=")).split("=")[1])
     assert limit >= AgentConfig.from_dict({"queue": {"capacity": 5}}).server.max_connections + 64

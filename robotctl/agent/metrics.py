@@ -8,7 +8,8 @@ Two kinds:
   :class:`~agent.policy.PolicySnapshot` (so a scrape never shows half of a policy update): the
   counters of deliveries, pages, bytes, completions, obsolete drops and losses; the queue length;
   active and desired robots; ``robots_at_level`` and the thresholds; the control in force
-  (``policy_control{control="thresholds"|"mdp"}``); the fitted arrival rates and
+  (``policy_control{control="thresholds"|"mdp"}``) and why (``policy_control_reason{reason}``); the fit's
+  check status (``fit_status{status}``); the fitted arrival rates and
   correlations per mode and the fallback rungs; and each predicted measure next to its observed
   counterpart over the same window (label ``source="predicted"|"observed"``).
 
@@ -56,6 +57,15 @@ NAMESPACE = "robotctl"
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 #: Buckets of the acknowledgement latency (seconds).
 ACK_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+
+#: Label values of ``robotctl_fit_status``: the fitting's FitStatus values, and ``none`` for a policy that
+#: no fit produced (the start-up policy, a configured one).
+FIT_STATUSES = ("ok", "fallback", "insufficient_data", "none")
+#: Label values of ``robotctl_policy_control_reason``: why the control in force is the one in force.
+#: ``as_configured``: policy.control asked for it (thresholds; or mdp, and the MDP is in force);
+#: ``targets_set``, ``assumptions_not_met``, ``mdp_unsolved``: policy.control: mdp, but the threshold
+#: optimum stays (GET /v1/policy, policy_control.reason, says it in words).
+CONTROL_REASONS = ("as_configured", "targets_set", "assumptions_not_met", "mdp_unsolved")
 
 #: (metric suffix, Measures field, help) of the measures exported predicted and observed.
 MEASURES = (
@@ -164,6 +174,13 @@ class AgentCollector(Collector):
         for name in CONTROLS:
             kind.add_metric([name], float(snap.control == name))
         yield kind
+        why = gauge("policy_control_reason", "1 for why the control in force is the one: as_configured, or with "
+                    "policy.control: mdp why the threshold optimum stays (targets_set, assumptions_not_met, "
+                    "mdp_unsolved; GET /v1/policy says it in words).", labels=["reason"])
+        code = snap.fit.get("control", {}).get("reason_code") or "as_configured"
+        for name in CONTROL_REASONS:
+            why.add_metric([name], float(code == name))
+        yield why
 
         rate = gauge("fit_arrival_pages_per_second", "Fitted arrival rate per mode (active robots).",
                      labels=["mode"])
@@ -181,6 +198,14 @@ class AgentCollector(Collector):
         for target, ok in sorted(snap.fit.get("targets", {}).get("met", {}).items()):
             met.add_metric([target], float(ok))
         yield met
+        status = gauge("fit_status", "1 for the check status of the fit behind the policy in force: ok (every "
+                       "part at its exact rung), fallback (a part used a lower rung: fit_fallback_rung), "
+                       "insufficient_data, or none (no fit: the start-up or a configured policy).",
+                       labels=["status"])
+        fit_status = snap.fit.get("status") or "none"
+        for name in FIT_STATUSES:
+            status.add_metric([name], float(fit_status == name))
+        yield status
         rung = gauge("fit_fallback_rung", "1 for the fallback rung each part of the last fit used.",
                      labels=["part", "rung"])
         for part, name in sorted(snap.fit.get("rungs", {}).items()):

@@ -434,11 +434,36 @@ def test_dashboard_tells_agents_apart_and_shows_rates() -> None:
             for by in re.findall(r"\b(?:sum|max|min|avg|count) by \(([^)]*)\)", t["expr"]):
                 assert "instance" in by, (p["title"], t["expr"])
             assert "$__range" not in t["expr"], (p["title"], t["expr"])
-            if re.search(r"robotctl_[a-z0-9_]+_total", t["expr"]):
-                assert "rate(" in t["expr"], (p["title"], t["expr"])
+            if re.search(r"robotctl_[a-z0-9_]+_total", t["expr"]) and p["type"] != "stat":
+                assert "rate(" in t["expr"], (p["title"], t["expr"])  # a stat panel may show a count
     commands = [p for p in dash["panels"]
                 if any("robotctl_robot_commands_total" in t["expr"] for t in p.get("targets", []))]
     assert commands, "no panel shows the park/resume commands"
+
+
+def test_dashboard_shows_what_the_agent_is_doing() -> None:
+    """Issue 25: the actuation mode, the policy kind and its reason, the fit's check status and rungs, the
+    quarantined log lines, the robot pool and the commands per robot per minute each have a panel; every
+    forecast panel shows the prediction apart in command and in advise mode (the policy in force or not)."""
+    from robotctl.agent.metrics import CONTROL_REASONS, FIT_STATUSES
+    from robotctl.fitting import FitStatus
+
+    assert set(FIT_STATUSES) == {s.value for s in FitStatus} | {"none"}
+    assert len(CONTROL_REASONS) == len(set(CONTROL_REASONS))
+    dash = json.loads((DEPLOY / "grafana" / "dashboards" / "robotctl.json").read_text())
+    exprs = {t["expr"] for p in dash["panels"] for t in p.get("targets", [])}
+    shown = set(METRIC.findall(" ".join(exprs)))
+    assert {"robotctl_control_mode", "robotctl_policy_control", "robotctl_policy_control_reason",
+            "robotctl_fit_status", "robotctl_fit_fallback_rung", "robotctl_log_quarantined_lines_total",
+            "robotctl_policy_max_robots", "robotctl_robot_commands_total"} <= shown
+    assert any("robotctl_robot_commands_total" in e and "robotctl_robots{" in e and "60 *" in e for e in exprs)
+    for p in dash["panels"]:
+        predicted = [t["expr"] for t in p.get("targets", []) if 'source="predicted"' in t["expr"]]
+        if predicted:
+            assert len(predicted) == 2, p["title"]
+            assert any('mode="command"' in e for e in predicted) and any('mode="advise"' in e for e in predicted)
+    for name in ("RobotctlLossAboveForecast", "RobotctlIndexerStarving"):
+        assert 'robotctl_control_mode{mode="command"} == 1' in _alerts()[name]["expr"], name
 
 
 def _prometheus_files(key: str) -> list[Path]:

@@ -11,7 +11,8 @@ import yaml
 
 from robotctl._json import json_text
 from robotctl.agent._files import load_yaml
-from robotctl.agent.trace import EVENT_KINDS, TraceArrays, read_trace_arrays
+from robotctl.agent.sources import check_recognised
+from robotctl.agent.trace import EVENT_KINDS, TraceArrays, read_trace_arrays, read_trace_bytes
 from robotctl.fitting import ModeTrajectory, fit_model, waiting_exposure
 from robotctl.model import InputError, costs_from_dict
 
@@ -152,7 +153,10 @@ def run_fit(args: argparse.Namespace) -> int:
     capacity, costs, settings = _settings(args)
     with Progress(2, "fit") as bar:
         extra = (args.mode_field,) if args.mode_field else ()
-        tr = read_trace_arrays(args.trace, extra_fields=extra)
+        data = read_trace_bytes(args.trace)
+        # fit reads traces only; a crawler's own log gets "format not recognised", not "has no column t"
+        check_recognised(data, args.trace, formats=("jsonl", "csv"))
+        tr = read_trace_arrays(args.trace, extra_fields=extra, data=data)
         bar.advance()
         order = _check_order(tr, args.sort)
         rows = np.flatnonzero(tr.kind("delivery"))

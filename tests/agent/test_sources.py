@@ -192,6 +192,7 @@ def test_traces_are_still_recognised_by_their_first_line(tmp_path: Path) -> None
     for text in (b'# a comment\n{"t": 1.0, "event": "delivery"}\n', b"event, t ,pages\ndelivery,1.0,2\n", b"",
                  b"\n\n", b"time,event\n1.0,delivery\n"):
         check_recognised(text, "x")
-    for text in (APACHE, b"hello world\n", b'1.2.3.4 - - [x] "GET / HTTP/1.1" 200 5 "-" "Mozilla (KHTML, like Gecko)"\n'):
+    gecko = b'1.2.3.4 - - [x] "GET / HTTP/1.1" 200 5 "-" "Mozilla (KHTML, like Gecko)"\n'
+    for text in (APACHE, b"hello world\n", gecko):
         with pytest.raises(InputError, match="format not recognised"):
             check_recognised(text, "x")

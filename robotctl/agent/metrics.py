@@ -19,8 +19,9 @@ Two signals for two time scales. ``robotctl_desired_robots`` is r(i) at the curr
 virtual robots: it changes at every delivery and completion, which the robots follow by long-poll, far
 faster than a scrape. ``robotctl_policy_max_robots`` is the pool of real robots the policy in force can
 ever keep active (the real robots of virtual robots 1..max_i r(i)); it changes only when a policy is
-adopted (or control is overridden), so an autoscaler (KEDA, an HPA on external metrics) can size the
-pool of robot workers on it (deploy/README.md).
+adopted (or control is overridden). ``robotctl_scaling_target_robots`` is what an autoscaler (KEDA, an HPA on
+external metrics) sizes the pool of robot workers on (deploy/README.md): the policy's pool in command mode,
+the whole configured fleet in advise mode (shadow mode never shrinks the pool).
 
 The registry also holds the standard ``process_*``, ``python_info`` and ``python_gc_*`` collectors and
 ``robotctl_build_info{version}``.
@@ -76,6 +77,24 @@ MEASURES = (
     ("mean_active_robots", "mean_active_robots", "time-average number of active virtual robots (N_act)"),
     ("response_time_seconds", "mean_response_served", "mean sojourn of indexed pages (V^(1))"),
 )
+
+
+def scaling_target_robots(agent: Agent) -> int:
+    """The robot pool an autoscaler sizes (``robotctl_scaling_target_robots``; deploy/README.md).
+
+    Command mode: :meth:`Agent.policy_max_robots`, the real robots the policy in force can ever keep active,
+    plus one while that is every registered robot and fewer are registered than the fleet provides for: the
+    policy is solved for the registered robots only, so without that one the pool could never grow back
+    after a scale-down. Advise mode (shadow): the whole configured fleet, what runs without the agent and
+    what KEDA's fallback runs; advice never shrinks the pool."""
+    act = agent.actuator
+    if agent.control_mode == "advise":
+        return act.max_rank
+    target = agent.policy_max_robots()
+    registered = len(act.robots)
+    if 0 < registered < act.max_rank and target >= registered:
+        target = registered + 1
+    return min(target, act.max_rank)
 
 
 class AgentCollector(Collector):
@@ -142,7 +161,18 @@ class AgentCollector(Collector):
         yield robots
 
         yield gauge("policy_max_robots", "Real robots the policy in force keeps active at its largest mode; "
-                    "changes only when a policy is adopted: the pool an autoscaler sizes.", a.policy_max_robots())
+                    "changes only when a policy is adopted (in advise mode too: what it would run).",
+                    a.policy_max_robots())
+        yield gauge("scaling_target_robots", "The robot pool an autoscaler (KEDA) sizes: in command mode the real "
+                    "robots the policy in force can keep active (one more while it uses every registered robot "
+                    "and fewer than robots.count are registered, so that the pool can grow back); in advise "
+                    "mode the whole configured fleet (shadow mode never shrinks the pool).",
+                    scaling_target_robots(a))
+        registered, expected = len(a.actuator.robots), a.actuator.max_rank
+        yield gauge("robots_missing", "Real robots of robots.count (and robots.group_size) that are not registered; "
+                    "the policy is solved for the registered ones only.", max(0, expected - registered))
+        yield gauge("robots_registered_below_count", "1 while fewer robots are registered than robots.count "
+                    "provides for (robotctl_robots_missing), else 0.", float(registered < expected))
         ctl = a.control_state
         override = gauge("control_override", "1 for who sets the active robots: auto (the policy), paused or "
                          "pinned (POST /v1/control).", labels=["mode"])

@@ -84,7 +84,7 @@ async def test_every_metric_used_in_deploy_is_exported(tmp_path: Path) -> None:
         missing = sorted(n for n in names if n not in exported)
         assert not missing, f"{where} uses metrics the agent does not export: {missing}"
     assert {"robotctl_loss_ratio", "robotctl_fit_arrival_pages_per_second",
-            "robotctl_desired_robots", "robotctl_policy_max_robots"} <= exported
+            "robotctl_desired_robots", "robotctl_policy_max_robots", "robotctl_scaling_target_robots"} <= exported
 
 
 def _docs(path: Path) -> list[Any]:
@@ -382,7 +382,7 @@ def test_the_validators_reject_what_a_cluster_would() -> None:
 
 def test_keda_scales_the_robot_pool_on_the_slow_signal() -> None:
     """The ScaledObject, the robot StatefulSet and the agent's configuration agree: KEDA follows
-    robotctl_policy_max_robots (one robot per pod) between robots.min_active and robots.count, the pod
+    robotctl_scaling_target_robots (one robot per pod) between robots.min_active and robots.count, the pod
     names are the agent's robots.ids in rank order, and the robots reach the agent's Service."""
     so = _object("ScaledObject", "robots")["spec"]
     ref = so["scaleTargetRef"]
@@ -396,7 +396,7 @@ def test_keda_scales_the_robot_pool_on_the_slow_signal() -> None:
     assert so["fallback"]["replicas"] == so["maxReplicaCount"]
     (trigger,) = so["triggers"]
     assert trigger["type"] == "prometheus" and trigger["metricType"] == "AverageValue"
-    assert METRIC.findall(trigger["metadata"]["query"]) == ["robotctl_policy_max_robots"]
+    assert METRIC.findall(trigger["metadata"]["query"]) == ["robotctl_scaling_target_robots"]
     assert float(trigger["metadata"]["threshold"]) == 1.0
     assert trigger["metadata"]["ignoreNullValues"] == "false"
     behavior = so["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
@@ -409,6 +409,56 @@ def test_keda_scales_the_robot_pool_on_the_slow_signal() -> None:
     assert env["ROBOTCTL_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": SECRET, "key": "token"}
     agent_pod = _object("Deployment", "crawler")["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= agent_pod.items()
+
+
+async def test_keda_holds_the_fleet_in_advise_mode_and_follows_the_policy_in_command_mode(tmp_path: Path) -> None:
+    """Issue 25: in advise mode /metrics exported robotctl_policy_max_robots 1 and the ScaledObject's query on
+    it would have shrunk the robot pool to one pod while the agent only advised. The ScaledObject's own
+    query, evaluated on the agent's /metrics, gives the whole fleet in advise mode and the policy's pool in
+    command mode."""
+    model, costs = load_model_file(str(ROOT / "config" / "paper-example.yaml"))
+    best = optimise(model, costs).best  # 3,3,3,1,1,1: at most 3 of the 4 robots
+
+    def compute(inp: RefitInput) -> RefitOutcome:
+        return RefitOutcome(True, RefitStage.DONE, "adopted",
+                            PolicyFit(best.policy, best.modes, best.thresholds, best.measures, best.cost,
+                                      fit_summary(model, None, {m: "observed" for m in model.modes}),
+                                      model, 500, (0.0, 1.0)), 0.01, 0.02, 500)
+
+    so = _object("ScaledObject", "robots")["spec"]
+    query = so["triggers"][0]["metadata"]["query"]
+    (name,) = METRIC.findall(query)
+    token = "t" * 24  # switching modes needs the token
+    cfg = AgentConfig.from_dict({"server": {"port": 0, "token": token}, "queue": {"capacity": 5},
+                                 "robots": {"ids": [f"robots-{k}" for k in range(4)]},
+                                 "refit": {"executor": "thread", "min_deliveries": 2},
+                                 "control": {"mode": "advise"}, "log": {"dir": str(tmp_path)}})
+
+    async def sample(s: aiohttp.ClientSession, url: str) -> dict[str, float]:
+        async with s.get(url + "/metrics") as r:
+            text = await r.text()
+        return {smp.name: smp.value for fam in text_string_to_metric_families(text) for smp in fam.samples
+                if not smp.labels}
+
+    async with run_in_process(cfg, clock=ManualClock(0.0), compute=compute) as (url, app), \
+            aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as s:
+        for k in range(4):
+            async with s.post(url + "/v1/robots", json={"robot": f"robots-{k}"}) as r:
+                assert r.status == 200
+        for _ in range(3):
+            app[AGENT].clock.advance(1.0)  # type: ignore[attr-defined]
+            async with s.post(url + "/v1/deliveries", json={"pages": 1}) as r:
+                assert r.status == 200
+        assert (await app[REFIT].refit("test")).success
+        advise = await sample(s, url)
+        async with s.post(url + "/v1/mode", json={"mode": "command"}) as r:
+            assert r.status == 200
+        command = await sample(s, url)
+    assert max(best.policy.robots_at_level) == 3
+    # the advised policy would run 3 robots; KEDA's metric holds the fleet of robots.count
+    assert advise["robotctl_policy_max_robots"] == 3 and advise[name] == so["maxReplicaCount"] == 4
+    assert command["robotctl_policy_max_robots"] == 3 and command[name] == 3
+    assert advise["robotctl_robots_registered_below_count"] == command["robotctl_robots_missing"] == 0
 
 
 def test_grafana_dashboard_is_well_formed() -> None:
@@ -455,7 +505,8 @@ def test_dashboard_shows_what_the_agent_is_doing() -> None:
     shown = set(METRIC.findall(" ".join(exprs)))
     assert {"robotctl_control_mode", "robotctl_policy_control", "robotctl_policy_control_reason",
             "robotctl_fit_status", "robotctl_fit_fallback_rung", "robotctl_log_quarantined_lines_total",
-            "robotctl_policy_max_robots", "robotctl_robot_commands_total"} <= shown
+            "robotctl_policy_max_robots", "robotctl_robot_commands_total", "robotctl_scaling_target_robots",
+            "robotctl_robots_missing"} <= shown
     assert any("robotctl_robot_commands_total" in e and "robotctl_robots{" in e and "60 *" in e for e in exprs)
     for p in dash["panels"]:
         predicted = [t["expr"] for t in p.get("targets", []) if 'source="predicted"' in t["expr"]]

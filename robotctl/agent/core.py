@@ -62,6 +62,7 @@ from .queue import (
     Observed,
     QueueView,
     Window,
+    drift_reason,
     mode_pages_key,
     mode_time_key,
     observed_measures,
@@ -1008,17 +1009,8 @@ class Agent:
             return None
         if cfg.drift_bound is None:
             return None
-        totals = self.drift_window.totals(now)
-        for m in snapshot.model.modes:
-            pages = totals.get(mode_pages_key(m), 0.0)
-            t = totals.get(mode_time_key(m), 0.0)
-            if pages < cfg.drift_min_pages or t <= 0:
-                continue
-            observed = pages / t
-            fitted = float(snapshot.model.arrivals[m].rate)
-            if fitted > 0 and abs(observed - fitted) / fitted > cfg.drift_bound:
-                return f"drift mode={m} observed_rate={observed:.4g} fitted_rate={fitted:.4g}"
-        return None
+        rates = {m: float(snapshot.model.arrivals[m].rate) for m in snapshot.model.modes}
+        return drift_reason(self.drift_window.totals(now), rates, cfg.drift_bound, cfg.drift_min_pages)
 
     # -- views ---------------------------------------------------------------------------------------
     @property

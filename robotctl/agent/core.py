@@ -249,6 +249,7 @@ class Agent:
         self._scheduler = scheduler
         self._control = ControlState(since=now)
         self._ready = False
+        self._robots_missing = False  # the last robots_missing log line said so
         # (start time, mode) of every stretch of one mode, for the exact time spent in each mode
         self._segments: deque[tuple[float, int]] = deque([(now, self.actuator.mode)])
         self._policy_write: asyncio.Future[None] | None = None
@@ -833,13 +834,16 @@ class Agent:
         self._flush_pending()
 
     def _fleet_changed(self, now: float) -> None:
-        """Advise mode: robots registered or left, so the fleet that runs by itself may have changed."""
+        """Robots registered or left. Advise mode: the fleet that runs by itself may have changed. Command mode:
+        the mode never exceeds the registered robots, so r(i) is applied again."""
         if self.actuator.advise:
             new = self.actuator.fleet_mode()
             if new != self.actuator.mode:
                 old, self.actuator.mode = self.actuator.mode, new
                 self._hold_mode(now, old, new)
                 self._flush_pending()
+        elif self._ready:
+            self._queue_changed(now)  # the mode never exceeds the registered robots: re-apply r(i)
 
     # -- policy --------------------------------------------------------------------------------------
     @property
@@ -966,6 +970,14 @@ class Agent:
             per_page = d["bytes"] / d["pages"]
             sizes = per_page[~np.isnan(per_page)]
         fit_modes = tuple(m for m in cfg.all_modes if m >= 1)
+        search_modes = cfg.policy.modes
+        registered = self.actuator.registered_slots()
+        self._warn_missing(registered)
+        if registered < cfg.robots.n:  # never count on robots that are not registered
+            top = max(registered, fit_modes[0])
+            fit_modes = tuple(m for m in fit_modes if m <= top)
+            if search_modes is not None:
+                search_modes = tuple(m for m in search_modes if m <= top) or (min(search_modes),)
         exposure = self.mode_exposure(float(d["t"][0]), now)
         obs_drops: int | None = None
         obs_exposure: float | None = None
@@ -981,7 +993,7 @@ class Agent:
                     remembered[int(key)] = snap.model.arrivals[int(key)]
         return RefitInput(
             delivery_times=times, pages=d["pages"], modes=modes,
-            all_modes=fit_modes, search_modes=cfg.policy.modes,
+            all_modes=fit_modes, search_modes=search_modes,
             service_times=svc if svc.size else None, sizes_bytes=sizes if sizes.size else None,
             capacity=cfg.capacity, costs=cfg.costs, processing_rate_bps=cfg.fit.processing_rate_bps,
             mean_useful_life_s=cfg.fit.mean_useful_life_s, options=options,
@@ -992,6 +1004,22 @@ class Agent:
             dwell_s=None if cfg.robots.dwell_s == "auto" else float(cfg.robots.dwell_s),
             hysteresis=None if cfg.robots.hysteresis == "auto" else int(cfg.robots.hysteresis),
             max_commands_per_min=cfg.robots.max_commands_per_min, control=cfg.policy.control)
+
+    def _warn_missing(self, registered_slots: int) -> None:
+        """One log line when some robots but fewer than robots.count provides for are registered (at a refit,
+        when it starts being so), and one when they all are again."""
+        act = self.actuator
+        # none registered at all: the robots run unregistered, and the agent counts on the whole fleet
+        missing = 0 < len(act.robots) < act.max_rank
+        if missing != self._robots_missing:
+            self._robots_missing = missing
+            if missing:
+                LOG.warning("event=robots_missing registered=%d count=%d virtual=%d/%d: the policy is solved "
+                            "for the registered robots only; register the others or lower robots.count",
+                            len(act.robots), act.max_rank, min(registered_slots, self.config.robots.n),
+                            self.config.robots.n)
+            else:
+                LOG.info("event=robots_complete registered=%d", len(act.robots))
 
     def _log_refit(self, now: float, reason: str) -> None:
         try:
@@ -1055,8 +1083,9 @@ class Agent:
 
     def desired(self) -> int:
         """What the policy asks for now: r(i) at the current queue length, or under the MDP the robots it
-        targets (its last decision)."""
-        return self.holder.current.decision.target(Event.OTHER, (), self.queue.length, self.actuator.target)
+        targets (its last decision); never more than the virtual robots that hold a registered robot."""
+        want = self.holder.current.decision.target(Event.OTHER, (), self.queue.length, self.actuator.target)
+        return min(want, self.actuator.registered_slots())
 
     def policy_view(self) -> dict[str, Any]:
         """The policy in force with its fit and predictions, next to the observed measures and r(i) now."""

@@ -170,7 +170,8 @@ class AgentCollector(Collector):
                     scaling_target_robots(a))
         registered, expected = len(a.actuator.robots), a.actuator.max_rank
         yield gauge("robots_missing", "Real robots of robots.count (and robots.group_size) that are not registered; "
-                    "the policy is solved for the registered ones only.", max(0, expected - registered))
+                    "the policy is solved for the registered ones only (with none registered at all, robots run "
+                    "unregistered and every one is counted on).", max(0, expected - registered))
         yield gauge("robots_registered_below_count", "1 while fewer robots are registered than robots.count "
                     "provides for (robotctl_robots_missing), else 0.", float(registered < expected))
         ctl = a.control_state

@@ -88,7 +88,7 @@ def scaling_target_robots(agent: Agent) -> int:
     after a scale-down. Advise mode (shadow): the whole configured fleet, what runs without the agent and
     what KEDA's fallback runs; advice never shrinks the pool."""
     act = agent.actuator
-    if agent.control_mode == "advise":
+    if agent.fleet.control_mode == "advise":
         return act.max_rank
     target = agent.policy_max_robots()
     registered = len(act.robots)
@@ -150,7 +150,7 @@ class AgentCollector(Collector):
                     "themselves (advise).", a.mode)
         control = gauge("control_mode", "1 for the control mode: command (robots parked and resumed) or advise "
                         "(shadow mode: desired_robots is exported, nobody is parked).", labels=["mode"])
-        control.add_metric([a.control_mode], 1)
+        control.add_metric([a.fleet.control_mode], 1)
         yield control
         yield gauge("desired_robots", "r(i): virtual robots the policy wants at the current queue length.",
                     a.desired())

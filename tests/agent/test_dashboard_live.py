@@ -12,8 +12,8 @@ the wall clock), and Prometheus scrapes them every second for about fifteen seco
   policies (one more refit runs while Prometheus watches);
 - ``advise``: the same traffic with every robot on, the agent in shadow mode;
 - ``failing``: every refit fails at the fit stage, an operator pinned the fleet to no robot while the
-  indexer idles, a robot stopped polling its command: RobotctlRefitFailing, RobotctlIndexerStarving,
-  RobotctlRobotsLost and RobotctlControlOverridden hold;
+  indexer idles, one robot of four registered and it stopped polling its command: RobotctlRefitFailing,
+  RobotctlIndexerStarving, RobotctlRobotsLost, RobotctlRobotsMissing and RobotctlControlOverridden hold;
 - ``flooded``: a fitted policy in force and a flood of pages nobody indexes after completions the queue
   view did not hold: RobotctlLossAboveForecast, RobotctlQueueFull and RobotctlQueueViewDrifts hold;
 - a target nobody listens on: RobotctlAgentDown holds.
@@ -156,7 +156,7 @@ def _alerts() -> dict[str, str]:
 
 #: the agent (or target) each alert's scenario is made for; None: not made to fire (see the docstring)
 SCENARIO = {"RobotctlAgentDown": "dead", "RobotctlRefitFailing": "failing", "RobotctlIndexerStarving": "failing",
-            "RobotctlRobotsLost": "failing", "RobotctlControlOverridden": "failing",
+            "RobotctlRobotsLost": "failing", "RobotctlControlOverridden": "failing", "RobotctlRobotsMissing": "failing",
             "RobotctlLossAboveForecast": "flooded", "RobotctlQueueFull": "flooded",
             "RobotctlQueueViewDrifts": "flooded", "RobotctlSlowAcknowledgements": None}
 

@@ -104,4 +104,5 @@ def test_the_readmes_commands_run_top_to_bottom_on_a_fresh_clone(tmp_path: Path)
     assert out.returncode == 0, (out.stdout[-3000:], out.stderr[-3000:])
     ran = re.findall(r"^== README\.md:(\d+)$", out.stderr, flags=re.MULTILINE)
     assert len(ran) == sum(1 for _, skip, _ in shell_blocks(text) if skip is None), out.stderr[-2000:]
-    assert '"mode": "command"' in out.stdout.replace('"mode":"command"', '"mode": "command"'), out.stdout[-2000:]
+    assert '"actuation": "command"' in out.stdout.replace('"actuation":"command"', '"actuation": "command"'), \
+        out.stdout[-2000:]

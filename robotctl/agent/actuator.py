@@ -23,7 +23,7 @@ Registered robots only
     The mode never exceeds the virtual robots that hold a registered robot (:meth:`Actuator.registered_slots`):
     with 2 of 4 robots registered, r(i) = 4 makes the mode 2, and a robot that registers later raises it.
 Advice only
-    With :attr:`Actuator.advise` (``control.mode: advise``, shadow mode) the actuator records the target
+    With :attr:`Actuator.advise` (``robots.actuation: advise``, shadow mode) the actuator records the target
     r(i) but never changes a command: every robot keeps its default state, what it does without the
     agent, and the mode is the fleet as it runs (:meth:`Actuator.fleet_mode`), not the target.
 Commands and leases

@@ -7,13 +7,22 @@ Two kinds:
 - *Derived values* read at scrape time by :class:`AgentCollector` from the agent's state and from one
   :class:`~agent.policy.PolicySnapshot` (so a scrape never shows half of a policy update): the
   counters of deliveries, pages, bytes, completions, obsolete drops and losses; the queue length;
-  active and desired robots; ``robots_at_level`` and the thresholds; the control in force
-  (``policy_control{control="thresholds"|"mdp"}``) and why (``policy_control_reason{reason}``); the fit's
-  check status (``fit_status{status}``); the fitted arrival rates and
+  active and desired robots; the actuation (``actuation{actuation="command"|"advise"}``) and the
+  override (``override{override="auto"|"paused"|"pinned"}``) in force; ``robots_at_level``, the
+  thresholds and the policy kind in force (``policy_kind{kind="thresholds"|"mdp"}``) and why
+  (``policy_kind_reason{reason}``); the fit's check status (``fit_status{status}``); the fitted arrival rates and
   correlations per mode and the fallback rungs; and each predicted measure next to its observed
   counterpart over the same window (label ``source="predicted"|"observed"``).
 
-Names follow ``robotctl_<subsystem>_<name>_<unit>``; counters end in ``_total``.
+Names follow ``robotctl_<subsystem>_<name>_<unit>``; counters end in ``_total``; the words are the
+glossary's (docs/ARCHITECTURE.md): a *mode* label is a number of active robots.
+
+Deprecated names (:data:`DEPRECATED_METRICS`), exported alongside the new ones for this release so that
+dashboards and alerts keep working while they move, and removed in the next: ``robotctl_control_mode{mode}``
+(now ``robotctl_actuation{actuation}``), ``robotctl_control_override{mode}`` (``robotctl_override{override}``),
+``robotctl_control_robots`` and ``robotctl_control_until_timestamp_seconds`` (``robotctl_override_robots``,
+``robotctl_override_until_timestamp_seconds``), ``robotctl_policy_control{control}``
+(``robotctl_policy_kind{kind}``).
 
 Two signals for two time scales. ``robotctl_desired_robots`` is r(i) at the current queue length, in
 virtual robots: it changes at every delivery and completion, which the robots follow by long-poll, far
@@ -47,12 +56,29 @@ from prometheus_client.registry import Collector
 from robotctl import __version__
 
 from .compute import RefitOutcome
-from .control import Override
 from .core import Agent
-from .policy import CONTROLS
+from .override import Override
+from .policy import POLICY_KINDS
 from .refit import RefitRecord
 
 NAMESPACE = "robotctl"
+
+#: Deprecated metric names and the names that replace them (both are exported for this release).
+DEPRECATED_METRICS = {
+    "robotctl_control_mode": "robotctl_actuation",
+    "robotctl_control_override": "robotctl_override",
+    "robotctl_control_robots": "robotctl_override_robots",
+    "robotctl_control_until_timestamp_seconds": "robotctl_override_until_timestamp_seconds",
+    "robotctl_policy_control": "robotctl_policy_kind",
+}
+#: Values of the actuation: the agent parks and resumes robots, or only advises (shadow mode).
+ACTUATIONS = ("command", "advise")
+
+
+def _deprecated(name: str) -> str:
+    """The start of a metric's help: "Deprecated: use <new name>. " for a deprecated name, else nothing."""
+    new = DEPRECATED_METRICS.get(f"{NAMESPACE}_{name}")
+    return "" if new is None else f"Deprecated: use {new}. "
 
 #: Buckets of the fit and solve histograms (seconds).
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
@@ -62,11 +88,11 @@ ACK_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
 #: Label values of ``robotctl_fit_status``: the fitting's FitStatus values, and ``none`` for a policy that
 #: no fit produced (the start-up policy, a configured one).
 FIT_STATUSES = ("ok", "fallback", "insufficient_data", "none")
-#: Label values of ``robotctl_policy_control_reason``: why the control in force is the one in force.
-#: ``as_configured``: policy.control asked for it (thresholds; or mdp, and the MDP is in force);
-#: ``targets_set``, ``assumptions_not_met``, ``mdp_unsolved``: policy.control: mdp, but the threshold
+#: Label values of ``robotctl_policy_kind_reason``: why the policy kind in force is the one in force.
+#: ``as_configured``: policy.kind asked for it (thresholds; or mdp, and the MDP is in force);
+#: ``targets_set``, ``assumptions_not_met``, ``mdp_unsolved``: policy.kind: mdp, but the threshold
 #: optimum stays (GET /v1/policy, policy_control.reason, says it in words).
-CONTROL_REASONS = ("as_configured", "targets_set", "assumptions_not_met", "mdp_unsolved")
+POLICY_KIND_REASONS = ("as_configured", "targets_set", "assumptions_not_met", "mdp_unsolved")
 
 #: (metric suffix, Measures field, help) of the measures exported predicted and observed.
 MEASURES = (
@@ -82,13 +108,13 @@ MEASURES = (
 def scaling_target_robots(agent: Agent) -> int:
     """The robot pool an autoscaler sizes (``robotctl_scaling_target_robots``; deploy/README.md).
 
-    Command mode: :meth:`Agent.policy_max_robots`, the real robots the policy in force can ever keep active,
+    Command actuation: :meth:`Agent.policy_max_robots`, the real robots the policy in force can ever keep active,
     plus one while that is every registered robot and fewer are registered than the fleet provides for: the
     policy is solved for the registered robots only, so without that one the pool could never grow back
-    after a scale-down. Advise mode (shadow): the whole configured fleet, what runs without the agent and
+    after a scale-down. Advise actuation (shadow mode): the whole configured fleet, what runs without the agent and
     what KEDA's fallback runs; advice never shrinks the pool."""
     act = agent.actuator
-    if agent.fleet.control_mode == "advise":
+    if agent.fleet.actuation == "advise":
         return act.max_rank
     target = agent.policy_max_robots()
     registered = len(act.robots)
@@ -146,11 +172,17 @@ class AgentCollector(Collector):
 
         yield gauge("queue_length_pages", "Pages in the system (being indexed or waiting).", a.queue_length)
         yield gauge("queue_capacity_pages", "K, the buffer's capacity.", a.config.capacity)
-        yield gauge("active_robots", "Virtual robots active: commanded (control mode command) or running by "
-                    "themselves (advise).", a.mode)
-        control = gauge("control_mode", "1 for the control mode: command (robots parked and resumed) or advise "
-                        "(shadow mode: desired_robots is exported, nobody is parked).", labels=["mode"])
-        control.add_metric([a.fleet.control_mode], 1)
+        yield gauge("active_robots", "Virtual robots active (the mode): commanded (actuation command) or running "
+                    "by themselves (advise).", a.mode)
+        actuation = gauge("actuation", "1 for the actuation in force, 0 for the other: command (robots parked "
+                          "and resumed) or advise (shadow mode: desired_robots is exported, nobody is parked).",
+                          labels=["actuation"])
+        for name in ACTUATIONS:
+            actuation.add_metric([name], float(a.fleet.actuation == name))
+        yield actuation
+        control = gauge("control_mode", _deprecated("control_mode") + "1 for the actuation in force.",
+                        labels=["mode"])
+        control.add_metric([a.fleet.actuation], 1)
         yield control
         yield gauge("desired_robots", "r(i): virtual robots the policy wants at the current queue length.",
                     a.desired())
@@ -161,12 +193,12 @@ class AgentCollector(Collector):
         yield robots
 
         yield gauge("policy_max_robots", "Real robots the policy in force keeps active at its largest mode; "
-                    "changes only when a policy is adopted (in advise mode too: what it would run).",
+                    "changes only when a policy is adopted (in advise actuation too: what it would run).",
                     a.policy_max_robots())
-        yield gauge("scaling_target_robots", "The robot pool an autoscaler (KEDA) sizes: in command mode the real "
-                    "robots the policy in force can keep active (one more while it uses every registered robot "
+        yield gauge("scaling_target_robots", "The robot pool an autoscaler (KEDA) sizes: in command actuation the "
+                    "real robots the policy in force can keep active (one more while it uses every registered robot "
                     "and fewer than robots.count are registered, so that the pool can grow back); in advise "
-                    "mode the whole configured fleet (shadow mode never shrinks the pool).",
+                    "actuation the whole configured fleet (shadow mode never shrinks the pool).",
                     scaling_target_robots(a))
         registered, expected = len(a.actuator.robots), a.actuator.max_rank
         yield gauge("robots_missing", "Real robots of robots.count (and robots.group_size) that are not registered; "
@@ -174,16 +206,19 @@ class AgentCollector(Collector):
                     "unregistered and every one is counted on).", max(0, expected - registered))
         yield gauge("robots_registered_below_count", "1 while fewer robots are registered than robots.count "
                     "provides for (robotctl_robots_missing), else 0.", float(registered < expected))
-        ctl = a.control_state
-        override = gauge("control_override", "1 for who sets the active robots: auto (the policy), paused or "
-                         "pinned (POST /v1/control).", labels=["mode"])
-        for mode in Override:
-            override.add_metric([mode.value], float(ctl.mode is mode))
-        yield override
-        yield gauge("control_robots", "Active virtual robots held by an override (absent under the policy).",
-                    None if ctl.robots is None else float(ctl.robots))
-        yield gauge("control_until_timestamp_seconds", "Agent time an override ends by itself (NaN: until "
-                    "resumed).", ctl.until)
+        ctl = a.override_state
+        held = None if ctl.robots is None else float(ctl.robots)
+        for name, label in (("override", "override"), ("control_override", "mode")):
+            override = gauge(name, _deprecated(name) + "1 for who sets the active robots: auto (the policy), paused or "
+                             "pinned (POST /v1/override).", labels=[label])
+            for who in Override:
+                override.add_metric([who.value], float(ctl.override is who))
+            yield override
+        for prefix in ("override", "control"):
+            yield gauge(f"{prefix}_robots", _deprecated(f"{prefix}_robots") + "Active virtual robots held by an "
+                        "override (NaN under the policy).", held)
+            yield gauge(f"{prefix}_until_timestamp_seconds", _deprecated(f"{prefix}_until_timestamp_seconds") +
+                        "Agent time an override ends by itself (NaN: until resumed).", ctl.until)
         yield gauge("policy_version", "Version of the policy in force.", snap.version)
         yield gauge("policy_adopted_timestamp_seconds", "Agent time the policy in force was adopted.",
                     snap.adopted_at)
@@ -199,17 +234,18 @@ class AgentCollector(Collector):
         src = gauge("policy_source", "1 for where the policy in force came from.", labels=["source"])
         src.add_metric([snap.source], 1)
         yield src
-        kind = gauge("policy_control", "1 for the control in force: thresholds (r(i) from the queue length) or "
-                     "mdp (paper 001's MDP policy, policy.control: mdp, where the fitted traffic meets its "
-                     "assumptions); 0 for the other.", labels=["control"])
-        for name in CONTROLS:
-            kind.add_metric([name], float(snap.control == name))
-        yield kind
-        why = gauge("policy_control_reason", "1 for why the control in force is the one: as_configured, or with "
-                    "policy.control: mdp why the threshold optimum stays (targets_set, assumptions_not_met, "
+        for name, label in (("policy_kind", "kind"), ("policy_control", "control")):
+            kind = gauge(name, _deprecated(name) + "1 for the policy kind in force: thresholds (r(i) from the queue "
+                         "length) or mdp (paper 001's MDP policy, policy.kind: mdp, where the fitted traffic meets "
+                         "its assumptions); 0 for the other.", labels=[label])
+            for value in POLICY_KINDS:
+                kind.add_metric([value], float(snap.kind == value))
+            yield kind
+        why = gauge("policy_kind_reason", "1 for why the policy kind in force is the one: as_configured, or with "
+                    "policy.kind: mdp why the threshold optimum stays (targets_set, assumptions_not_met, "
                     "mdp_unsolved; GET /v1/policy says it in words).", labels=["reason"])
         code = snap.fit.get("control", {}).get("reason_code") or "as_configured"
-        for name in CONTROL_REASONS:
+        for name in POLICY_KIND_REASONS:
             why.add_metric([name], float(code == name))
         yield why
 

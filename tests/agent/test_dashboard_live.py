@@ -70,11 +70,11 @@ def _config(tmp_path: Path, name: str, mode: str = "command", lease_s: float = 1
             ) -> AgentConfig:
     return AgentConfig.from_dict({
         "server": {"port": 0, "insecure_loopback": True}, "queue": {"capacity": 5},
-        "robots": {"ids": [f"r{i}" for i in range(1, N + 1)], "lease_s": lease_s},
+        "robots": {"ids": [f"r{i}" for i in range(1, N + 1)], "lease_s": lease_s, "actuation": mode},
         "costs": {"loss": 5, "obsolescence": 10, "response": 2, "robot": 20, "starvation": 300},
         "refit": {"interval_s": 250, "window_s": 2000, "min_interval_s": 0, "min_deliveries": 200,
                   "drift_bound": None, "executor": "thread", **refit},
-        "fit": {"mean_useful_life_s": 5.0}, "control": {"mode": mode},
+        "fit": {"mean_useful_life_s": 5.0},
         "log": {"dir": str(tmp_path / name), "fsync": "never"}})
 
 
@@ -205,7 +205,7 @@ async def test_a_real_prometheus_evaluates_every_dashboard_query_and_alert(
         assert not (await app[REFIT].refit("test")).success
         async with s.post(url + "/v1/robots", json={"robot": "r4"}) as r:
             assert r.status in (200, 201), await r.text()
-        async with s.post(url + "/v1/control", json={"action": "pin", "robots": 0}) as r:
+        async with s.post(url + "/v1/override", json={"action": "pin", "robots": 0}) as r:
             assert r.status == 200, await r.text()
         clock.advance(30.0)
         await ManualClock.settle(2)
@@ -282,10 +282,10 @@ async def test_a_real_prometheus_evaluates_every_dashboard_query_and_alert(
                         clock_f.advance(0.5)
                         app_f[AGENT].deliver([Delivery(None, 1, None, None)])
                 if tick == 4:
-                    async with s.post(url_c + "/v1/control", json={"action": "pin", "robots": 2}) as r:
+                    async with s.post(url_c + "/v1/override", json={"action": "pin", "robots": 2}) as r:
                         assert r.status == 200, await r.text()
                 if tick == 7:
-                    async with s.post(url_c + "/v1/control", json={"action": "resume"}) as r:
+                    async with s.post(url_c + "/v1/override", json={"action": "resume"}) as r:
                         assert r.status == 200, await r.text()
                 await asyncio.sleep(0.5)
             assert refit_task is not None and (await refit_task).success
@@ -314,7 +314,7 @@ async def test_a_real_prometheus_evaluates_every_dashboard_query_and_alert(
                 # scenario must meet it; the advise-mode agent never meets those that compare the forecast
                 elif SCENARIO[name] not in fired or not fired <= {SCENARIO[name], "command", "advise"}:
                     wrong.append((name, sorted(map(str, fired)), SCENARIO[name]))
-                if "control_mode" in expr and "advise" in fired:
+                if "robotctl_actuation" in expr and "advise" in fired:
                     wrong.append((name, "fires in advise mode"))
             assert not wrong, wrong
         finally:

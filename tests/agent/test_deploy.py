@@ -20,6 +20,7 @@ from robotctl.agent import load_model_file
 from robotctl.agent.app import AGENT, REFIT, run_in_process
 from robotctl.agent.clock import ManualClock
 from robotctl.agent.config import AgentConfig
+from robotctl.agent.metrics import DEPRECATED_METRICS
 from robotctl.agent.policy import PolicyFit
 from robotctl.agent.refit import RefitInput, RefitOutcome, RefitStage, fit_summary
 from robotctl.policies import optimise
@@ -85,6 +86,14 @@ async def test_every_metric_used_in_deploy_is_exported(tmp_path: Path) -> None:
         assert not missing, f"{where} uses metrics the agent does not export: {missing}"
     assert {"robotctl_loss_ratio", "robotctl_fit_arrival_pages_per_second",
             "robotctl_desired_robots", "robotctl_policy_max_robots", "robotctl_scaling_target_robots"} <= exported
+    # the deprecated names are still exported for this release, next to the names that replace them
+    assert set(DEPRECATED_METRICS) | set(DEPRECATED_METRICS.values()) <= exported
+
+
+def test_deploy_uses_no_deprecated_metric() -> None:
+    for where, names in _referenced().items():
+        old = sorted(names & set(DEPRECATED_METRICS))
+        assert not old, f"{where} uses deprecated metrics: {[(n, DEPRECATED_METRICS[n]) for n in old]}"
 
 
 def _docs(path: Path) -> list[Any]:
@@ -430,9 +439,9 @@ async def test_keda_holds_the_fleet_in_advise_mode_and_follows_the_policy_in_com
     (name,) = METRIC.findall(query)
     token = "t" * 24  # switching modes needs the token
     cfg = AgentConfig.from_dict({"server": {"port": 0, "token": token}, "queue": {"capacity": 5},
-                                 "robots": {"ids": [f"robots-{k}" for k in range(4)]},
+                                 "robots": {"ids": [f"robots-{k}" for k in range(4)], "actuation": "advise"},
                                  "refit": {"executor": "thread", "min_deliveries": 2},
-                                 "control": {"mode": "advise"}, "log": {"dir": str(tmp_path)}})
+                                 "log": {"dir": str(tmp_path)}})
 
     async def sample(s: aiohttp.ClientSession, url: str) -> dict[str, float]:
         async with s.get(url + "/metrics") as r:
@@ -451,7 +460,7 @@ async def test_keda_holds_the_fleet_in_advise_mode_and_follows_the_policy_in_com
                 assert r.status == 200
         assert (await app[REFIT].refit("test")).success
         advise = await sample(s, url)
-        async with s.post(url + "/v1/mode", json={"mode": "command"}) as r:
+        async with s.post(url + "/v1/actuation", json={"actuation": "command"}) as r:
             assert r.status == 200
         command = await sample(s, url)
     assert max(best.policy.robots_at_level) == 3
@@ -495,15 +504,15 @@ def test_dashboard_shows_what_the_agent_is_doing() -> None:
     """Issue 25: the actuation mode, the policy kind and its reason, the fit's check status and rungs, the
     quarantined log lines, the robot pool and the commands per robot per minute each have a panel; every
     forecast panel shows the prediction apart in command and in advise mode (the policy in force or not)."""
-    from robotctl.agent.metrics import CONTROL_REASONS, FIT_STATUSES
+    from robotctl.agent.metrics import FIT_STATUSES, POLICY_KIND_REASONS
     from robotctl.fitting import FitStatus
 
     assert set(FIT_STATUSES) == {s.value for s in FitStatus} | {"none"}
-    assert len(CONTROL_REASONS) == len(set(CONTROL_REASONS))
+    assert len(POLICY_KIND_REASONS) == len(set(POLICY_KIND_REASONS))
     dash = json.loads((DEPLOY / "grafana" / "dashboards" / "robotctl.json").read_text())
     exprs = {t["expr"] for p in dash["panels"] for t in p.get("targets", [])}
     shown = set(METRIC.findall(" ".join(exprs)))
-    assert {"robotctl_control_mode", "robotctl_policy_control", "robotctl_policy_control_reason",
+    assert {"robotctl_actuation", "robotctl_policy_kind", "robotctl_policy_kind_reason",
             "robotctl_fit_status", "robotctl_fit_fallback_rung", "robotctl_log_quarantined_lines_total",
             "robotctl_policy_max_robots", "robotctl_robot_commands_total", "robotctl_scaling_target_robots",
             "robotctl_robots_missing"} <= shown
@@ -512,9 +521,10 @@ def test_dashboard_shows_what_the_agent_is_doing() -> None:
         predicted = [t["expr"] for t in p.get("targets", []) if 'source="predicted"' in t["expr"]]
         if predicted:
             assert len(predicted) == 2, p["title"]
-            assert any('mode="command"' in e for e in predicted) and any('mode="advise"' in e for e in predicted)
+            assert any('actuation="command"' in e for e in predicted) and \
+                any('actuation="advise"' in e for e in predicted)
     for name in ("RobotctlLossAboveForecast", "RobotctlIndexerStarving"):
-        assert 'robotctl_control_mode{mode="command"} == 1' in _alerts()[name]["expr"], name
+        assert 'robotctl_actuation{actuation="command"} == 1' in _alerts()[name]["expr"], name
 
 
 def _prometheus_files(key: str) -> list[Path]:

@@ -410,7 +410,8 @@ def _mdp_stage(inp: RefitInput, out: RefitOutcome) -> RefitOutcome:
     from dataclasses import replace
 
     t0 = time.perf_counter()
-    info: dict[str, Any] = {"requested": "mdp", "in_force": "thresholds", "reason": None}
+    # reason_code: a fixed set for the metric robotctl_policy_kind_reason (metrics.POLICY_KIND_REASONS)
+    info: dict[str, Any] = {"requested": "mdp", "in_force": "thresholds", "reason": None, "reason_code": None}
     dynamic = None
     try:
         if inp.targets is not None:
@@ -421,6 +422,7 @@ def _mdp_stage(inp: RefitInput, out: RefitOutcome) -> RefitOutcome:
     except InputError as exc:
         info["reason"] = (str(exc) if exc.field == "targets"
                           else f"the fitted model does not meet paper 001's assumptions: {exc}")
+        info["reason_code"] = "targets_set" if exc.field == "targets" else "assumptions_not_met"
     else:
         measures = opt.measures()
         cost = cost_of(measures, inp.costs)
@@ -430,8 +432,10 @@ def _mdp_stage(inp: RefitInput, out: RefitOutcome) -> RefitOutcome:
                        "robots": problem.robots}
         if not opt.success:
             info["reason"] = f"the MDP was not solved: {opt.message} ({opt.iterations} iterations)"
+            info["reason_code"] = "mdp_unsolved"
         else:
             info["in_force"] = "mdp"
+            info["reason_code"] = "as_configured"
             dynamic = DynamicDecision(opt.policy, problem.min_robots, problem)
     seconds = time.perf_counter() - t0
     fit = dict(res.fit)

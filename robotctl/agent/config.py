@@ -474,10 +474,10 @@ class RefitConfig(_Section):
     max_samples: int = _spec(200_000, _int(100), "most recent deliveries kept for fitting")
     min_interval_s: float = _spec(30.0, _float(), "no refit sooner than this after the previous one")
     drift_bound: float | None = _spec(0.5, _optional(_float(positive=True)),
-                                      "refit early when an observed mode rate differs by this "
-                                      "relative amount")
+                                      "refit early when the pages of the drift window differ by this "
+                                      "relative amount from those the fitted rates predict")
     drift_window_s: float = _spec(60.0, _float(positive=True), "window of the drift check")
-    drift_min_pages: int = _spec(50, _int(1), "pages needed in a mode before its drift counts")
+    drift_min_pages: int = _spec(50, _int(1), "pages needed in the drift window before its drift counts")
     executor: str = _spec("auto", _choice("auto", "process", "thread"),
                           "where fit and optimise run, off the event loop: a worker process (niced), a thread, "
                           "or auto: the process under robotctl serve, a thread inside another program")

@@ -37,9 +37,10 @@ class AgentViews:
 
     def desired(self) -> int:
         """What the policy asks for now: r(i) at the current queue length, or under the MDP the robots it
-        targets (its last decision)."""
+        targets (its last decision); never more than the virtual robots that hold a registered robot."""
         a = self.agent
-        return a.holder.current.decision.target(Event.OTHER, (), a.queue.length, a.actuator.target)
+        want = a.holder.current.decision.target(Event.OTHER, (), a.queue.length, a.actuator.target)
+        return min(want, a.actuator.registered_slots())
 
     def observed(self, now: float | None = None) -> Observed:
         a = self.agent

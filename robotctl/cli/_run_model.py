@@ -13,6 +13,7 @@ from robotctl.model import (
     ApproxSolution,
     CostBreakdown,
     Costs,
+    HysteresisPolicy,
     InputError,
     Measures,
     QueueLengthPolicy,
@@ -20,6 +21,7 @@ from robotctl.model import (
     cost_of,
     solve,
     solve_approx,
+    solve_hysteresis,
 )
 from robotctl.policies import (
     EXHAUSTIVE_LIMIT,
@@ -56,8 +58,11 @@ def _measure_lines(m: Measures, c: CostBreakdown) -> list[str]:
         f"  mean queue length          {m.mean_queue_length:.6f}",
         f"  mean response (served)     {m.mean_response_served:.6g} s",
         f"  mean sojourn (obsolete)    {m.mean_sojourn_obsolete:.6g} s",
+        *([f"  commands/robot/min         {m.commands_per_robot_min:.6g}   (park + resume; "
+           f"{m.commands_per_s:.6g} per second)"] if m.commands_per_robot_min == m.commands_per_robot_min else []),
         f"cost J = {c.total:.6g}   (loss {c.loss:.4g}, obsolescence {c.obsolescence:.4g}, "
-        f"response {c.response:.4g}, robots {c.robot:.4g}, starvation {c.starvation:.4g})",
+        f"response {c.response:.4g}, robots {c.robot:.4g}, starvation {c.starvation:.4g}"
+        + (f", commands {c.command:.4g})" if c.command else ")"),
     ]
 
 
@@ -82,10 +87,66 @@ def _evaluation_line(method: str, exact: bool, bound: float, lower: float | None
     return text + f"; MDP lower bound {lower:.6g}"
 
 
+def _hysteresis_policy(args: argparse.Namespace) -> HysteresisPolicy | None:
+    """--park/--resume as a HysteresisPolicy (None with --policy); InputError naming the flag otherwise."""
+    park, resume = getattr(args, "park", None), getattr(args, "resume", None)
+    if args.policy is not None:
+        if park is not None or resume is not None:
+            raise InputError("--policy", "cannot be combined with --park/--resume",
+                             "give --policy R0,...,RK for a threshold policy, or --park and --resume for hysteresis")
+        return None
+    if park is None and resume is None:
+        raise InputError("--policy", "is missing", "give --policy 3,3,3,1,1,1, or --park 3,3,3,1,1,1 --resume "
+                         "3,3,1,1,1,1 for a hysteresis policy")
+    if park is None or resume is None:
+        missing = "--park" if park is None else "--resume"
+        raise InputError(missing, "is missing", "a hysteresis policy needs both --park and --resume (one robot "
+                         "count per queue length 0..K each, resume <= park); --policy alone is the plain policy")
+    try:
+        return HysteresisPolicy.parse(park, resume)
+    except InputError as exc:
+        raise InputError(f"--{exc.field}", exc.problem, exc.hint) from exc
+
+
+def _run_solve_hysteresis(args: argparse.Namespace, model: QueueModel, costs: Costs,
+                          hyst: HysteresisPolicy) -> int:
+    try:
+        hyst.check(model)
+        sol = solve_hysteresis(model, hyst)
+    except InputError as exc:
+        raise InputError(f"--{exc.field}" if exc.field.startswith(("park", "resume")) else exc.field,
+                         exc.problem, exc.hint) from exc
+    cost = cost_of(sol.measures, costs)
+    success = sol.residual <= 1e-9
+    if args.json:
+        out = {
+            "success": success, "method": "hysteresis", "park": list(hyst.park), "resume": list(hyst.resume),
+            "robots_reachable": [list(r) for r in sol.robots_at_level],
+            "commands_per_robot_min": finite(sol.commands_per_robot_min), "fleet": sol.fleet,
+            "cost": finite(cost.total), "cost_terms": {k: finite(v) for k, v in cost.to_dict().items() if k != "total"},
+            "measures": measures_json(sol.measures), "n_states": sol.n_states, "residual": finite(sol.residual),
+        }
+        print(json_text(out, indent=2))
+    else:
+        print(f"hysteresis policy: park {','.join(map(str, hyst.park))}   resume {','.join(map(str, hyst.resume))}")
+        print(f"solver hysteresis (exact, robots in the state): {sol.n_states} states, residual "
+              f"{sol.residual:.2g}, {sol.seconds * 1000:.1f} ms")
+        print("\n".join(_measure_lines(sol.measures, cost)))
+    return 0 if success else 1
+
+
 def run_solve(args: argparse.Namespace) -> int:
-    if args.buffer != "timers" or args.q is not None or args.red is not None or args.with_timers:
+    hyst = _hysteresis_policy(args)
+    if hyst is None and (args.buffer != "timers" or args.q is not None or args.red is not None or args.with_timers):
         return run_solve_buffer(args)  # renovation, RED or no rule (paper 004): robotctl/cli/_run_buffers.py
+    if hyst is not None and (args.buffer != "timers" or args.q is not None or args.red is not None
+                             or args.with_timers or args.approx):
+        raise InputError("--park", "hysteresis policies are solved with obsolescence timers only, exactly",
+                         "drop --buffer/--q/--red/--with-timers/--approx, or use --policy")
     model, costs = load_model_file(args.model_file)
+    if hyst is not None:
+        check_solve_memory(model, field=f"{args.model_file}: model.capacity")
+        return _run_solve_hysteresis(args, model, costs, hyst)
     check_solve_memory(model, field=f"{args.model_file}: model.capacity", approx=args.approx)
     model.check_policy(args.policy)
     if args.approx:
@@ -97,6 +158,7 @@ def run_solve(args: argparse.Namespace) -> int:
             "success": sol.success, "message": sol.message, "method": sol.method,
             "robots_at_level": list(args.policy.robots_at_level), "modes": list(args.policy.modes),
             "thresholds": list(args.policy.thresholds), "cost": finite(cost.total),
+            "commands_per_robot_min": finite(sol.measures.commands_per_robot_min),
             "cost_terms": {k: finite(v) for k, v in cost.to_dict().items() if k != "total"},
             "measures": measures_json(sol.measures), "n_states": sol.n_states, "residual": finite(sol.residual),
         }

@@ -112,6 +112,7 @@ if typing.TYPE_CHECKING:
         sequence_costs,
         switch_rate,
     )
+    from ._hysteresis import HysteresisPoint, HysteresisSearch, optimise_hysteresis
     from ._search import LocalOptimum, search_policies
     from ._simplex import GRID_LIMIT, SimplexOptimum, simplex_pattern_search
     from ._simulate import simulate_routing_losses, simulate_staleness
@@ -168,6 +169,8 @@ _WHERE = {
     "GOLDEN_RATIO_BOUND": "._golden",
     "GRID_LIMIT": "._simplex",
     "LOCAL_PERIOD_LIMIT": "._routing",
+    "HysteresisPoint": "._hysteresis",
+    "HysteresisSearch": "._hysteresis",
     "LocalOptimum": "._search",
     "LocalSearchResult": "._multimodular",
     "LowerBound": "._certificate",
@@ -238,6 +241,7 @@ _WHERE = {
     "optimal_frequencies": "._revisit",
     "optimal_routing": "._routing",
     "optimise": "._thresholds",
+    "optimise_hysteresis": "._hysteresis",
     "optimise_for_targets": "._targets",
     "optimise_red": "._buffers",
     "optimise_renovation": "._buffers",
@@ -304,6 +308,8 @@ __all__ = [
     "Frequencies",
     "FrequencyMethod",
     "FullStateMdp",
+    "HysteresisPoint",
+    "HysteresisSearch",
     "LocalOptimum",
     "LocalSearchResult",
     "LowerBound",
@@ -363,6 +369,7 @@ __all__ = [
     "optimal_frequencies",
     "optimal_routing",
     "optimise",
+    "optimise_hysteresis",
     "optimise_for_targets",
     "optimise_red",
     "optimise_renovation",

@@ -1,0 +1,335 @@
+"""Hysteresis policies with a price on commands: the search and the Pareto curve of cost against commands.
+
+A hysteresis policy (:class:`robotctl.model.HysteresisPolicy`) parks down to r_park(i) and resumes up to
+r_resume(i); with the model's modes m_1 > ... > m_n, each vector is written by its thresholds T_k = the last
+queue length at which it asks for m_k robots or more (-1: never), k = 1..n-1, non-decreasing in k, and
+r_resume <= r_park is T^resume_k <= T^park_k. Every policy is evaluated **exactly**
+(:func:`robotctl.model.solve_hysteresis`), the command rate included, and the cost is eq. (2)'s J plus
+``costs.command`` x commands per second.
+
+**Search.** Exhaustive over every pair of vectors while there are at most ``EXHAUSTIVE_PAIRS`` of them;
+otherwise a descent over the thresholds: a move shifts T^park_k, T^resume_k or both by one level (pushing
+the neighbouring thresholds that would break monotonicity), first improvement adopted; it starts from the
+best static fleet and from the best plain threshold policy (r_resume = r_park). The descent is local: its
+result is a policy no move improves, not a proven optimum.
+
+**Pareto curve** (``commands_curve``): the policies minimising J + lambda x commands per robot per minute
+for a ladder of prices lambda (each descent starting where the previous one stopped), the static fleets
+(zero commands) and every policy costed on the way are pooled, and the curve is the subset no other pooled
+policy beats on both axes: cost (J without the command term) and commands per robot per minute. Each
+point is exact; the curve is exact where the search was exhaustive and otherwise the best found.
+
+**Command budget.** ``max_commands_per_robot_min`` (a target like those of ``_targets``): the cheapest
+policy found whose exact command rate is within the budget.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from robotctl.model import (
+    CostBreakdown,
+    Costs,
+    HysteresisChain,
+    HysteresisPolicy,
+    InputError,
+    Measures,
+    QueueModel,
+    cost_of,
+    solve_hysteresis,
+)
+
+#: Exhaustive search while the number of (park, resume) pairs is at most this.
+EXHAUSTIVE_PAIRS = 2000
+#: The price ladder of the Pareto curve, as multiples of (J static - J threshold) / (its commands).
+PRICE_LADDER = (0.0, 1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0, 2.0, 4.0)
+#: A move must lower the objective by more than this (relative) to count.
+REL_IMPROVEMENT = 1e-12
+
+Progress = Callable[[int], None]
+
+
+@dataclass(frozen=True)
+class HysteresisPoint:
+    """One policy, costed exactly.
+
+    Attributes
+    ----------
+    policy : HysteresisPolicy
+    measures : Measures
+        ``commands_per_s`` and ``commands_per_robot_min`` included.
+    cost : CostBreakdown
+        J of eq. (2) with the command term (``cost.command``) when ``costs.command`` > 0.
+    """
+
+    policy: HysteresisPolicy
+    measures: Measures
+    cost: CostBreakdown
+
+    @property
+    def commands_per_robot_min(self) -> float:
+        return self.measures.commands_per_robot_min
+
+    @property
+    def base_cost(self) -> float:
+        """J without the command term (the cost axis of the Pareto curve)."""
+        return self.cost.total - self.cost.command
+
+    def to_dict(self) -> dict[str, object]:
+        return {"park": list(self.policy.park), "resume": list(self.policy.resume),
+                "commands_per_robot_min": self.commands_per_robot_min, "cost": self.base_cost,
+                "cost_with_commands": self.cost.total}
+
+
+@dataclass(frozen=True)
+class HysteresisSearch:
+    """What :func:`optimise_hysteresis` found.
+
+    Attributes
+    ----------
+    best : HysteresisPoint
+        The least J (command term included) within the command budget, if any.
+    threshold : HysteresisPoint
+        The best plain threshold policy found (r_resume = r_park), for comparison.
+    static : HysteresisPoint
+        The best static fleet.
+    curve : tuple of HysteresisPoint
+        The Pareto curve (module docstring), commands increasing, cost decreasing.
+    exhaustive : bool
+        True when every pair of vectors was costed (then ``best`` and ``curve`` are exact).
+    evaluated : int
+        Policies costed exactly.
+    budget : float or None
+        ``max_commands_per_robot_min``.
+    within_budget : bool
+        False when no policy costed meets the budget (``best`` is then the one with fewest commands).
+    """
+
+    best: HysteresisPoint
+    threshold: HysteresisPoint
+    static: HysteresisPoint
+    curve: tuple[HysteresisPoint, ...]
+    exhaustive: bool
+    evaluated: int
+    budget: float | None
+    within_budget: bool
+
+
+def _vector(thresholds: Sequence[int], modes: Sequence[int], capacity: int) -> tuple[int, ...]:
+    """The vector whose threshold for modes[k] (k < n - 1) is thresholds[k]; modes largest first."""
+    out = []
+    for i in range(capacity + 1):
+        out.append(next((modes[k] for k, t in enumerate(thresholds) if t >= i), modes[-1]))
+    return tuple(out)
+
+
+def _thresholds(vector: Sequence[int], modes: Sequence[int]) -> tuple[int, ...]:
+    return tuple(max((i for i, r in enumerate(vector) if r >= m), default=-1) for m in modes[:-1])
+
+
+class _Costing:
+    """Exact costs of hysteresis policies of one model, cached."""
+
+    def __init__(self, model: QueueModel, costs: Costs, progress: Progress | None) -> None:
+        self.model = model
+        self.costs = costs
+        self.chain = HysteresisChain(model)
+        self.cache: dict[tuple[tuple[int, ...], tuple[int, ...]], HysteresisPoint | None] = {}
+        self.progress = progress
+
+    def point(self, park: tuple[int, ...], resume: tuple[int, ...]) -> HysteresisPoint | None:
+        key = (park, resume)
+        if key not in self.cache:
+            try:
+                sol = solve_hysteresis(self.model, HysteresisPolicy(park, resume), chain=self.chain)
+                ok = all(math.isfinite(x) for x in (sol.measures.p_loss, sol.measures.mean_response_served,
+                                                        sol.measures.commands_per_s))
+                self.cache[key] = HysteresisPoint(sol.policy, sol.measures, cost_of(sol.measures, self.costs)) \
+                    if ok else None
+            except (InputError, ValueError, ArithmeticError):
+                self.cache[key] = None  # several closed classes, or a singular chain: not a candidate
+            if self.progress is not None:
+                self.progress(1)
+        return self.cache[key]
+
+
+def _pairs(modes: Sequence[int], capacity: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    vectors = [tuple(reversed(v)) for v in itertools.combinations_with_replacement(sorted(modes), capacity + 1)]
+    return [(p, r) for p in vectors for r in vectors if all(b <= a for a, b in zip(p, r))]
+
+
+def count_hysteresis_pairs(n_modes: int, capacity: int) -> int:
+    """Pairs (park, resume) of non-increasing vectors over ``n_modes`` modes with resume <= park."""
+    # vectors <-> non-decreasing threshold sequences in -1..K; pairs counted by brute force only when small
+    vectors = math.comb(capacity + n_modes, n_modes - 1)
+    if vectors > 200:
+        return vectors * vectors  # an upper bound, enough to decide that enumeration is out of reach
+    return len(_pairs(range(n_modes), capacity))
+
+
+class _Descent:
+    """Coordinate descent over the thresholds of (park, resume) for one objective."""
+
+    def __init__(self, costing: _Costing, modes: Sequence[int], objective: Callable[[HysteresisPoint], float]) -> None:
+        self.costing = costing
+        self.modes = tuple(modes)
+        self.K = costing.model.capacity
+        self.objective = objective
+
+    def value(self, tp: tuple[int, ...], tr: tuple[int, ...]) -> tuple[float, HysteresisPoint | None]:
+        pt = self.costing.point(_vector(tp, self.modes, self.K), _vector(tr, self.modes, self.K))
+        return (math.inf, None) if pt is None else (self.objective(pt), pt)
+
+    def _moves(self, tp: tuple[int, ...], tr: tuple[int, ...]) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+        out = []
+        K = self.K
+        for k in range(len(tp)):
+            for which in ("park", "resume", "both"):
+                for step in (1, -1):
+                    p, r = list(tp), list(tr)
+                    if which in ("park", "both"):
+                        p[k] += step
+                    if which in ("resume", "both"):
+                        r[k] += step
+                    if not all(-1 <= x <= K for x in (*p, *r)):
+                        continue
+                    for vec in (p, r):  # push neighbours to keep thresholds non-decreasing in k
+                        for j in range(k + 1, len(vec)):
+                            vec[j] = max(vec[j], vec[k])
+                        for j in range(k - 1, -1, -1):
+                            vec[j] = min(vec[j], vec[k])
+                    if which == "park":
+                        r = [min(a, b) for a, b in zip(r, p)]  # park lowered below resume: resume follows
+                    if any(b > a for a, b in zip(p, r)):
+                        continue
+                    out.append((tuple(p), tuple(r)))
+        return out
+
+    def run(self, tp: tuple[int, ...], tr: tuple[int, ...], max_evals: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        best, _ = self.value(tp, tr)
+        start = len(self.costing.cache)
+        improved = True
+        while improved and len(self.costing.cache) - start < max_evals:
+            improved = False
+            for p, r in self._moves(tp, tr):
+                v, _ = self.value(p, r)
+                if v < best - REL_IMPROVEMENT * abs(best):
+                    best, tp, tr, improved = v, p, r, True
+                if len(self.costing.cache) - start >= max_evals:
+                    break
+        return tp, tr
+
+
+def _front(points: Sequence[HysteresisPoint]) -> tuple[HysteresisPoint, ...]:
+    """The points no other beats on both commands per robot per minute and base cost."""
+    ordered = sorted(points, key=lambda p: (p.commands_per_robot_min, p.base_cost))
+    out: list[HysteresisPoint] = []
+    for p in ordered:
+        if not out or p.base_cost < out[-1].base_cost - 1e-12 * abs(out[-1].base_cost):
+            out.append(p)
+    return tuple(out)
+
+
+def optimise_hysteresis(model: QueueModel, costs: Costs, *, modes: Sequence[int] | None = None,
+                        max_commands_per_robot_min: float | None = None, start: Sequence[int] | None = None,
+                        curve: bool = False, method: str = "auto", max_evals: int = 4000,
+                        progress: Progress | None = None) -> HysteresisSearch:
+    """The hysteresis policy of least J (command term included) within the command budget (module docstring).
+
+    Parameters
+    ----------
+    model, costs
+        ``costs.command`` prices each park or resume command.
+    modes
+        The robot counts the vectors may use (default: every mode of the arrivals).
+    max_commands_per_robot_min
+        The command budget, or None.
+    start
+        A plain threshold policy r(0..K) to start the descent from (e.g. the optimum of
+        :func:`robotctl.policies.optimise`); the best static fleet is always a start too.
+    curve
+        Also trace the Pareto curve of cost against commands (the price ladder of the module docstring).
+    method
+        ``auto``, ``exhaustive`` or ``local``.
+    max_evals
+        Bound on the exact evaluations of one descent.
+    progress
+        Called with 1 for each policy costed.
+    """
+    if method not in ("auto", "exhaustive", "local"):
+        raise InputError("method", f"unknown search method {method!r}", "use auto, exhaustive or local")
+    if max_commands_per_robot_min is not None and (
+            isinstance(max_commands_per_robot_min, bool) or not math.isfinite(max_commands_per_robot_min)
+            or max_commands_per_robot_min < 0):
+        raise InputError("targets.max_commands_per_robot_min",
+                         f"must be a finite number >= 0, got {max_commands_per_robot_min!r}",
+                         "give the most park and resume commands per robot per minute you accept, e.g. 6")
+    pool = tuple(sorted(set(model.modes if modes is None else modes), reverse=True))
+    unknown = sorted(set(pool) - set(model.modes))
+    if unknown or not pool:
+        raise InputError("modes", f"{list(unknown) or 'none'} not usable (defined: {list(model.modes)})",
+                         "choose robot counts the arrivals define")
+    K = model.capacity
+    costing = _Costing(model, costs, progress)
+    statics = [costing.point((m,) * (K + 1), (m,) * (K + 1)) for m in pool]
+    statics_ok = [s for s in statics if s is not None]
+    if not statics_ok:
+        raise InputError("model", "no static fleet has a stationary solution", "check the model's rates")
+    static = min(statics_ok, key=lambda p: p.cost.total)
+    n_pairs = count_hysteresis_pairs(len(pool), K)
+    exhaustive = method == "exhaustive" or (method == "auto" and n_pairs <= EXHAUSTIVE_PAIRS)
+    budget = max_commands_per_robot_min
+
+    def feasible(p: HysteresisPoint) -> bool:
+        return budget is None or p.commands_per_robot_min <= budget * (1 + 1e-12)
+
+    if exhaustive:
+        for p, r in _pairs(pool, K):
+            costing.point(p, r)
+    else:
+        descent = _Descent(costing, pool, lambda p: p.cost.total)
+        starts = [_thresholds(static.policy.park, pool)]
+        if start is not None:
+            starts.append(_thresholds(tuple(start), pool))
+        for t in starts:
+            descent.run(t, t, max_evals)
+        if curve or budget is not None:
+            threshold_pts = [p for p in costing.cache.values() if p is not None and p.policy.is_threshold]
+            thr = min(threshold_pts, key=lambda p: p.base_cost)
+            scale = max(static.base_cost - thr.base_cost, 1e-9 * abs(thr.base_cost)) / max(
+                thr.commands_per_robot_min, 1e-9)
+            tp = tr = _thresholds(thr.policy.park, pool)
+            ladder = PRICE_LADDER if curve else ()
+            for mult in ladder:
+                lam = mult * scale
+                tp, tr = _Descent(costing, pool, lambda p, lam=lam: p.base_cost + lam * p.commands_per_robot_min
+                                  ).run(tp, tr, max_evals)
+            if budget is not None:
+                found = [p for p in costing.cache.values() if p is not None and feasible(p)]
+                seed = min(found, key=lambda p: p.cost.total) if found else static
+                big = 1e3 * max(abs(static.cost.total), 1.0)
+                t0p, t0r = _thresholds(seed.policy.park, pool), _thresholds(seed.policy.resume, pool)
+                _Descent(costing, pool, lambda p: p.cost.total + big * max(0.0, p.commands_per_robot_min - budget)
+                         ).run(t0p, t0r, max_evals)
+    points = [p for p in costing.cache.values() if p is not None]
+    ok = [p for p in points if feasible(p)]
+    within = bool(ok)
+    best = min(ok, key=lambda p: p.cost.total) if ok else min(points, key=lambda p: p.commands_per_robot_min)
+    thresholds_pts = [p for p in points if p.policy.is_threshold]
+    threshold = min(thresholds_pts, key=lambda p: p.cost.total)
+    return HysteresisSearch(best, threshold, static, _front(points) if curve else (), exhaustive,
+                            len(costing.cache), budget, within)
+
+
+def least_cost_at(search: HysteresisSearch, budget: float) -> HysteresisPoint | None:
+    """The cheapest point of the curve within ``budget`` commands per robot per minute (None if none)."""
+    ok = [p for p in search.curve if p.commands_per_robot_min <= budget]
+    return min(ok, key=lambda p: p.base_cost) if ok else None
+
+
+def with_costs(point: HysteresisPoint, costs: Costs) -> HysteresisPoint:
+    """The same point costed with other coefficients."""
+    return replace(point, cost=cost_of(point.measures, costs))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from typing import Any
 
@@ -26,6 +27,7 @@ from robotctl.model import (
 from robotctl.policies import (
     EXHAUSTIVE_LIMIT,
     PARALLEL_POLICIES,
+    HysteresisPoint,
     LocalOptimum,
     LowerBound,
     PolicySearch,
@@ -33,6 +35,7 @@ from robotctl.policies import (
     count_policies,
     mdp_lower_bound,
     optimise,
+    optimise_hysteresis,
 )
 
 from ._progress import Progress
@@ -232,7 +235,13 @@ def _table(search: PolicySearch) -> list[str]:
 def run_optimise(args: argparse.Namespace) -> int:
     from ._run_targets import run_targets, targets_given  # targets instead of weights
 
+    hysteresis = (getattr(args, "hysteresis", False) or getattr(args, "commands_curve", False)
+                  or getattr(args, "max_commands_per_robot_min", None) is not None)
     if targets_given(args):
+        if hysteresis:
+            raise InputError("--max-commands-per-robot-min", "hysteresis searches take no --max-loss, "
+                             "--max-obsolete or --max-starvation",
+                             "drop those targets, or drop --hysteresis/--commands-curve/--max-commands-per-robot-min")
         return run_targets(args)
     model, costs = load_model_file(args.model_file)
     if costs == Costs():
@@ -243,6 +252,8 @@ def run_optimise(args: argparse.Namespace) -> int:
 
         return run_optimise_mdp(args, model, costs)
     check_solve_memory(model, field=f"{args.model_file}: model.capacity")
+    if hysteresis or costs.command > 0:
+        return _run_optimise_hysteresis(args, model, costs)
     pool = tuple(sorted(set(args.modes), reverse=True)) if args.modes else model.modes
     exhaustive = args.search == "exhaustive" or (
         args.search == "auto" and count_policies(len(pool), model.capacity) <= EXHAUSTIVE_LIMIT)
@@ -310,6 +321,61 @@ def run_optimise(args: argparse.Namespace) -> int:
     if not search.success:
         print(f"warning: {search.message}", file=sys.stderr)
     return 0 if search.success and (bound is None or bound.success) else 1
+
+
+def _point_json(p: HysteresisPoint) -> dict[str, Any]:
+    return {"park": list(p.policy.park), "resume": list(p.policy.resume),
+            "commands_per_robot_min": finite(p.commands_per_robot_min), "cost": finite(p.base_cost),
+            "cost_with_commands": finite(p.cost.total)}
+
+
+def _run_optimise_hysteresis(args: argparse.Namespace, model: QueueModel, costs: Costs) -> int:
+    """optimise over hysteresis policies: --hysteresis, --commands-curve, --max-commands-per-robot-min, or
+    costs.command > 0 (robotctl.policies.optimise_hysteresis)."""
+    if args.control != "thresholds" or args.space != "monotone" or args.certify:
+        raise InputError("--hysteresis", "the hysteresis search takes no --control mdp, --space all or --certify",
+                         "drop them, or drop --hysteresis/--commands-curve/--max-commands-per-robot-min")
+    budget = args.max_commands_per_robot_min
+    with Progress(None, "optimising") as bar:
+        plain = optimise(model, dataclasses.replace(costs, command=0.0), modes=args.modes, method=args.search,
+                         progress=bar.advance, rtol=args.tol, max_seconds=args.max_seconds)
+        search = optimise_hysteresis(model, costs, modes=args.modes, max_commands_per_robot_min=budget,
+                                     start=plain.best.policy.robots_at_level, curve=args.commands_curve,
+                                     method=args.search, progress=bar.advance)
+    best = search.best
+    if args.json:
+        out: dict[str, Any] = {
+            "success": search.within_budget, "method": "hysteresis", **_point_json(best),
+            "cost": finite(best.cost.total),
+            "cost_terms": {k: finite(v) for k, v in best.cost.to_dict().items() if k != "total"},
+            "measures": measures_json(best.measures), "max_commands_per_robot_min": budget,
+            "within_budget": search.within_budget, "search_exhaustive": search.exhaustive,
+            "policies_solved": search.evaluated, "threshold": _point_json(search.threshold),
+            "static": _point_json(search.static),
+        }
+        if args.commands_curve:
+            out["curve"] = [_point_json(p) for p in search.curve]
+        print(json_text(out, indent=2))
+        return 0 if search.within_budget else 1
+    if args.commands_curve:
+        print(f"{'commands/robot/min':>20}{'cost J':>14}   park | resume")
+        for p in search.curve:
+            print(f"{p.commands_per_robot_min:>20.4f}{p.base_cost:>14.6g}   {','.join(map(str, p.policy.park))} | "
+                  f"{','.join(map(str, p.policy.resume))}")
+        print()
+    how = "exhaustive over every (park, resume) pair" if search.exhaustive else "descent (a local optimum)"
+    print(f"best static fleet: {search.static.policy.park[0]} robots, J = {search.static.cost.total:.6g}")
+    print(f"best plain threshold policy: {','.join(map(str, search.threshold.policy.park))}, "
+          f"J = {search.threshold.cost.total:.6g}, {search.threshold.commands_per_robot_min:.4g} commands/robot/min")
+    budget_text = "" if budget is None else f" within {budget:g} commands/robot/min"
+    print(f"optimum{budget_text}: park {','.join(map(str, best.policy.park))}")
+    print(f"{' ' * len('optimum' + budget_text)}  resume {','.join(map(str, best.policy.resume))}")
+    print("\n".join(_measure_lines(best.measures, best.cost)))
+    print(f"{search.evaluated} policies costed exactly ({how})")
+    if not search.within_budget:
+        print(f"warning: no policy found within {budget:g} commands/robot/min; shown: the one with fewest",
+              file=sys.stderr)
+    return 0 if search.within_budget else 1
 
 
 def _certify(args: argparse.Namespace, model: QueueModel, costs: Costs) -> LowerBound | None:

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg as la
+import scipy.sparse as sp
+import scipy.sparse.csgraph as csgraph
 from numpy.typing import NDArray
 
 from robotctl._errors import InputError
@@ -170,26 +172,23 @@ def closed_class(edges: dict[tuple[int, int], set[tuple[int, int]]],
             if nxt not in seen:
                 seen.add(nxt)
                 stack.append(nxt)
-    # reach sets are small ((K + 1) x (N + 1) nodes at most): a node is in a closed class iff every node
-    # it reaches reaches it back
+    # strongly connected components; the closed classes are those no edge leaves
     nodes = sorted(seen)
-    reach: dict[tuple[int, int], set[tuple[int, int]]] = {}
+    at = {s: k for k, s in enumerate(nodes)}
+    rows = [at[s] for s in nodes for _ in edges[s]]
+    cols = [at[t] for s in nodes for t in edges[s]]
+    graph = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(nodes), len(nodes)))
+    _, labels = csgraph.connected_components(graph, directed=True, connection="strong")
+    leaving = {int(labels[r]) for r, c in zip(rows, cols) if labels[r] != labels[c]}
+    members: dict[int, list[tuple[int, int]]] = {}
     for s in nodes:
-        r = {s}
-        st = [s]
-        while st:
-            for nxt in edges[st.pop()]:
-                if nxt not in r:
-                    r.add(nxt)
-                    st.append(nxt)
-        reach[s] = r
-    closed = [s for s in nodes if all(s in reach[t] for t in reach[s])]
-    classes = {frozenset(reach[s]) for s in closed}
+        members.setdefault(int(labels[at[s]]), []).append(s)
+    classes = [m for lab, m in members.items() if lab not in leaving]
     if len(classes) != 1:
         raise InputError("resume", f"the policy has {len(classes)} closed classes of (queue length, robots) "
                          "reachable from an empty queue, so its long-run behaviour depends on chance",
                          "use vectors where every robot count can be reached back, e.g. resume(0) >= park(K)")
-    return sorted(next(iter(classes)))
+    return sorted(classes[0])
 
 
 @dataclass(frozen=True, eq=False)

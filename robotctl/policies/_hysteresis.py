@@ -333,3 +333,94 @@ def least_cost_at(search: HysteresisSearch, budget: float) -> HysteresisPoint | 
 def with_costs(point: HysteresisPoint, costs: Costs) -> HysteresisPoint:
     """The same point costed with other coefficients."""
     return replace(point, cost=cost_of(point.measures, costs))
+
+
+#: Largest step of the refit's pattern search over (park shift, resume shift, spread), halved down to 1.
+PATTERN_STEP = 4
+#: Exact evaluations a refit's choice may spend on the pattern search.
+PATTERN_EVALS = 24
+
+
+def _shaped(tp: Sequence[int], counts: Sequence[int], K: int, park_shift: int, resume_shift: int,
+            spread: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Thresholds of a plain policy reshaped: each group of modes that switch at the same level is spread
+    over ``spread`` levels (the larger mode first), park thresholds moved up by ``park_shift`` and resume
+    thresholds down by ``resume_shift`` (clamped to -1..K, non-decreasing, resume <= park)."""
+    park, resume = [], []
+    k = 0
+    while k < len(tp):
+        g = k
+        while g < len(tp) and tp[g] == tp[k]:
+            g += 1
+        size = g - k
+        for j in range(k, g):
+            extra = (spread * (j - k)) // size if size > 1 else 0
+            park.append(tp[j] if tp[j] < 0 else min(K, tp[j] + park_shift + extra))
+            resume.append(tp[j] if tp[j] < 0 else max(0, min(K, tp[j] - resume_shift + extra)))
+        k = g
+    for vec in (park, resume):
+        for j in range(1, len(vec)):
+            vec[j] = max(vec[j], vec[j - 1])
+    resume = [min(a, b) for a, b in zip(park, resume)]
+    del counts
+    return tuple(park), tuple(resume)
+
+
+def choose_hysteresis(model: QueueModel, costs: Costs, start: Sequence[int], *,
+                      max_commands_per_robot_min: float | None = None,
+                      chain: HysteresisChain | None = None, max_evals: int = PATTERN_EVALS) -> HysteresisSearch:
+    """The quick choice of a refit, every candidate costed exactly (J with ``costs.command`` x commands).
+
+    From the plain threshold policy ``start`` (the refit's threshold optimum), a pattern search over three
+    integers: park thresholds moved up by p, resume thresholds down by q, and every group of robots that
+    switch at one level spread over s levels (:func:`_shaped`); steps 4, 2, 1; objective J plus a penalty
+    on commands above the budget. The static fleets (no commands) are candidates too. The least J within
+    the budget wins (the fewest commands when none is within it). At most ``max_evals`` + N solves.
+    """
+    K = model.capacity
+    pool = tuple(sorted(set(model.modes), reverse=True))
+    costing = _Costing(model, costs, None)
+    if chain is not None and chain.model is model:
+        costing.chain = chain
+    statics = [p for p in (costing.point((m,) * (K + 1), (m,) * (K + 1)) for m in pool) if p is not None]
+    if not statics:
+        raise InputError("model", "no static fleet has a stationary solution", "check the model's rates")
+    static = min(statics, key=lambda p: p.cost.total)
+    budget = max_commands_per_robot_min
+    big = 1e3 * max(abs(static.cost.total), 1.0)
+    tp = _thresholds(tuple(start), pool)
+
+    def value(x: tuple[int, int, int]) -> float:
+        p, r = _shaped(tp, (), K, *x)
+        pt = costing.point(_vector(p, pool, K), _vector(r, pool, K))
+        if pt is None:
+            return math.inf
+        excess = 0.0 if budget is None else max(0.0, pt.commands_per_robot_min - budget)
+        return pt.cost.total + big * excess
+
+    x = (0, 0, 0)
+    best = value(x)
+    step = PATTERN_STEP
+    spent = len(costing.cache)
+    while step >= 1 and len(costing.cache) - spent < max_evals:
+        moved = False
+        for d in range(3):
+            for sign in (1, -1):
+                y = list(x)
+                y[d] = max(0, y[d] + sign * step)
+                cand = (y[0], y[1], y[2])
+                if cand == x:
+                    continue
+                v = value(cand)
+                if v < best - REL_IMPROVEMENT * abs(best):
+                    x, best, moved = cand, v, True
+                if len(costing.cache) - spent >= max_evals:
+                    break
+        if not moved:
+            step //= 2
+    points = [p for p in costing.cache.values() if p is not None]
+    ok = [p for p in points if budget is None or p.commands_per_robot_min <= budget * (1 + 1e-12)]
+    chosen = min(ok, key=lambda p: p.cost.total) if ok else min(points, key=lambda p: p.commands_per_robot_min)
+    plain = _vector(tp, pool, K)
+    threshold = costing.point(plain, plain) or static
+    return HysteresisSearch(chosen, threshold, static, _front(points), False, len(costing.cache), budget, bool(ok))

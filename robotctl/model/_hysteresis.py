@@ -411,7 +411,8 @@ def solve_hysteresis(model: QueueModel, policy: HysteresisPolicy, *,
         residual = max(residual, float(np.abs(acc).max()))
     measures = _measures(chain, policy, robots, p, inner)
     fleet = chain.fleet
-    return HysteresisSolution(policy, measures, fleet, robots, tuple(p), sum(dims), residual, time.perf_counter() - start_time)
+    return HysteresisSolution(policy, measures, fleet, robots, tuple(p), sum(dims), residual,
+                              time.perf_counter() - start_time)
 
 
 def _measures(chain: HysteresisChain, policy: HysteresisPolicy, robots: tuple[tuple[int, ...], ...],

@@ -25,7 +25,6 @@ Every method first reduces the model exactly (:func:`model.reduce_model`) unless
 from __future__ import annotations
 
 import dataclasses
-
 import enum
 import math
 import time

@@ -53,6 +53,7 @@ if typing.TYPE_CHECKING:
         rounding_error,
         weighted_template,
     )
+    from ._hysteresis import HysteresisPoint, HysteresisSearch, optimise_hysteresis
     from ._mdp import (
         DynamicController,
         DynamicOptimum,
@@ -112,7 +113,6 @@ if typing.TYPE_CHECKING:
         sequence_costs,
         switch_rate,
     )
-    from ._hysteresis import HysteresisPoint, HysteresisSearch, optimise_hysteresis
     from ._search import LocalOptimum, search_policies
     from ._simplex import GRID_LIMIT, SimplexOptimum, simplex_pattern_search
     from ._simulate import simulate_routing_losses, simulate_staleness
@@ -369,8 +369,8 @@ __all__ = [
     "optimal_frequencies",
     "optimal_routing",
     "optimise",
-    "optimise_hysteresis",
     "optimise_for_targets",
+    "optimise_hysteresis",
     "optimise_red",
     "optimise_renovation",
     "optimise_thresholds",

@@ -43,7 +43,7 @@ from robotctl.model import (
 )
 
 #: Exhaustive search while the number of (park, resume) pairs is at most this.
-EXHAUSTIVE_PAIRS = 2000
+EXHAUSTIVE_PAIRS = 3000
 #: The price ladder of the Pareto curve, as multiples of (J static - J threshold) / (its commands).
 PRICE_LADDER = (0.0, 1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0, 2.0, 4.0)
 #: A move must lower the objective by more than this (relative) to count.

@@ -28,11 +28,13 @@ BUDGET = 6.0
 
 
 def _best_of(fn: object, repeat: int) -> float:
+    """Best of ``repeat`` runs, in CPU seconds of this process (wall time on a shared machine counts the
+    other processes' turns too; both are printed where it matters)."""
     times = []
     for _ in range(repeat):
-        t = time.perf_counter()
+        t = time.process_time()
         fn()  # type: ignore[operator]
-        times.append(time.perf_counter() - t)
+        times.append(time.process_time() - t)
     return min(times)
 
 
@@ -60,6 +62,7 @@ def main() -> int:
     a = solve_hysteresis(model, thr, chain=chain)
     b = solve_hysteresis(model, wide, chain=chain)
     s = solve(model, ThresholdPolicy(r))
+    print("times below: CPU ms of this process, best of --repeat")
     print(f"{'evaluation':<52}{'ms':>9}{'states':>8}{'cmd/robot/min':>15}{'J':>11}")
     print(f"{'solve (paper 000), threshold optimum':<52}{t_solve * 1e3:>9.1f}{s.n_states:>8}"
           f"{s.measures.commands_per_robot_min:>15.3f}{plain.cost.total:>11.4f}")
@@ -71,11 +74,12 @@ def main() -> int:
     print(f"ratio hysteresis (warm) / paper 000 solve: {t_wide / t_solve:.2f}; target one evaluation <= 50 ms: "
           f"{'met' if t_wide <= 0.05 else 'NOT met'}")
     for budget in (None, 10.0, BUDGET):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         q = choose_hysteresis(model, costs, r, max_commands_per_robot_min=budget, chain=chain)
-        dt = time.perf_counter() - t
-        print(f"refit choice (budget {budget}): {dt:.2f} s, {q.evaluated} policies, J = {q.best.cost.total:.4f}, "
-              f"{q.best.commands_per_robot_min:.3f} cmd/robot/min ({'1 s target met' if dt <= 1 else 'over 1 s'})")
+        dt, dc = time.perf_counter() - t, time.process_time() - c
+        print(f"refit choice (budget {budget}): {dc:.2f} s CPU ({dt:.2f} s wall), {q.evaluated} policies, "
+              f"J = {q.best.cost.total:.4f}, "
+              f"{q.best.commands_per_robot_min:.3f} cmd/robot/min ({'1 s target met' if dc <= 1 else 'over 1 s'})")
     if args.curve:
         t = time.perf_counter()
         h = optimise_hysteresis(model, costs, start=r, max_commands_per_robot_min=BUDGET, max_evals=600)

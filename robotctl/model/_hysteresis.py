@@ -278,6 +278,20 @@ class HysteresisChain:
         self._blocks[key] = out
         return out
 
+    def level_rates(self, mode: int, i: int) -> tuple[Array, Array]:
+        """On the states of level i under ``mode``: the rate of going down one level (service or
+        obsolescence), and for each a of :meth:`jumps` the rate of a batch admitting a pages (columns)."""
+        key = ("rates", i, mode, 0)
+        hit = self._blocks.get(key)
+        if hit is None:
+            cols = self.columns(mode, i)
+            inner = self.chain.inner_dim(i)
+            arr = self.chain.arrivals(mode, i)
+            ups = [np.repeat(arr[a].sum(axis=1), inner) for a in self.jumps(mode, i)]
+            hit = np.column_stack([cols[:, 4] + cols[:, 5], *ups])
+            self._blocks[key] = hit
+        return hit[:, 0], hit[:, 1:]
+
     def columns(self, mode: int, i: int) -> Array:
         """Rate columns of ``LevelChain.rate_columns`` (starvation, robots, offered, lost, served, obsolete,
         will_serve, will_expire, served_time, obsolete_time, queue_length)."""
@@ -378,8 +392,8 @@ def solve_hysteresis(model: QueueModel, policy: HysteresisPolicy, *,
     for l in range(K, 0, -1):
         diag = qbar(l, l)
         assert diag is not None
-        lus[l] = la.lu_factor(-diag)
-        G[l - 1] = la.lu_solve(lus[l], Q[l, l - 1])
+        lus[l] = la.lu_factor(-diag, check_finite=False)
+        G[l - 1] = la.lu_solve(lus[l], Q[l, l - 1], check_finite=False)
         Pi[l, l - 1] = G[l - 1]
         for j in range(l + 1, min(K, l - 1 + kmax) + 1):
             Pi[j, l - 1] = Pi[j, l] @ G[l - 1]
@@ -389,7 +403,7 @@ def solve_hysteresis(model: QueueModel, policy: HysteresisPolicy, *,
     A[0, :] = 1.0
     rhs = np.zeros(dims[0])
     rhs[0] = 1.0
-    p: list[Array] = [np.linalg.solve(A, rhs)]
+    p: list[Array] = [np.asarray(np.linalg.solve(A, rhs), dtype=float)]
     for l in range(1, K + 1):
         acc = np.zeros(dims[l])
         for i in range(max(0, l - kmax), l):
@@ -398,7 +412,7 @@ def solve_hysteresis(model: QueueModel, policy: HysteresisPolicy, *,
                 acc += p[i] @ q
         lu = lus[l]
         assert lu is not None
-        p.append(la.lu_solve(lu, acc, trans=1))
+        p.append(la.lu_solve(lu, acc, trans=1, check_finite=False))
     total = sum(float(x.sum()) for x in p)
     p = [x / total for x in p]
     residual = abs(sum(float(x.sum()) for x in p) - 1.0)
@@ -418,7 +432,6 @@ def solve_hysteresis(model: QueueModel, policy: HysteresisPolicy, *,
 def _measures(chain: HysteresisChain, policy: HysteresisPolicy, robots: tuple[tuple[int, ...], ...],
               p: list[Array], inner: list[int]) -> Measures:
     K = chain.K
-    W = chain.W
     totals = np.zeros(11)
     level = np.zeros(K + 1)
     dist: dict[int, float] = {}
@@ -432,13 +445,14 @@ def _measures(chain: HysteresisChain, policy: HysteresisPolicy, robots: tuple[tu
             level[i] += mass
             dist[r] = dist.get(r, 0.0) + mass
             # level changes: down one page (service or obsolescence), up by a admitted pages
+            down, ups = chain.level_rates(r, i)
             if i > 0:
-                down_rate = float(x @ (cols[:, 4] + cols[:, 5]))
-                commands += abs(policy.next_robots(i - 1, r) - r) * down_rate
-            nu = x.reshape(W, -1).sum(axis=1)
-            arr = chain.chain.arrivals(r, i)
-            for a in chain.jumps(r, i):
-                commands += abs(policy.next_robots(i + a, r) - r) * float(nu @ arr[a].sum(axis=1))
+                commands += abs(policy.next_robots(i - 1, r) - r) * float(x @ down)
+            jumps = chain.jumps(r, i)
+            if jumps:
+                moved = np.array([abs(policy.next_robots(i + a, r) - r) for a in jumps], dtype=float)
+                if moved.any():
+                    commands += float((x @ ups) @ moved)
     (starvation, robots_mean, offered, lost, served, obsolete, _will_serve, _will_expire, served_time,
      obsolete_time, queue_length) = (float(v) for v in totals)
     p_succ, p_obs = served / offered, obsolete / offered

@@ -223,6 +223,13 @@ class _Descent:
         return tp, tr
 
 
+def _priced(price: float) -> Callable[[HysteresisPoint], float]:
+    """J without the command term plus ``price`` x commands per robot per minute."""
+    def objective(p: HysteresisPoint) -> float:
+        return p.base_cost + price * p.commands_per_robot_min
+    return objective
+
+
 def _front(points: Sequence[HysteresisPoint]) -> tuple[HysteresisPoint, ...]:
     """The points no other beats on both commands per robot per minute and base cost."""
     ordered = sorted(points, key=lambda p: (p.commands_per_robot_min, p.base_cost))
@@ -304,9 +311,7 @@ def optimise_hysteresis(model: QueueModel, costs: Costs, *, modes: Sequence[int]
             tp = tr = _thresholds(thr.policy.park, pool)
             ladder = PRICE_LADDER if curve else ()
             for mult in ladder:
-                lam = mult * scale
-                tp, tr = _Descent(costing, pool, lambda p, lam=lam: p.base_cost + lam * p.commands_per_robot_min
-                                  ).run(tp, tr, max_evals)
+                tp, tr = _Descent(costing, pool, _priced(mult * scale)).run(tp, tr, max_evals)
             if budget is not None:
                 found = [p for p in costing.cache.values() if p is not None and feasible(p)]
                 seed = min(found, key=lambda p: p.cost.total) if found else static

@@ -65,7 +65,8 @@ example:
   robotctl optimise config/demo-fitted.yaml --max-commands-per-robot-min 6
       the cheapest hysteresis policy found that sends at most 6 commands per robot per minute; with
       costs.command > 0 in the model file the search is over hysteresis policies and J includes
-      costs.command x commands per second
+      costs.command x commands per second; --certify adds paper 001's MDP with the switching cost as
+      a lower bound on every commanded fleet (lower_bound, gap_percent)
 
   robotctl optimise config/paper-example.yaml --max-loss 0.18 --max-starvation 0.07
       targets instead of weights: the policy of least robot time (mean active robots) whose exact

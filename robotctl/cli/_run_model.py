@@ -332,8 +332,8 @@ def _point_json(p: HysteresisPoint) -> dict[str, Any]:
 def _run_optimise_hysteresis(args: argparse.Namespace, model: QueueModel, costs: Costs) -> int:
     """optimise over hysteresis policies: --hysteresis, --commands-curve, --max-commands-per-robot-min, or
     costs.command > 0 (robotctl.policies.optimise_hysteresis)."""
-    if args.control != "thresholds" or args.space != "monotone" or args.certify:
-        raise InputError("--hysteresis", "the hysteresis search takes no --control mdp, --space all or --certify",
+    if args.control != "thresholds" or args.space != "monotone":
+        raise InputError("--hysteresis", "the hysteresis search takes no --control mdp or --space all",
                          "drop them, or drop --hysteresis/--commands-curve/--max-commands-per-robot-min")
     budget = args.max_commands_per_robot_min
     with Progress(None, "optimising") as bar:
@@ -343,9 +343,18 @@ def _run_optimise_hysteresis(args: argparse.Namespace, model: QueueModel, costs:
                                      start=plain.best.policy.robots_at_level, curve=args.commands_curve,
                                      method=args.search, progress=bar.advance)
     best = search.best
+    lower = None
+    if args.certify:  # paper 001's MDP with the switching cost (robotctl.policies._switching)
+        from robotctl.policies._switching import budget_lower_bound, switching_lower_bound
+
+        lower = budget_lower_bound(model, costs, budget)[0] if budget is not None else \
+            switching_lower_bound(model, costs).value
+    gap = None if lower is None or lower <= 0 else 100.0 * (best.cost.total - lower) / lower
     if args.json:
         out: dict[str, Any] = {
             "success": search.within_budget, "method": "hysteresis", **_point_json(best),
+            "lower_bound": finite(lower) if lower is not None else None,
+            "gap_percent": finite(gap) if gap is not None else None,
             "cost": finite(best.cost.total),
             "cost_terms": {k: finite(v) for k, v in best.cost.to_dict().items() if k != "total"},
             "measures": measures_json(best.measures), "max_commands_per_robot_min": budget,
@@ -372,6 +381,9 @@ def _run_optimise_hysteresis(args: argparse.Namespace, model: QueueModel, costs:
     print(f"{' ' * len('optimum' + budget_text)}  resume {','.join(map(str, best.policy.resume))}")
     print("\n".join(_measure_lines(best.measures, best.cost)))
     print(f"{search.evaluated} policies costed exactly ({how})")
+    if lower is not None:
+        print(f"lower bound on every commanded fleet (paper 001's MDP with the switching cost, response term "
+              f"bounded by a b_1): {lower:.6g}; the policy above is at most {gap:.2f}% above it")
     if not search.within_budget:
         print(f"warning: no policy found within {budget:g} commands/robot/min; shown: the one with fewest",
               file=sys.stderr)

@@ -309,7 +309,7 @@ def optimise_hysteresis(model: QueueModel, costs: Costs, *, modes: Sequence[int]
             scale = max(static.base_cost - thr.base_cost, 1e-9 * abs(thr.base_cost)) / max(
                 thr.commands_per_robot_min, 1e-9)
             tp = tr = _thresholds(thr.policy.park, pool)
-            ladder = PRICE_LADDER if curve else ()
+            ladder = PRICE_LADDER
             for mult in ladder:
                 tp, tr = _Descent(costing, pool, _priced(mult * scale)).run(tp, tr, max_evals)
             if budget is not None:

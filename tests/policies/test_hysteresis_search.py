@@ -69,3 +69,28 @@ def test_bad_budget_and_target() -> None:
         optimise_hysteresis(model, COSTS, max_commands_per_robot_min=float("nan"))
     with pytest.raises(InputError):
         HysteresisPolicy((2, 1, 1), (2, 2, 1))
+
+
+def test_switching_bound_is_below_every_commanded_fleet(tiny: object) -> None:
+    from robotctl.policies import mdp_lower_bound
+    from robotctl.policies._switching import budget_lower_bound, switching_lower_bound
+
+    model = tiny
+    linear = Costs(**{**COSTS.to_dict(), "response": 0.0})
+    free = switching_lower_bound(model, linear, command=0.0)  # type: ignore[arg-type]
+    assert free.converged
+    assert free.value == pytest.approx(mdp_lower_bound(model, linear).value, rel=1e-5)  # type: ignore[arg-type]
+    last = free.value
+    for price in (0.5, 5.0, 50.0):
+        priced = Costs(**{**COSTS.to_dict(), "command": price})
+        bound = switching_lower_bound(model, priced)  # type: ignore[arg-type]
+        best = optimise_hysteresis(model, priced, method="exhaustive").best  # type: ignore[arg-type]
+        assert bound.value <= best.cost.total + 1e-9
+        assert bound.value >= last - 1e-9  # a dearer command never lowers the bound
+        last = bound.value
+    ex = optimise_hysteresis(model, COSTS, method="exhaustive", curve=True)  # type: ignore[arg-type]
+    budget = ex.curve[1].commands_per_robot_min
+    lower, _ = budget_lower_bound(model, COSTS, budget)  # type: ignore[arg-type]
+    within = optimise_hysteresis(model, COSTS, method="exhaustive",  # type: ignore[arg-type]
+                                 max_commands_per_robot_min=budget)
+    assert lower <= within.best.cost.total + 1e-9

@@ -53,7 +53,7 @@ if typing.TYPE_CHECKING:
         rounding_error,
         weighted_template,
     )
-    from ._hysteresis import HysteresisPoint, HysteresisSearch, optimise_hysteresis
+    from ._hysteresis import HysteresisPoint, HysteresisSearch, choose_hysteresis, optimise_hysteresis
     from ._mdp import (
         DynamicController,
         DynamicOptimum,
@@ -116,6 +116,7 @@ if typing.TYPE_CHECKING:
     from ._search import LocalOptimum, search_policies
     from ._simplex import GRID_LIMIT, SimplexOptimum, simplex_pattern_search
     from ._simulate import simulate_routing_losses, simulate_staleness
+    from ._switching import SwitchingBound, budget_lower_bound, switching_lower_bound
     from ._targets import (
         MEASURE_OF,
         TARGET_METHODS,
@@ -171,6 +172,10 @@ _WHERE = {
     "LOCAL_PERIOD_LIMIT": "._routing",
     "HysteresisPoint": "._hysteresis",
     "HysteresisSearch": "._hysteresis",
+    "SwitchingBound": "._switching",
+    "budget_lower_bound": "._switching",
+    "choose_hysteresis": "._hysteresis",
+    "switching_lower_bound": "._switching",
     "LocalOptimum": "._search",
     "LocalSearchResult": "._multimodular",
     "LowerBound": "._certificate",
@@ -326,14 +331,17 @@ __all__ = [
     "ServerCosts",
     "SimplexOptimum",
     "StaticFleet",
+    "SwitchingBound",
     "TargetSearch",
     "TargetStatus",
     "Targets",
     "ThresholdOptimum",
+    "budget_lower_bound",
     "build_mdp",
     "certified_distance_bound",
     "check_pages",
     "check_service_rates",
+    "choose_hysteresis",
     "compare_buffers",
     "count_policies",
     "count_threshold_vectors",
@@ -393,6 +401,7 @@ __all__ = [
     "static_costs",
     "static_fleet",
     "switch_rate",
+    "switching_lower_bound",
     "table_function",
     "template_gaps",
     "threshold_vectors",

@@ -22,7 +22,7 @@ import scipy.sparse.linalg as spla
 
 from robotctl._errors import InputError
 
-from ._bruteforce import _fates, _laws
+from ._bruteforce import page_fates, phase_laws
 from ._hysteresis import HysteresisPolicy, HysteresisSolution, fleet_size, per_robot_minute
 from ._measures import Measures
 from ._model import QueueModel
@@ -35,7 +35,7 @@ def solve_hysteresis_bruteforce(model: QueueModel, policy: HysteresisPolicy) -> 
     start_time = time.perf_counter()
     policy.check(model)
     K, W = model.capacity, model.arrivals.order
-    beta, S, S0, gamma, Gamma, Gamma0 = _laws(model)
+    beta, S, S0, gamma, Gamma, Gamma0 = phase_laws(model)
     M, R = beta.size, gamma.size
     states: list[State] = []
     for i in range(K + 1):
@@ -127,7 +127,7 @@ def solve_hysteresis_bruteforce(model: QueueModel, policy: HysteresisPolicy) -> 
     p = np.zeros(n)
     p[keep] = pk
     commands = float(p @ np.asarray(Csw.sum(axis=1)).ravel())
-    fate = _fates(model)
+    fate = page_fates(model)
     offered = lost = served = obsolete = will_serve = will_expire = 0.0
     starvation = robots_mean = queue_length = 0.0
     level = np.zeros(K + 1)

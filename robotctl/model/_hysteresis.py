@@ -237,12 +237,16 @@ class HysteresisChain:
     Parameters
     ----------
     model : QueueModel
-        Solved exactly (the level chain of ``model._levels`` at full depth).
+    level_chain : LevelChain, optional
+        Default: the exact chain of ``model._levels`` (full depth).
     """
 
-    def __init__(self, model: QueueModel) -> None:
+    def __init__(self, model: QueueModel, level_chain: LevelChain | None = None) -> None:
         self.model = model
-        self.chain = LevelChain(model)
+        #: the level chain of ``model._levels``: exact by default; an ordered-head chain of depth h makes
+        #: every measure the approximation of that chain (``exact`` False)
+        self.chain = LevelChain(model) if level_chain is None else level_chain
+        self.exact = self.chain.exact
         self.K = model.capacity
         self.W = self.chain.W
         self.fleet = fleet_size(model)

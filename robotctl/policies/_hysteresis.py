@@ -39,8 +39,11 @@ from robotctl.model import (
     Measures,
     QueueModel,
     cost_of,
+    reduce_model,
     solve_hysteresis,
 )
+
+from ._thresholds import search_chain
 
 #: Exhaustive search while the number of (park, resume) pairs is at most this.
 EXHAUSTIVE_PAIRS = 3000
@@ -133,10 +136,12 @@ def _thresholds(vector: Sequence[int], modes: Sequence[int]) -> tuple[int, ...]:
 class _Costing:
     """Exact costs of hysteresis policies of one model, cached."""
 
-    def __init__(self, model: QueueModel, costs: Costs, progress: Progress | None) -> None:
-        self.model = model
+    def __init__(self, model: QueueModel, costs: Costs, progress: Progress | None, *, dim: int | None = None) -> None:
+        # exact reductions first (lumped phases: the same measures, a smaller chain); with ``dim`` the levels
+        # are kept to at most that many states by the ordered-head chain (policies.search_chain)
+        self.model = model = reduce_model(model).model
         self.costs = costs
-        self.chain = HysteresisChain(model)
+        self.chain = HysteresisChain(model, None if dim is None else search_chain(model, dim=dim))
         self.cache: dict[tuple[tuple[int, ...], tuple[int, ...]], HysteresisPoint | None] = {}
         self.progress = progress
 
@@ -340,10 +345,14 @@ def with_costs(point: HysteresisPoint, costs: Costs) -> HysteresisPoint:
     return replace(point, cost=cost_of(point.measures, costs))
 
 
+#: A refit's choice keeps each level of the chain to at most this many states (times the robot counts the
+#: policy reaches there): the exact chain when it fits, else the ordered-head chain (an approximation).
+REFIT_DIM = 8
 #: Largest step of the refit's pattern search over (park shift, resume shift, spread), halved down to 1.
 PATTERN_STEP = 4
-#: Exact evaluations a refit's choice may spend on the pattern search.
+#: Exact evaluations a refit's choice may spend on the pattern search, then on the descent from its best.
 PATTERN_EVALS = 24
+DESCENT_EVALS = 16
 
 
 def _shaped(tp: Sequence[int], counts: Sequence[int], K: int, park_shift: int, resume_shift: int,
@@ -373,20 +382,25 @@ def _shaped(tp: Sequence[int], counts: Sequence[int], K: int, park_shift: int, r
 
 def choose_hysteresis(model: QueueModel, costs: Costs, start: Sequence[int], *,
                       max_commands_per_robot_min: float | None = None,
-                      chain: HysteresisChain | None = None, max_evals: int = PATTERN_EVALS) -> HysteresisSearch:
-    """The quick choice of a refit, every candidate costed exactly (J with ``costs.command`` x commands).
+                      chain: HysteresisChain | None = None, max_evals: int = PATTERN_EVALS,
+                      descent_evals: int = DESCENT_EVALS) -> HysteresisSearch:
+    """The quick choice of a refit, every candidate costed on the chain with the robots in the state (J with
+    ``costs.command`` x commands): exact when each level of the reduced model has at most ``REFIT_DIM``
+    states, else on the ordered-head chain of the largest depth that keeps them so (``model._levels``).
 
     From the plain threshold policy ``start`` (the refit's threshold optimum), a pattern search over three
     integers: park thresholds moved up by p, resume thresholds down by q, and every group of robots that
     switch at one level spread over s levels (:func:`_shaped`); steps 4, 2, 1; objective J plus a penalty
-    on commands above the budget. The static fleets (no commands) are candidates too. The least J within
-    the budget wins (the fewest commands when none is within it). At most ``max_evals`` + N solves.
+    on commands above the budget. The static fleets (no commands) are candidates too. Then a descent over
+    the thresholds (as in :func:`optimise_hysteresis`) from the best point so far, ``descent_evals`` solves
+    at most. The least J within the budget wins (the fewest commands when none is within it). At most
+    ``max_evals`` + ``descent_evals`` + N solves.
     """
     K = model.capacity
     pool = tuple(sorted(set(model.modes), reverse=True))
-    costing = _Costing(model, costs, None)
-    if chain is not None and chain.model is model:
-        costing.chain = chain
+    costing = _Costing(model, costs, None, dim=REFIT_DIM)
+    if chain is not None and chain.model is model and chain.chain.max_dim <= REFIT_DIM:
+        costing.model, costing.chain = model, chain
     statics = [p for p in (costing.point((m,) * (K + 1), (m,) * (K + 1)) for m in pool) if p is not None]
     if not statics:
         raise InputError("model", "no static fleet has a stationary solution", "check the model's rates")
@@ -394,6 +408,14 @@ def choose_hysteresis(model: QueueModel, costs: Costs, start: Sequence[int], *,
     budget = max_commands_per_robot_min
     big = 1e3 * max(abs(static.cost.total), 1.0)
     tp = _thresholds(tuple(start), pool)
+    plain_point = costing.point(_vector(tp, pool, K), _vector(tp, pool, K))
+    # the walk prices excess commands softly (twice what the best static fleet saves per command over the
+    # plain policy), so that it passes through policies just above the budget towards those within it
+    # instead of stopping at a static fleet; the final choice is strict
+    soft = 0.0
+    if budget is not None and plain_point is not None and plain_point.commands_per_robot_min > budget:
+        soft = 2.0 * max(static.cost.total - plain_point.cost.total, 0.0) / (
+            plain_point.commands_per_robot_min - budget)
 
     def value(x: tuple[int, int, int]) -> float:
         p, r = _shaped(tp, (), K, *x)
@@ -401,7 +423,7 @@ def choose_hysteresis(model: QueueModel, costs: Costs, start: Sequence[int], *,
         if pt is None:
             return math.inf
         excess = 0.0 if budget is None else max(0.0, pt.commands_per_robot_min - budget)
-        return pt.cost.total + big * excess
+        return pt.cost.total + soft * excess
 
     x = (0, 0, 0)
     best = value(x)
@@ -423,6 +445,14 @@ def choose_hysteresis(model: QueueModel, costs: Costs, start: Sequence[int], *,
                     break
         if not moved:
             step //= 2
+    # then a short descent over the thresholds themselves from the best point so far (statics included)
+    def penalised(p: HysteresisPoint) -> float:
+        excess = 0.0 if budget is None else max(0.0, p.commands_per_robot_min - budget)
+        return p.cost.total + big * excess
+
+    seed = min((p for p in costing.cache.values() if p is not None), key=penalised)
+    _Descent(costing, pool, penalised).run(_thresholds(seed.policy.park, pool), _thresholds(seed.policy.resume, pool),
+                                           descent_evals)
     points = [p for p in costing.cache.values() if p is not None]
     ok = [p for p in points if budget is None or p.commands_per_robot_min <= budget * (1 + 1e-12)]
     chosen = min(ok, key=lambda p: p.cost.total) if ok else min(points, key=lambda p: p.commands_per_robot_min)

@@ -408,15 +408,28 @@ def solve_hysteresis(model: QueueModel, policy: HysteresisPolicy, *,
     rhs = np.zeros(dims[0])
     rhs[0] = 1.0
     p: list[Array] = [np.asarray(np.linalg.solve(A, rhs), dtype=float)]
+    # inflow[j]: the flow sum_{i < l} p_i Q_{i,j} into level j >= l from the levels already solved, so that
+    # sum_{i<l} p_i Qbar_{i,l} = sum_{j >= l} inflow[j] Pi_{j -> l}: vectors only, O(K k_max) products
+    inflow: dict[int, Array] = {}
+
+    def spill(i: int) -> None:
+        for j in range(i + 1, min(K, i + kmax) + 1):
+            q = Q.get((i, j))
+            if q is not None:
+                inflow[j] = inflow[j] + p[i] @ q if j in inflow else p[i] @ q
+
+    spill(0)
     for l in range(1, K + 1):
         acc = np.zeros(dims[l])
-        for i in range(max(0, l - kmax), l):
-            q = qbar(i, l)
-            if q is not None:
-                acc += p[i] @ q
+        for j in range(l, min(K, l - 1 + kmax) + 1):
+            flow = inflow.get(j)
+            if flow is not None:
+                acc += flow if j == l else flow @ Pi[j, l]
+        inflow.pop(l, None)
         lu = lus[l]
         assert lu is not None
         p.append(la.lu_solve(lu, acc, trans=1, check_finite=False))
+        spill(l)
     total = sum(float(x.sum()) for x in p)
     p = [x / total for x in p]
     residual = abs(sum(float(x.sum()) for x in p) - 1.0)

@@ -331,8 +331,8 @@ def _point_json(p: HysteresisPoint) -> dict[str, Any]:
 def _run_optimise_hysteresis(args: argparse.Namespace, model: QueueModel, costs: Costs) -> int:
     """optimise over hysteresis policies: --hysteresis, --commands-curve, --max-commands-per-robot-min, or
     costs.command > 0 (robotctl.policies.optimise_hysteresis)."""
-    if args.control != "thresholds" or args.space != "monotone":
-        raise InputError("--hysteresis", "the hysteresis search takes no --control mdp or --space all",
+    if getattr(args, "policy_kind", "thresholds") != "thresholds" or args.space != "monotone":
+        raise InputError("--hysteresis", "the hysteresis search takes no --policy-kind mdp or --space all",
                          "drop them, or drop --hysteresis/--commands-curve/--max-commands-per-robot-min")
     budget = args.max_commands_per_robot_min
     with Progress(None, "optimising") as bar:

@@ -419,11 +419,16 @@ class RobotsConfig(_Section):
     lease_s: float = _spec(10.0, _float(positive=True), "a command is valid this long without contact")
     dwell_s: float | str = _spec("auto", _dwell,
                                  "minimum time between two changes of the active count: seconds (0: off) or auto "
-                                 "(after each fit, the largest that costs at most 2% in the simulator)")
+                                 "(0 with hysteresis: auto, whose commands are in the model; else after each "
+                                 "fit the largest that costs at most 2% in the simulator)")
     hysteresis: int | str = _spec("auto", _hysteresis,
-                                  "a parked robot resumes only once the queue is this many levels below where "
-                                  "r(i) alone would resume it: levels (0: off) or auto (after each fit, the "
-                                  "largest that costs at most 2% in the simulator)")
+                                  "auto: after each fit, the park and resume vectors chosen exactly (robots in "
+                                  "the model's state; J + costs.command x commands, within "
+                                  "max_commands_per_robot_min); a number: a parked robot resumes only once the "
+                                  "queue is this many levels below where r(i) alone would resume it (0: off)")
+    max_commands_per_robot_min: float = _spec(10.0, _float(),
+                                              "with hysteresis: auto, the most park/resume commands per robot "
+                                              "per minute the chosen policy may be predicted to send")
     max_commands_per_min: int = _spec(0, _int(0), "park/resume commands a robot receives in any 60 s at most "
                                       "(0: no limit)")
     allow_unregistered: bool = _spec(False, _bool, "accept deliveries naming robots that never registered")

@@ -112,7 +112,8 @@ def refit_input(agent: WindowSource, now: float) -> RefitInput | str:
         targets=cfg.targets.as_targets(),
         dwell_s=None if cfg.robots.dwell_s == "auto" else float(cfg.robots.dwell_s),
         hysteresis=None if cfg.robots.hysteresis == "auto" else int(cfg.robots.hysteresis),
-        max_commands_per_min=cfg.robots.max_commands_per_min, policy_kind=cfg.policy.kind)
+        max_commands_per_min=cfg.robots.max_commands_per_min, policy_kind=cfg.policy.kind,
+        max_commands_per_robot_min=cfg.robots.max_commands_per_robot_min)
 
 
 def drift(agent: WindowSource, now: float) -> str | None:

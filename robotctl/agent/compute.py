@@ -17,7 +17,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -181,6 +181,10 @@ class RefitOutcome:
         Wall time of the two stages.
     deliveries : int
         Deliveries in the window.
+    joint_params : fitting.JointParams or None
+        The window's joint estimate (``fit.options.arrivals: joint``), set whenever the joint fit ran, a
+        refused (``misfit``) refit included: the refit loop passes it to the next refit's
+        ``RefitInput.joint_init`` so the EM starts from it (it is picklable: it crosses to the worker).
     """
 
     success: bool
@@ -190,6 +194,7 @@ class RefitOutcome:
     fit_seconds: float = 0.0
     solve_seconds: float = 0.0
     deliveries: int = 0
+    joint_params: Any = None
 
     def __post_init__(self) -> None:
         if self.success != (self.result is not None):
@@ -679,10 +684,12 @@ def compute_refit(inp: RefitInput, *, fit_fn: FitFn | None = None,
     fitted = _fit_stage(inp, fit_fn)
     if isinstance(fitted, RefitOutcome):
         return fitted
+    joint_params = fitted.joint.params if fitted.joint is not None else None
     misfit = _check_stage(inp, fitted)
     if misfit is not None:
-        return misfit
-    return _with_damping(inp, _mdp_stage(inp, _optimise_stage(inp, fitted, optimise_fn)))
+        return replace(misfit, joint_params=joint_params)
+    out = _with_damping(inp, _mdp_stage(inp, _optimise_stage(inp, fitted, optimise_fn)))
+    return replace(out, joint_params=joint_params)
 
 
 __all__ = [

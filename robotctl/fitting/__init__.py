@@ -4,11 +4,13 @@ PH service law and obsolescence law (issue 3).
 The public names are re-exported from private modules: :func:`fit_model` runs the whole pipeline;
 :func:`map2_from_statistics` and :func:`h2_from_moments` fit from summary statistics alone;
 :class:`ModeTrajectory` lets it measure each mode's intervals on the mode's own clock;
-:func:`adjust_arrivals` completes a fit with the remembered arrivals of modes its window missed; the
+:func:`adjust_arrivals` completes a fit with the remembered arrivals of modes its window missed;
+:func:`locate_change` tests a window for one change of the per-mode rates and locates it; the
 pipeline steps are pure functions with frozen results.
 """
 
 from ._arrivals import ArrivalAdjustment, adjust_arrivals
+from ._change import ChangePoint, locate_change
 from ._deliveries import (
     Batches,
     Deliveries,
@@ -35,6 +37,7 @@ __all__ = [
     "ArrivalAdjustment",
     "Batches",
     "Cf1",
+    "ChangePoint",
     "Deliveries",
     "FitOptions",
     "FitReport",
@@ -67,6 +70,7 @@ __all__ = [
     "fit_service",
     "gamma_reach",
     "h2_from_moments",
+    "locate_change",
     "map2_from_statistics",
     "mode_clock",
     "reconcile_modes",

@@ -5,12 +5,20 @@ The public names are re-exported from private modules: :func:`fit_model` runs th
 :func:`map2_from_statistics` and :func:`h2_from_moments` fit from summary statistics alone;
 :class:`ModeTrajectory` lets it measure each mode's intervals on the mode's own clock;
 :func:`adjust_arrivals` completes a fit with the remembered arrivals of modes its window missed;
-:func:`locate_change` tests a window for one change of the per-mode rates and locates it; the
+:func:`locate_change` tests a window for one change of the per-mode rates and locates it;
+:func:`cold_start_model` builds a one-phase model with exact intervals from the first deliveries; the
 pipeline steps are pure functions with frozen results.
 """
 
 from ._arrivals import ArrivalAdjustment, adjust_arrivals
 from ._change import ChangePoint, locate_change
+from ._coldstart import (
+    ColdStartFit,
+    RateInterval,
+    cold_start_model,
+    exponential_rate_interval,
+    poisson_rate_interval,
+)
 from ._deliveries import (
     Batches,
     Deliveries,
@@ -38,6 +46,7 @@ __all__ = [
     "Batches",
     "Cf1",
     "ChangePoint",
+    "ColdStartFit",
     "Deliveries",
     "FitOptions",
     "FitReport",
@@ -54,6 +63,7 @@ __all__ = [
     "ObsolescenceFit",
     "PhFit",
     "PhFitStatus",
+    "RateInterval",
     "SampleStats",
     "ServiceFit",
     "Threshold",
@@ -62,6 +72,8 @@ __all__ = [
     "choose_batch_resolution",
     "choose_censor_bound",
     "clock_intervals",
+    "cold_start_model",
+    "exponential_rate_interval",
     "extract_batches",
     "fit_decay",
     "fit_gap_mixture",
@@ -73,6 +85,7 @@ __all__ = [
     "locate_change",
     "map2_from_statistics",
     "mode_clock",
+    "poisson_rate_interval",
     "reconcile_modes",
     "sample_stats",
     "split_intervals",

@@ -29,6 +29,7 @@ import json
 import logging
 import math
 import os
+import time
 from collections import deque
 from collections.abc import Awaitable, KeysView, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -375,6 +376,14 @@ class Agent:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             LOG.warning("event=policy_file_ignored file=%s error=%s", path, exc)
             return
+        max_age = self.config.refit.warm_max_age_s
+        saved = state.get("saved_unix_s")
+        if max_age is not None and isinstance(saved, int | float) and not isinstance(saved, bool):
+            age = time.time() - float(saved)
+            if age > max_age:
+                LOG.warning("event=policy_file_stale file=%s age_s=%.0f warm_max_age_s=%g: the start-up policy "
+                            "applies until the first fit", path, age, max_age)
+                return
         fit = dict(state.get("fit", {}))
         dynamic = self._restore_dynamic(state, fit)
         self.holder.swap(PolicySnapshot(int(state.get("version", 1)), "restored", now,
@@ -871,6 +880,7 @@ class Agent:
         if not self.persist:
             return
         path, state = self.state_dir / POLICY_FILE, snap.to_state()
+        state["saved_unix_s"] = time.time()  # wall time: a restart compares it with refit.warm_max_age_s
 
         def write() -> None:
             try:
@@ -944,9 +954,14 @@ class Agent:
         # the one copy made on the event loop: only the columns the fit uses, at their own widths
         d = self.deliveries.since(t0, columns=columns, scratch=True)
         n = int(d["t"].size)
-        if n < cfg.refit.min_deliveries:
+        # below min_deliveries: a cold-start fit, while no regular fit (nor a warm policy) is in force
+        cold = n < cfg.refit.min_deliveries
+        if cold and not (0 < cfg.refit.cold_start_deliveries <= n and n >= 2
+                         and self.holder.current.origin in ("startup", "cold")):
             return (f"{n} deliveries in the last refit.window_s = {cfg.refit.window_s:g} s; a refit needs "
-                    f"refit.min_deliveries = {cfg.refit.min_deliveries}")
+                    f"refit.min_deliveries = {cfg.refit.min_deliveries}"
+                    + (f" (a cold-start fit refit.cold_start_deliveries = {cfg.refit.cold_start_deliveries}, "
+                       "before a regular fit)" if cfg.refit.cold_start_deliveries else ""))
         times = d["t"]
         # the mode trajectory is on the agent's clock: the fit reads it only against the agent's stamps
         changes = self.mode_changes(float(times[0]), now)
@@ -990,13 +1005,19 @@ class Agent:
             targets=cfg.targets.as_targets(),
             dwell_s=None if cfg.robots.dwell_s == "auto" else float(cfg.robots.dwell_s),
             hysteresis=None if cfg.robots.hysteresis == "auto" else int(cfg.robots.hysteresis),
-            max_commands_per_min=cfg.robots.max_commands_per_min, control=cfg.policy.control)
+            max_commands_per_min=cfg.robots.max_commands_per_min, control=cfg.policy.control,
+            cold=cold, cold_level=cfg.refit.cold_level, change_level=cfg.refit.change_level,
+            min_deliveries=cfg.refit.min_deliveries)
 
     def _log_refit(self, now: float, reason: str) -> None:
         try:
             self.log.append(f'{{"t":{_fmt(now)},"event":"refit","reason":{json.dumps(reason)}}}\n'.encode())
         except OSError as exc:
             LOG.error("event=log_write_failed what=refit error=%s", exc)
+
+    def deliveries_seen(self) -> int:
+        """Deliveries received since this agent started (the refit loop's start-up growth counts them)."""
+        return self.totals.deliveries
 
     def drift(self, now: float) -> str | None:
         """Why the observed traffic no longer matches the fitted model, or None."""
@@ -1110,6 +1131,7 @@ class Agent:
                        "registered": self.robots_view()["robots"]},
             "control": self.control_view(),
             "policy": {"version": self.holder.current.version, "source": self.holder.current.source,
+                       "origin": self.holder.current.origin,
                        "robots_at_level": list(self.holder.current.policy.robots_at_level),
                        "control": self.holder.current.control_view()},
             "totals": self.totals.to_dict(),

@@ -543,9 +543,9 @@ def _cold_stage(inp: RefitInput, optimise_fn: OptimiseFn) -> RefitOutcome:
     """A cold-start refit: ``fitting.cold_start_model`` on the window (batch Poisson per mode, linear in
     the robots; exponential service; exact intervals at ``cold_level``), the policy optimised under the
     intervals' pessimistic end (the most arrivals, the slowest service), and its measures and cost
-    predicted under the point estimate, which is also the model the drift check compares with. The
-    damping is the configured one (0 for ``auto``: the simulator's choice waits for a regular fit) and
-    the MDP is not tried."""
+    predicted under the point estimate, which is also the model the drift check compares with. The search
+    is over the largest and the smallest mode only (one threshold). The damping is the configured one
+    (0 for ``auto``: the simulator's choice waits for a regular fit) and the MDP is not tried."""
     from dataclasses import replace
 
     from robotctl.fitting import cold_start_model
@@ -576,7 +576,12 @@ def _cold_stage(inp: RefitInput, optimise_fn: OptimiseFn) -> RefitOutcome:
                    f"under the pessimistic end of its {inp.cold_level:g} intervals", rungs={},
                    cold_start=cold.to_dict())
     fitted = _Fitted(cold.pessimistic, summary, time.perf_counter() - t0)
-    out = _optimise_stage(inp, fitted, optimise_fn)
+    # two modes, the most and the fewest robots: a few dozen deliveries, nearly all in one mode, cannot
+    # tell the modes in between apart (the linear rule extrapolates them), and the search over two modes
+    # is one threshold (K + 2 policies), fast enough for a crawl of seconds
+    pool = inp.search_modes if inp.search_modes is not None else inp.all_modes
+    out = _optimise_stage(replace(inp, search_modes=tuple(sorted({max(pool), min(pool)}, reverse=True))),
+                          fitted, optimise_fn)
     if out.result is None:
         return out
     try:

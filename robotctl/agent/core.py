@@ -252,6 +252,8 @@ class Agent:
         # (start time, mode) of every stretch of one mode, for the exact time spent in each mode
         self._segments: deque[tuple[float, int]] = deque([(now, self.actuator.mode)])
         self._policy_write: asyncio.Future[None] | None = None
+        #: (deliveries seen, seconds since start) when the first fitted policy was adopted
+        self.first_fit_after: tuple[int, float] | None = None
 
     # -- life cycle ----------------------------------------------------------------------------------
     def open(self) -> None:
@@ -859,6 +861,8 @@ class Agent:
         """Put a refit's result in force (one assignment), save it for a restart, and re-apply r(i) at the
         current queue length."""
         snap = self.holder.adopt(result, now, "fit")
+        if self.first_fit_after is None:
+            self.first_fit_after = (self.totals.deliveries, now - self.started_at)
         if self.config.robots.dwell_s == "auto":  # chosen in the simulator by the refit (robotctl/agent/damping.py)
             self.actuator.dwell_s = float(result.fit.get("damping", {}).get("dwell_s", 0.0))
         self._save_policy(snap)
@@ -1132,6 +1136,9 @@ class Agent:
             "control": self.control_view(),
             "policy": {"version": self.holder.current.version, "source": self.holder.current.source,
                        "origin": self.holder.current.origin,
+                       "first_fit_after": (None if self.first_fit_after is None else
+                                           {"deliveries": self.first_fit_after[0],
+                                            "seconds": self.first_fit_after[1]}),
                        "robots_at_level": list(self.holder.current.policy.robots_at_level),
                        "control": self.holder.current.control_view()},
             "totals": self.totals.to_dict(),

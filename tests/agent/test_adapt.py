@@ -35,6 +35,20 @@ def _config(tmp_path: Path, **refit: Any) -> AgentConfig:
     })
 
 
+def _origin_metric(agent: Agent) -> dict[str, float]:
+    """``robotctl_policy_origin`` by its label, read back from a scrape of a fresh registry."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from robotctl.agent.metrics import AgentMetrics
+
+    registry = CollectorRegistry()
+    AgentMetrics(registry).attach(agent, lambda: None)
+    text = generate_latest(registry).decode()
+    return {s.labels["origin"]: s.value for fam in text_string_to_metric_families(text) for s in fam.samples
+            if s.name == "robotctl_policy_origin"}
+
+
 async def _advance(clock: ManualClock, t: float) -> None:
     """Move the clock to ``t``, stopping at each timer of the refit loop on the way and letting it run."""
     while (deadline := clock.next_deadline) is not None and deadline <= t:
@@ -85,6 +99,7 @@ async def test_default_agent_is_in_control_within_100_deliveries(tmp_path: Path)
     clock = ManualClock(0.0)
     agent = Agent(cfg, clock, log=DiscardLog(), persist=False)
     agent.open()
+    assert _origin_metric(agent) == {"startup": 1.0, "cold": 0.0, "regular": 0.0, "warm": 0.0}
     loop = RefitLoop.for_agent(cfg, clock=clock, target=agent, worker=RefitWorker(compute_refit, kind="inline"))
     seen = await _live(agent, clock, loop, TRUE_MODEL, 400, seed=5)
     first_cold = next(n for n, origin, _ in seen if origin == "cold")
@@ -97,7 +112,8 @@ async def test_default_agent_is_in_control_within_100_deliveries(tmp_path: Path)
     assert cost < startup, (cost, startup, cold_policy)
     print(f"first cold fit at {first_cold} deliveries; cold policy {cold_policy} costs {cost:.4g}, the start-up "
           f"fleet {startup:.4g}")
-    assert agent.status()["policy"]["origin"] == "regular"
+    assert agent.status()["policy"]["origin"] == agent.policy_view()["origin"] == "regular"
+    assert _origin_metric(agent)["regular"] == 1.0
     assert agent.status()["policy"]["first_fit_after"]["deliveries"] == agent.first_fit_after[0]
 
 

@@ -257,3 +257,15 @@ def test_cold_fit_not_made_over_a_warm_policy(tmp_path: Path) -> None:
     made = agent.refit_input(clock.now(), "growth")
     assert isinstance(made, str) and "min_deliveries" in made
     asyncio.run(agent.close())
+
+
+@pytest.mark.parametrize(("key", "value", "words"), [
+    ("cold_level", 1.0, "below 1"), ("cold_level", 0, "must be"), ("change_level", 1.5, "below 1"),
+    ("cold_start_deliveries", -1, "must be"), ("warm_max_age_s", -5, "must be"),
+])
+def test_new_refit_keys_are_validated_naming_the_key(tmp_path: Path, key: str, value: Any, words: str) -> None:
+    from robotctl import InputError
+
+    with pytest.raises(InputError) as err:
+        _config(tmp_path, **{key: value})
+    assert err.value.field == f"refit.{key}" and words in str(err.value)

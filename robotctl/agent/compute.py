@@ -1,7 +1,10 @@
 """The refit's computation: from the recent window of the delivery log to a policy, as plain data.
 
 :func:`compute_refit` fits the model (``fitting.fit_model``, completed by ``fitting.adjust_arrivals``
-with the arrivals the agent remembers of modes the window misses) and optimises the thresholds
+with the arrivals the agent remembers of modes the window misses; on the deliveries since a change of the
+rates when ``fitting.locate_change`` finds one, :func:`_change_stage`; or, for a cold start below
+``refit.min_deliveries``, ``fitting.cold_start_model`` with its policy optimised under the pessimistic
+end of its intervals, :func:`_cold_stage`) and optimises the thresholds
 (``policies.optimise``); with ``policy.control: mdp`` it then tries paper 001's MDP on the fitted model
 (:func:`_mdp_stage`) and keeps the threshold optimum, saying why, where the MDP does not apply. It is one
 function of picklable data (:class:`RefitInput`), so that

@@ -269,3 +269,38 @@ def test_new_refit_keys_are_validated_naming_the_key(tmp_path: Path, key: str, v
     with pytest.raises(InputError) as err:
         _config(tmp_path, **{key: value})
     assert err.value.field == f"refit.{key}" and words in str(err.value)
+
+
+class _CountingTarget:
+    """A RefitTarget whose deliveries the test sets; it never drifts."""
+
+    def __init__(self) -> None:
+        self.seen = 0
+
+    def deliveries_seen(self) -> int:
+        return self.seen
+
+    def drift(self, now: float) -> str | None:
+        return None
+
+
+def test_growth_refits_at_each_doubling_until_the_interval() -> None:
+    clock = ManualClock(0.0)
+    target = _CountingTarget()
+    loop = RefitLoop(clock=clock, target=target, worker=RefitWorker(compute_refit, kind="inline"),  # type: ignore[arg-type]
+                     interval_s=300.0, min_interval_s=30.0, growth_deliveries=30)
+    due = []
+    for t, seen in ((1.0, 29), (2.0, 30), (2.5, 31), (3.0, 59), (4.0, 75), (5.0, 119), (6.0, 130), (7.0, 300)):
+        target.seen = seen
+        reason = loop.due(t)
+        due.append(reason)
+        if reason is not None:
+            loop.record.last_at = t  # as a refit would
+    assert due == [None, "growth deliveries=30", None, None, "growth deliveries=75", None,
+                   "growth deliveries=130", "growth deliveries=300"]
+    assert loop.growing(299.0) and not loop.growing(301.0)
+    target.seen = 10_000
+    assert loop.due(301.0) is None  # the growth is over: no refit for new deliveries ...
+    assert loop.due(308.0) == "interval"  # ... the regular schedule has taken over, interval_s after the last
+    loop.record.last_at = 308.0
+    assert loop.due(350.0) is None

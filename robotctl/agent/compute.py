@@ -116,20 +116,6 @@ class RefitInput:
     policy_kind : str
         ``policy.kind``: ``thresholds``, or ``mdp`` to adopt paper 001's MDP policy where the fitted
         model meets its assumptions (:func:`_mdp_stage`).
-<<<<<<< HEAD
-    cold : bool
-        A cold-start refit (fewer than ``refit.min_deliveries`` deliveries, before the first regular fit):
-        the one-phase model of ``fitting.cold_start_model`` with exact intervals at ``cold_level``, and
-        the policy optimised under the interval's pessimistic end (:func:`_cold_stage`).
-    cold_level : float
-        ``refit.cold_level``.
-    change_level : float or None
-        ``refit.change_level``: test the window for a change of the per-mode rates
-        (``fitting.locate_change``) at this false-alarm level and fit only the deliveries since a change
-        it finds (:func:`_change_stage`); None: the whole window.
-    min_deliveries : int
-        ``refit.min_deliveries``: a window cut at a change needs this many deliveries since it.
-=======
     policy_in_force : ThresholdPolicy or None
         The policy that was in force over the window (the model check prices it; with a joint fit a new
         optimum replaces it only when it is cheaper beyond the fit's uncertainty).
@@ -145,7 +131,18 @@ class RefitInput:
         Level of the model check's and the cost intervals (the check's false-alarm rate is 1 - level).
     check_draws : int
         Parameter draws behind the cost intervals of a joint fit.
->>>>>>> main
+    cold : bool
+        A cold-start refit (fewer than ``refit.min_deliveries`` deliveries, before the first regular fit):
+        the one-phase model of ``fitting.cold_start_model`` with exact intervals at ``cold_level``, and
+        the policy optimised under the interval's pessimistic end (:func:`_cold_stage`).
+    cold_level : float
+        ``refit.cold_level``.
+    change_level : float or None
+        ``refit.change_level``: test the window for a change of the per-mode rates
+        (``fitting.locate_change``) at this false-alarm level and fit only the deliveries since a change
+        it finds (:func:`_change_stage`); None: the whole window.
+    min_deliveries : int
+        ``refit.min_deliveries``: a window cut at a change needs this many deliveries since it.
     """
 
     delivery_times: NDArray[np.float64]
@@ -174,19 +171,16 @@ class RefitInput:
     max_commands_per_min: int = 0
     max_commands_per_robot_min: float | None = None
     policy_kind: str = "thresholds"
-<<<<<<< HEAD
-    cold: bool = False
-    cold_level: float = 0.9
-    change_level: float | None = None
-    min_deliveries: int = 2
-=======
     policy_in_force: ThresholdPolicy | None = None
     observed_cost: tuple[float, float, float] | None = None
     current_policy: ThresholdPolicy | None = None
     joint_init: Any = None
     check_level: float = 0.95
     check_draws: int = 30
->>>>>>> main
+    cold: bool = False
+    cold_level: float = 0.9
+    change_level: float | None = None
+    min_deliveries: int = 2
 
 
 @dataclass(frozen=True, eq=False)
@@ -659,8 +653,10 @@ def _cut_at(inp: RefitInput, at: float) -> RefitInput:
         exposure = {}
         for m, d in zip(changes[1].tolist(), (ends - changes[0]).tolist(), strict=True):
             exposure[int(m)] = exposure.get(int(m), 0.0) + float(d)
+    # the cost observed for the model check was measured over the whole window, not the cut one: no check
     return replace(inp, delivery_times=inp.delivery_times[k:], pages=inp.pages[k:], modes=inp.modes[k:],
-                   window=(float(at), inp.window[1]), mode_changes=changes, mode_exposure_s=exposure)
+                   window=(float(at), inp.window[1]), mode_changes=changes, mode_exposure_s=exposure,
+                   policy_in_force=None, observed_cost=None)
 
 
 def _change_stage(inp: RefitInput) -> tuple[RefitInput, dict[str, Any]] | RefitOutcome:
@@ -813,7 +809,9 @@ def compute_refit(inp: RefitInput, *, fit_fn: FitFn | None = None,
     fitted = _fit_stage(inp, fit_fn)
     if isinstance(fitted, RefitOutcome):
         return fitted
-<<<<<<< HEAD
+    misfit = _check_stage(inp, fitted)
+    if misfit is not None:
+        return misfit
     return _with_origin(_with_damping(inp, _mdp_stage(inp, _optimise_stage(inp, fitted, optimise_fn))),
                         "regular", change)
 
@@ -830,12 +828,6 @@ def _with_origin(out: RefitOutcome, origin: str, change: Mapping[str, Any]) -> R
     if change:
         fit["change"] = dict(change)
     return replace(out, result=replace(out.result, fit=fit))
-=======
-    misfit = _check_stage(inp, fitted)
-    if misfit is not None:
-        return misfit
-    return _with_damping(inp, _mdp_stage(inp, _optimise_stage(inp, fitted, optimise_fn)))
->>>>>>> main
 
 
 __all__ = [

@@ -124,10 +124,8 @@ def refit_input(agent: WindowSource, now: float) -> RefitInput | str:
         hysteresis=None if cfg.robots.hysteresis == "auto" else int(cfg.robots.hysteresis),
         max_commands_per_min=cfg.robots.max_commands_per_min, policy_kind=cfg.policy.kind,
         max_commands_per_robot_min=cfg.robots.max_commands_per_robot_min,
-<<<<<<< HEAD
         cold=cold, cold_level=cfg.refit.cold_level, change_level=cfg.refit.change_level,
-        min_deliveries=cfg.refit.min_deliveries)
-=======
+        min_deliveries=cfg.refit.min_deliveries,
         policy_in_force=in_force, observed_cost=observed,
         current_policy=snap.policy if snap.model is not None else None)
 
@@ -149,7 +147,6 @@ def _policy_in_force(agent: WindowSource, t0: float, now: float,
         return None, None
     observed = window_cost_interval(agent.window, now, cfg.costs)
     return (policy, observed) if observed is not None else (None, None)
->>>>>>> main
 
 
 def drift(agent: WindowSource, now: float) -> str | None:

@@ -152,10 +152,13 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
             return error_response(404, "path", "names no endpoint", "see the endpoints in robotctl/agent/README.md")
         return error_response(exc.status, "request", exc.reason, exc.text or "")
     except LogWriteError as exc:
-        LOG.error("event=log_write_failed request=%s path=%s error=%s", next(_request_ids),
+        # the log itself says so once per fault (event=log_unwritable), not once per refused request
+        LOG.debug("event=log_write_failed request=%s path=%s error=%s", next(_request_ids),
                   endpoint_label(request), exc)
         return error_response(503, "log", f"the delivery log cannot be written ({exc.strerror or exc})",
-                              "nothing was acknowledged; retry once the disk has room")
+                              "nothing was acknowledged; retry in a second (the agent retries by itself "
+                              "and accepts again once log.dir is writable and has room)",
+                              headers={"Retry-After": "1"})
     except asyncio.CancelledError:
         raise
     except Exception:
@@ -295,6 +298,10 @@ async def _readyz(request: web.Request) -> web.Response:
     agent = request.app.get(AGENT)
     if agent is None or not agent.ready:
         return json_response({"status": "not ready"}, status=503)
+    fault = agent.log_fault()
+    if fault is not None:  # deliveries are answered 503 now: so is readiness
+        return json_response({"status": "not ready", "log": f"the delivery log cannot be written ({fault})"},
+                             status=503)
     return json_response({"status": "ready"})
 
 

@@ -1093,6 +1093,11 @@ class Agent:
     def log_stats(self) -> LogStats:
         return self.log.stats()
 
+    def log_fault(self) -> str | None:
+        """Why the delivery log cannot be written now, or None; tries the failed step again first (at most
+        once a second), so that the agent is ready again by itself once the disk is."""
+        return self.log.retry()
+
     def status(self) -> dict[str, Any]:
         now = self.clock.now()
         act = self.actuator

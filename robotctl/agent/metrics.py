@@ -214,6 +214,13 @@ class AgentCollector(Collector):
         yield counter("log_fsyncs", "fsync calls on the delivery log.", st.fsyncs)
         yield counter("log_quarantined_lines", "Delivery log lines that did not parse or validate at recovery, "
                       "moved to quarantine.jsonl.", st.quarantined)
+        yield gauge("log_writable", "1 while the delivery log can be written, 0 while deliveries are answered "
+                    "503 (a failed rotation or write; the agent retries every second).", float(st.fault is None))
+        yield counter("log_faults", "Times the delivery log became unwritable (directory read-only, disk full).",
+                      st.faults)
+        yield counter("state_files_set_aside", "Files in log.dir renamed NAME.bad-N at the start because they "
+                      "could not be used (a directory, FIFO or link where a file belongs, a corrupt state file).",
+                      st.set_aside)
 
 
 class AgentMetrics:

@@ -67,6 +67,7 @@ from ._http import (
     dumps,
     endpoint_label,
     error_response,
+    install_expect_handler,
     json_response,
     quiet_protocol_errors,
     runner_for,
@@ -401,7 +402,8 @@ def create_app(config: AgentConfig, *, registry: CollectorRegistry | None = None
     app = web.Application(client_max_size=config.server.max_body_bytes,
                           middlewares=[guard.middleware, error_middleware,
                                        auth_middleware(token=config.server.token, on_refused=_count_bad),
-                                       body_middleware(timeout_s=config.server.body_timeout_s)])
+                                       body_middleware(timeout_s=config.server.body_timeout_s,
+                                                       max_body_bytes=config.server.max_body_bytes)])
     app[PUBLIC_PATHS] = set(DEFAULT_PUBLIC_PATHS)
     app[GUARD] = guard
     app[LONG_POLLS] = LongPollGate(config.server.max_long_polls)
@@ -444,6 +446,7 @@ def create_app(config: AgentConfig, *, registry: CollectorRegistry | None = None
     r.add_get("/readyz", _readyz)
     r.add_get("/metrics", make_aiohttp_handler(registry))
     install_revisit(app, config, clock, agent.robot_ids)  # revisit.pages set: /v1/robots/{id}/next, /v1/revisit
+    install_expect_handler(app, config.server.max_body_bytes)  # no "100 Continue" to a body that is refused
     return app
 
 

@@ -474,17 +474,25 @@ class DeliveryLog:
             os.close(fd)
 
     async def _fsync_in_thread(self, fd: int) -> None:
+        """fsync ``fd`` in the log's thread. The descriptor stays open until that fsync is done, even when
+        the awaiting task is cancelled (a shutdown) or the file is rotated meanwhile."""
+        fut = asyncio.get_running_loop().run_in_executor(self._executor, os.fsync, fd)
         self._in_flight[fd] = self._in_flight.get(fd, 0) + 1
-        try:
-            await asyncio.get_running_loop().run_in_executor(self._executor, os.fsync, fd)
-        finally:
-            self._in_flight[fd] -= 1
-            if not self._in_flight[fd]:
-                del self._in_flight[fd]
-                if fd in self._retired:
-                    self._retired.discard(fd)
-                    with contextlib.suppress(OSError):
-                        os.close(fd)
+        fut.add_done_callback(lambda f: self._fsync_done(fd, f))
+        await asyncio.shield(fut)
+
+    def _fsync_done(self, fd: int, fut: asyncio.Future[None]) -> None:
+        if not fut.cancelled():
+            fut.exception()  # retrieved here: the awaiting task may have been cancelled
+        left = self._in_flight.get(fd, 0) - 1
+        if left > 0:
+            self._in_flight[fd] = left
+            return
+        self._in_flight.pop(fd, None)
+        if fd in self._retired:
+            self._retired.discard(fd)
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     # -- faults --------------------------------------------------------------------------------------
     @property
@@ -539,11 +547,16 @@ class DeliveryLog:
                 os.fsync(self._fd)
                 self._fsyncs += 1
                 self._synced = self._written
-            os.close(self._fd)
+            self._release(self._fd)
             self._fd = -1
         if self._executor is not None:
-            self._executor.shutdown(wait=True)
+            self._executor.shutdown(wait=True)  # no fsync runs after this: close what waited for one
             self._executor = None
+        for fd in self._retired:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._retired.clear()
+        self._in_flight.clear()
 
     # -- writing -------------------------------------------------------------------------------------
     def append(self, data: bytes) -> None:

@@ -199,3 +199,55 @@ def test_reject_batch_with_a_batch_size_that_never_comes(capsys: pytest.CaptureF
                     .replace("admission: partial", "admission: reject-batch"))
     assert "reject-batch" in path.read_text()
     assert main(["optimise", str(path), "--modes", "4,1"]) == 0, capsys.readouterr().err
+
+
+# -- issue 23, defect 9: serve --check catches what would fail after the start ---------------------------------
+_BASE = ("queue: {capacity: 5}\nserver: {insecure_loopback: true}\n"
+         "costs: {loss: 5, obsolescence: 10, response: 2, robot: 20, starvation: 300}\n")
+LATER_CASES = [
+    ("fit: {options: {warp: 9}}\n", {}, "fit.options.warp"),
+    ("fit: {options: {significance: 7}}\n", {}, "fit.options.significance"),
+    ("revisit: {pages: /nonexistent.csv}\n", {}, "revisit.pages"),
+    ("server: {insecure_loopback: true, max_connections: 1000000000}\n", {}, "server.max_connections"),
+    ("policy: {startup: 0}\n", {}, "policy.startup"),
+    ("policy: {startup: [0, 1, 1, 1, 1, 1]}\n", {}, "policy.startup"),
+    ("refit: {window_s: 60}\nrefit: {window_s: 90}\n", {}, "agent.yaml"),
+    ("queue: {capacity: 5, capacity: 6}\n", {}, "agent.yaml"),
+    ("", {"ROBOTCTL_FOO_BAR": "1"}, "ROBOTCTL_FOO_BAR"),
+]
+
+
+@pytest.mark.parametrize(("extra", "env", "field"), LATER_CASES,
+                         ids=["fit_option", "fit_option_value", "pages", "max_connections", "startup_0",
+                              "startup_r0", "dup_section", "dup_key", "env_section"])
+def test_serve_check_refuses_what_would_fail_after_the_start(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, extra: str,
+        env: dict[str, str], field: str) -> None:
+    path = tmp_path / "agent.yaml"
+    text = _BASE + extra + f"log: {{dir: {tmp_path / 'log'}}}\n"
+    for section in ("queue", "server"):
+        if extra.startswith(section + ":"):  # the case's own line stands for the base's
+            text = "\n".join(line for line in text.splitlines() if not line.startswith(section + ":")) + "\n"
+            text = extra + text
+    path.write_text(text)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    one_line_exit_2(main(["serve", "--check", "--config", str(path)]), capsys.readouterr().err, field)
+
+
+def test_serve_check_refuses_all_zero_costs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "agent.yaml"
+    path.write_text(f"queue: {{capacity: 5}}\nserver: {{insecure_loopback: true}}\nlog: {{dir: {tmp_path}}}\n")
+    one_line_exit_2(main(["serve", "--check", "--config", str(path)]), capsys.readouterr().err, "costs")
+
+
+def test_yaml_numbers_with_an_exponent_are_numbers(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """``2e6`` is a string to YAML 1.1; the config (file and environment) reads it as the number it means."""
+    path = tmp_path / "agent.yaml"
+    path.write_text(_BASE + f"log: {{dir: {tmp_path}, max_bytes: 2e6}}\nrefit: {{window_s: 3e3}}\n")
+    monkeypatch.setenv("ROBOTCTL_REFIT_INTERVAL_S", "6e1")
+    assert main(["serve", "--check", "--json", "--config", str(path)]) == 0
+    import json as _json
+    doc = _json.loads(capsys.readouterr().out)
+    assert (doc["log"]["max_bytes"], doc["refit"]["window_s"], doc["refit"]["interval_s"]) == (2_000_000, 3000, 60)

@@ -100,6 +100,8 @@ def load_yaml_text(text: str, path: str) -> Any:
         raise InputError(path, f"is not valid YAML{where}: {problem}", hint) from exc
     except RecursionError as exc:
         raise InputError(path, "nests too deeply", "write a flat YAML mapping") from exc
+    except ValueError as exc:  # an integer past Python's 4,300 digits
+        raise InputError(path, "holds a number with more than 4,300 digits", "no size is that large") from exc
     finally:
         loader.dispose()
 

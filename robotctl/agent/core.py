@@ -197,7 +197,7 @@ class Agent:
         now = self._stamp()
         self.actuator.shutdown(now)
         self.journal.flush()
-        self.fleet.save()
+        await self.fleet.saved()
         await self.log.close()
 
     def _header(self) -> bytes:

@@ -6,7 +6,6 @@ The policy in force is restored by :class:`agent.policy_store.PolicyStore` from 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
@@ -26,12 +25,12 @@ LOG = logging.getLogger("robotctl.agent")
 ROBOTS_FILE = "robots.json"
 
 
-def atomic_write_json(path: Path, obj: Any) -> None:
+def atomic_write_json(path: Path, obj: Any, *, indent: int | None = 1) -> None:
     """Write ``obj`` as JSON to ``path`` through a temporary file, with an fsync: a crash leaves the old
     file or the new one."""
     tmp = path.with_suffix(path.suffix + ".tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(obj, fh, indent=1)
+        json.dump(obj, fh, indent=indent, separators=(",", ":") if indent is None else None)
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
@@ -199,8 +198,16 @@ def restore_robots(path: Path, actuator: Actuator, now: float) -> int:
 
 def save_robots(path: Path, actuator: Actuator) -> None:
     """Save the registered robots to ``path`` (an error leaves the previous file)."""
-    with contextlib.suppress(OSError):
-        atomic_write_json(path, actuator.to_records())
+    write_robot_records(path, actuator.to_records())
+
+
+def write_robot_records(path: Path, records: list[dict[str, Any]]) -> None:
+    """Write saved robots (:meth:`Actuator.to_records`) to ``path``, compact, with an fsync (an error leaves the
+    previous file, with a warning); safe to run in a thread."""
+    try:
+        atomic_write_json(path, records, indent=None)
+    except OSError as exc:
+        LOG.warning("event=robots_file_not_written file=%s error=%s", path, exc.strerror or exc)
 
 
 __all__ = ["ROBOTS_FILE", "atomic_write_json", "queue_records", "recover", "recover_queue", "recover_samples",

@@ -371,3 +371,33 @@ async def test_robots_are_restored_only_as_the_api_would_register_them(tmp_path:
     a.open()
     assert list(a.actuator.robots) == ["ok"]
     await a.close()
+
+
+async def test_registrations_write_robots_json_off_the_loop_and_coalesced(tmp_path: Path, monkeypatch) -> None:
+    """Issue 23, defect 6: each registration rewrote and fsynced all of robots.json on the event loop."""
+    import threading
+
+    from robotctl.agent import recovery
+
+    cfg = _cfg(tmp_path, robots={"count": 64})
+    writes: list[tuple[str, int]] = []
+    real = recovery.write_robot_records
+
+    def spy(path: Path, records: list[dict[str, Any]]) -> None:
+        writes.append((threading.current_thread().name, len(records)))
+        real(path, records)
+
+    monkeypatch.setattr(recovery, "write_robot_records", spy)
+    monkeypatch.setattr("robotctl.agent.fleet.write_robot_records", spy)
+    a = Agent(cfg, ManualClock(0.0))
+    a.open()
+    loop_thread = threading.current_thread().name
+    for i in range(60):
+        a.register(f"r{i}", None, None)
+    await asyncio.sleep(0.2)
+    assert writes and all(name != loop_thread for name, _ in writes)
+    assert len(writes) < 60  # coalesced
+    assert writes[-1][1] == 60
+    await a.close()
+    saved = json.loads((tmp_path / "log" / "robots.json").read_text())
+    assert sorted(r["robot"] for r in saved) == sorted(f"r{i}" for i in range(60))

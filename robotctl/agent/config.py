@@ -637,10 +637,10 @@ class AgentConfig:
             raise InputError("policy.startup", f"asks for {s} robots but robots.count = {N}",
                              "use at most robots.count")
         r0 = s[0] if isinstance(s, tuple) else s if isinstance(s, int) else N
-        if r0 == 0 and self.control.mode == "command":
+        if r0 == 0 and self.robots.actuation == "command":
             raise InputError("policy.startup", "parks every robot at an empty queue: no page would ever be "
                              "delivered, so the queue, the fit and the policy would never move",
-                             "keep at least one robot active at queue length 0 (or run control.mode: advise)")
+                             "keep at least one robot active at queue length 0 (or run robots.actuation: advise)")
         if self.policy.modes is not None:
             bad = [m for m in self.policy.modes if m > N or m < self.robots.min_active]
             if bad:

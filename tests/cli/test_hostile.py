@@ -255,10 +255,11 @@ def test_yaml_numbers_with_an_exponent_are_numbers(tmp_path: Path, capsys: pytes
 
 # -- issue 23, defect 7: every size typed is checked before the work starts -------------------------------------
 SIZE_CASES = [
-    (["mdp", "--robots", "10000000", "--capacity", "5", "--rate", "0.1", "--gamma", "1"], "--robots"),
-    (["mdp", "--robots", "16", "--capacity", "10000000", "--rate", "0.1", "--gamma", "1"], "--capacity"),
+    (["mdp", "--robots", "10000000", "--capacity", "5", "--arrival-rate", "0.1", "--gamma", "1"], "--robots"),
+    (["mdp", "--robots", "16", "--capacity", "10000000", "--arrival-rate", "0.1", "--gamma", "1"], "--capacity"),
     (["route", "--arrival-rate", "1.5", "--service-rates", "1,5", "--max-period", "1000000000"], "--max-period"),
-    (["renovation", "--arrival-rate", "1.1", "--service-time", "1", "--places", "100000000", "--q", "1"], "--places"),
+    (["renovation", "--arrival-rate", "1.1", "--service-time", "1", "--capacity", "100000001", "--q", "1"],
+     "--capacity"),
     (["buffers", str(ROOT / "config" / "paper-example.yaml"), "--policy", "3,3,3,1,1,1", "--grid", "1000000000"],
      "--grid"),
     (["optimise", str(ROOT / "config" / "paper-example.yaml"), "--workers", "100000"], "--workers"),
@@ -275,7 +276,7 @@ def test_a_size_beyond_the_machine_is_refused_before_work(argv: list[str], flag:
     lines = err.strip().splitlines()
     assert info.value.code == 2 and len(lines) == 1 and flag in lines[0], err
     assert len(lines[0]) < 400, err  # a 5,000-digit number is not echoed whole
-    if flag in ("--robots", "--capacity", "--max-period", "--places") and "digits" not in err:
+    if flag in ("--robots", "--capacity", "--max-period") and "digits" not in err:
         assert "would take about" in err, err  # the estimate
 
 

@@ -37,7 +37,7 @@ import hmac
 import logging
 import signal
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from aiohttp import web
@@ -130,7 +130,7 @@ def _too_large(limit: int, declared: int) -> web.Response:
     return resp
 
 
-def expect_handler(max_body_bytes: int) -> Callable[[web.Request], Awaitable[web.StreamResponse | None]]:
+def expect_handler(max_body_bytes: int) -> Callable[[web.Request], Coroutine[Any, Any, web.StreamResponse | None]]:
     """The routes' ``Expect:`` handler: ``100 Continue`` only for a body the agent would take; 413 at once for
     a declared ``Content-Length`` over ``max_body_bytes``, 417 for an expectation other than 100-continue."""
 
@@ -155,7 +155,7 @@ def install_expect_handler(app: web.Application, max_body_bytes: int) -> None:
     """Put :func:`expect_handler` on every route of ``app`` (call it once the routes are added)."""
     handle = expect_handler(max_body_bytes)
     for route in app.router.routes():
-        route._expect_handler = handle  # type: ignore[attr-defined]  # aiohttp has no setter; add_route takes it
+        route._expect_handler = handle  # aiohttp has no setter (add_route takes it); every route gets it
 
 
 def body_middleware(*, timeout_s: float, max_body_bytes: int | None = None) -> Any:

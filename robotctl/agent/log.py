@@ -658,29 +658,6 @@ class DiscardLog:
     def open(self) -> list[Path]:
         return []
 
-    def _set_aside_strangers(self) -> None:
-        """Before anything is read: a name of the log (a file, ``quarantine.jsonl``) held by something that
-        is not a regular file (a directory, a FIFO that would block the read forever, a link to a device) is
-        renamed out of the way with a warning and counted; a file a rotation left half made is removed (its
-        content is a header only: the rotation had not succeeded)."""
-        for p in sorted(self.directory.iterdir()):
-            name = p.name
-            if name.startswith(PREFIX) and name.endswith(SUFFIX + TMP_SUFFIX):
-                with contextlib.suppress(OSError):
-                    if stat.S_ISREG(os.lstat(p).st_mode):
-                        p.unlink()
-                        LOG.warning("event=log_partial_rotation_removed file=%s", name)
-                continue
-            if not (_NAME.match(name) or name == QUARANTINE_FILE):
-                continue
-            try:
-                regular = stat.S_ISREG(os.stat(p).st_mode)  # follows a link: what a read would open
-            except OSError:
-                regular = False  # a dangling link
-            if not regular:
-                self.set_aside_count += 1
-                set_aside(p, "is not a regular file")
-
     def records(self, path: Path) -> list[dict[str, Any]]:
         return []
 

@@ -99,10 +99,11 @@ class RefitInput:
         useful life when ``mean_useful_life_s`` is not configured.
     previous_fit : mapping
         The fit summary of the policy in force (where remembered modes were last observed).
-    dwell_s, hysteresis, max_commands_per_min
-        ``robots.dwell_s``, ``robots.hysteresis`` (None: auto, chosen for the adopted policy in the
-        simulator by :func:`agent.damping.choose_damping`; the fit summary's ``damping`` holds the choice
-        and its price) and ``robots.max_commands_per_min``.
+    dwell_s, hysteresis, max_commands_per_min, max_commands_per_robot_min
+        ``robots.dwell_s`` (None: auto, 0 with the exact choice), ``robots.hysteresis`` (None: auto, the
+        exact hysteresis policy of :func:`policies.choose_hysteresis` within the budget
+        ``robots.max_commands_per_robot_min``; the fit summary's ``damping`` holds the choice and its
+        predicted commands and cost) and ``robots.max_commands_per_min``.
     targets : Targets or None
         ``targets:`` of the configuration: the policy of least robot time that meets them
         (``policies.optimise_for_targets``) instead of the cost optimum; the costs then only price it.
@@ -135,6 +136,7 @@ class RefitInput:
     dwell_s: float | None = 0.0
     hysteresis: int | None = 0
     max_commands_per_min: int = 0
+    max_commands_per_robot_min: float | None = None
     policy_kind: str = "thresholds"
 
 
@@ -410,7 +412,8 @@ def _mdp_stage(inp: RefitInput, out: RefitOutcome) -> RefitOutcome:
     from dataclasses import replace
 
     t0 = time.perf_counter()
-    info: dict[str, Any] = {"requested": "mdp", "in_force": "thresholds", "reason": None}
+    # reason_code: a fixed set for the metric robotctl_policy_kind_reason (metrics.POLICY_KIND_REASONS)
+    info: dict[str, Any] = {"requested": "mdp", "in_force": "thresholds", "reason": None, "reason_code": None}
     dynamic = None
     try:
         if inp.targets is not None:
@@ -421,6 +424,7 @@ def _mdp_stage(inp: RefitInput, out: RefitOutcome) -> RefitOutcome:
     except InputError as exc:
         info["reason"] = (str(exc) if exc.field == "targets"
                           else f"the fitted model does not meet paper 001's assumptions: {exc}")
+        info["reason_code"] = "targets_set" if exc.field == "targets" else "assumptions_not_met"
     else:
         measures = opt.measures()
         cost = cost_of(measures, inp.costs)
@@ -430,8 +434,10 @@ def _mdp_stage(inp: RefitInput, out: RefitOutcome) -> RefitOutcome:
                        "robots": problem.robots}
         if not opt.success:
             info["reason"] = f"the MDP was not solved: {opt.message} ({opt.iterations} iterations)"
+            info["reason_code"] = "mdp_unsolved"
         else:
             info["in_force"] = "mdp"
+            info["reason_code"] = "as_configured"
             dynamic = DynamicDecision(opt.policy, problem.min_robots, problem)
     seconds = time.perf_counter() - t0
     fit = dict(res.fit)
@@ -457,6 +463,8 @@ def _with_damping(inp: RefitInput, out: RefitOutcome) -> RefitOutcome:
     fixed = replace(res, hysteresis=inp.hysteresis or 0)
     if (inp.dwell_s is not None and inp.hysteresis is not None) or res.model is None or res.measures is None:
         return replace(out, result=fixed)
+    if inp.hysteresis is None:
+        return _with_exact_hysteresis(inp, out)
     from .damping import choose_damping
 
     try:
@@ -473,6 +481,48 @@ def _with_damping(inp: RefitInput, out: RefitOutcome) -> RefitOutcome:
                       "undamped_commands_per_robot_per_min": choice.undamped.commands_per_robot_per_min,
                       "undamped_cost": choice.undamped.cost}
     return replace(out, result=replace(res, fit=fit, hysteresis=choice.hysteresis))
+
+
+def _with_exact_hysteresis(inp: RefitInput, out: RefitOutcome) -> RefitOutcome:
+    """``robots.hysteresis: auto``: the hysteresis policy chosen exactly for the fitted model
+    (:func:`policies.choose_hysteresis`: J + costs.command x commands, within
+    ``robots.max_commands_per_robot_min``; the static fleets are candidates, so it never costs more than
+    the best of them). No dwell is needed (``dwell_s: auto`` is 0): the commands are in the model."""
+    from dataclasses import replace
+
+    from robotctl.policies import choose_hysteresis
+
+    res = out.result
+    assert res is not None and res.model is not None
+    start = time.perf_counter()
+    try:
+        choice = choose_hysteresis(res.model, inp.costs, res.policy.robots_at_level,
+                                   max_commands_per_robot_min=inp.max_commands_per_robot_min)
+    except Exception:  # advice on top of the threshold optimum: a failure leaves it in force
+        LOG.exception("event=hysteresis_failed")
+        return replace(out, result=replace(res, hysteresis=0))
+    seconds = time.perf_counter() - start
+    best = choice.best
+    fit = dict(res.fit)
+    fit["damping"] = {"method": "exact", "park": list(best.policy.park), "resume": list(best.policy.resume),
+                      "hysteresis": 0, "dwell_s": 0.0 if inp.dwell_s is None else inp.dwell_s,
+                      "max_commands_per_robot_min": inp.max_commands_per_robot_min,
+                      "within_budget": choice.within_budget,
+                      "commands_per_robot_per_min": finite(best.commands_per_robot_min),
+                      "cost": finite(best.cost.total),
+                      "undamped_commands_per_robot_per_min": finite(choice.threshold.commands_per_robot_min),
+                      "undamped_cost": finite(choice.threshold.cost.total),
+                      "static_cost": finite(choice.static.cost.total), "policies_solved": choice.evaluated,
+                      "seconds": seconds}
+    park = ThresholdPolicy(best.policy.park)
+    chosen = replace(res, policy=park, modes=park.modes, thresholds=park.thresholds, fit=fit, hysteresis=0,
+                     resume=None if best.policy.is_threshold else best.policy.resume,
+                     measures=best.measures, cost=best.cost)
+    LOG.info("event=hysteresis_chosen commands_per_robot_min=%.3f cost=%.6g threshold_commands=%.3f "
+             "threshold_cost=%.6g static_cost=%.6g seconds=%.3f", best.commands_per_robot_min, best.cost.total,
+             choice.threshold.commands_per_robot_min, choice.threshold.cost.total, choice.static.cost.total,
+             seconds)
+    return replace(out, result=chosen, solve_seconds=out.solve_seconds + seconds)
 
 
 def compute_refit(inp: RefitInput, *, fit_fn: FitFn | None = None,

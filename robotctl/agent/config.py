@@ -439,11 +439,16 @@ class RobotsConfig(_Section):
     lease_s: float = _spec(10.0, _float(positive=True), "a command is valid this long without contact")
     dwell_s: float | str = _spec("auto", _dwell,
                                  "minimum time between two changes of the active count: seconds (0: off) or auto "
-                                 "(after each fit, the largest that costs at most 2% in the simulator)")
+                                 "(0 with hysteresis: auto, whose commands are in the model; else after each "
+                                 "fit the largest that costs at most 2% in the simulator)")
     hysteresis: int | str = _spec("auto", _hysteresis,
-                                  "a parked robot resumes only once the queue is this many levels below where "
-                                  "r(i) alone would resume it: levels (0: off) or auto (after each fit, the "
-                                  "largest that costs at most 2% in the simulator)")
+                                  "auto: after each fit, the park and resume vectors chosen exactly (robots in "
+                                  "the model's state; J + costs.command x commands, within "
+                                  "max_commands_per_robot_min); a number: a parked robot resumes only once the "
+                                  "queue is this many levels below where r(i) alone would resume it (0: off)")
+    max_commands_per_robot_min: float = _spec(10.0, _float(),
+                                              "with hysteresis: auto, the most park/resume commands per robot "
+                                              "per minute the chosen policy may be predicted to send")
     max_commands_per_min: int = _spec(0, _int(0), "park/resume commands a robot receives in any 60 s at most "
                                       "(0: no limit)")
     allow_unregistered: bool = _spec(False, _bool, "accept deliveries naming robots that never registered")
@@ -494,10 +499,10 @@ class RefitConfig(_Section):
     max_samples: int = _spec(200_000, _int(100), "most recent deliveries kept for fitting")
     min_interval_s: float = _spec(30.0, _float(), "no refit sooner than this after the previous one")
     drift_bound: float | None = _spec(0.5, _optional(_float(positive=True)),
-                                      "refit early when an observed mode rate differs by this "
-                                      "relative amount")
+                                      "refit early when the pages of the drift window differ by this "
+                                      "relative amount from those the fitted rates predict")
     drift_window_s: float = _spec(60.0, _float(positive=True), "window of the drift check")
-    drift_min_pages: int = _spec(50, _int(1), "pages needed in a mode before its drift counts")
+    drift_min_pages: int = _spec(50, _int(1), "pages needed in the drift window before its drift counts")
     executor: str = _spec("auto", _choice("auto", "process", "thread"),
                           "where fit and optimise run, off the event loop: a worker process (niced), a thread, "
                           "or auto: the process under robotctl serve, a thread inside another program")

@@ -133,6 +133,7 @@ class Agent:
         self._scheduler = scheduler
         self.override = OperatorOverride(now)
         self._ready = False
+        self._robots_missing = False  # the last robots_missing log line said so
         self.modes = ModeHistory(now, self.actuator.mode, 2 * config.refit.window_s)
         self.views = AgentViews(self)
         self.fleet = Fleet(self.actuator, clock, long_poll_max_s=config.server.long_poll_max_s,
@@ -378,7 +379,24 @@ class Agent:
         not enough data. The cut is logged (a ``refit`` line with ``reason``), so that a replay of the log
         refits at the same instants, on the same windows, as the live agent did."""
         self._log_refit(now, reason)
+        self._warn_missing()
         return refit_input(self, now)
+
+    def _warn_missing(self) -> None:
+        """One log line when some robots but fewer than robots.count provides for are registered (at a refit,
+        when it starts being so), and one when they all are again."""
+        act = self.actuator
+        # none registered at all: the robots run unregistered, and the agent counts on the whole fleet
+        missing = 0 < len(act.robots) < act.max_rank
+        if missing != self._robots_missing:
+            self._robots_missing = missing
+            if missing:
+                LOG.warning("event=robots_missing registered=%d count=%d virtual=%d/%d: the policy is solved "
+                            "for the registered robots only; register the others or lower robots.count",
+                            len(act.robots), act.max_rank, min(act.registered_slots(), self.config.robots.n),
+                            self.config.robots.n)
+            else:
+                LOG.info("event=robots_complete registered=%d", len(act.robots))
 
     def _log_refit(self, now: float, reason: str) -> None:
         self.journal.refit(now, reason)

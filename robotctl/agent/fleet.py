@@ -226,9 +226,13 @@ class Fleet:
             self._follow(self._stamp(), mode)
 
     def changed(self, now: float) -> None:
-        """Advise mode: robots registered or left, so the fleet that runs by itself may have changed."""
+        """Robots registered or left. Advise mode: the fleet that runs by itself may have changed. Command mode:
+        the mode never exceeds the registered robots (:meth:`Actuator.registered_slots`), so r(i) is applied
+        again."""
         if self.actuator.advise:
             self._follow(now, self.actuator.fleet_mode())
+        else:
+            self._reapply(now)
 
     def _follow(self, now: float, mode: int, *, always_flush: bool = False) -> None:
         """The mode is ``mode`` by the fleet's own doing: record the change (if any) and write its line."""

@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from robotctl.model import InputError, ThresholdPolicy
+from robotctl.model import HysteresisPolicy, InputError, ThresholdPolicy
 
 from .config import AgentConfig
 from .log import set_aside
@@ -52,6 +52,20 @@ class PolicyStore:
         damping = fit.get("damping")
         chosen = damping.get("hysteresis", 0) if isinstance(damping, Mapping) else 0
         return chosen if isinstance(chosen, int) and not isinstance(chosen, bool) and chosen >= 0 else 0
+
+    def resume_of(self, fit: Mapping[str, Any], policy: ThresholdPolicy) -> tuple[int, ...] | None:
+        """The resume vector of a restored exact hysteresis policy (``robots.hysteresis: auto``), when its
+        fit holds one that fits the park vector; else None (the plain policy)."""
+        damping = fit.get("damping")
+        if self.config.robots.hysteresis != "auto" or not isinstance(damping, Mapping):
+            return None
+        resume, park = damping.get("resume"), damping.get("park")
+        if not isinstance(resume, list) or park != list(policy.robots_at_level) or resume == park:
+            return None
+        try:
+            return HysteresisPolicy(tuple(park), tuple(resume)).resume
+        except (InputError, TypeError):
+            return None
 
     # -- put in force ----------------------------------------------------------------------------------
     def adopt(self, result: PolicyFit, now: float) -> PolicySnapshot:
@@ -122,7 +136,8 @@ class PolicyStore:
                 raise InputError("policy", "does not fit the configured capacity or fleet", "")
             dynamic = self._restore_dynamic(state, fit)
             snapshot = PolicySnapshot(version, "restored", now,
-                                      replace(PolicyFit.of(policy, fit=fit, hysteresis=self.hysteresis_of(fit)),
+                                      replace(PolicyFit.of(policy, fit=fit, hysteresis=self.hysteresis_of(fit),
+                                                           resume=self.resume_of(fit, policy)),
                                               dynamic=dynamic))
         except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
             corrupt = not mismatch

@@ -134,6 +134,9 @@ class ReplayWindow:
     hysteresis : int
         The band the refit put in force with the thresholds (``robots.hysteresis``); the window is
         simulated with it. A dwell is not simulated here (``fit["damping"]`` holds its simulated price).
+    resume : tuple of int or None
+        The resume vector of the exact hysteresis policy the refit chose (``robots.hysteresis: auto``;
+        ``policy`` is its park vector, ``measures`` carry its predicted ``commands_per_robot_min``).
     """
 
     t_start: float
@@ -151,6 +154,7 @@ class ReplayWindow:
     live_policy: tuple[int, ...] | None = None
     dynamic: DynamicDecision | None = None
     hysteresis: int = 0
+    resume: tuple[int, ...] | None = None
 
     def controller(self) -> tuple[QueueModel, ThresholdPolicy | DynamicController | Controller]:
         """What decided in this window and the traffic it was computed for, for the simulator: the MDP
@@ -158,9 +162,9 @@ class ReplayWindow:
         on (the fitted one with exponential service of the fitted mean), or the thresholds (with their
         hysteresis band, as the agent's :class:`ThresholdDecision` applies it) on the fitted model."""
         if self.dynamic is None or self.dynamic.problem is None:
-            if self.hysteresis <= 0:
+            if self.hysteresis <= 0 and self.resume is None:
                 return self.model, self.policy
-            decision = ThresholdDecision(self.policy, self.hysteresis)
+            decision = ThresholdDecision(self.policy, self.hysteresis, self.resume)
 
             def banded(level: int, active: int, t: float) -> int:
                 return decision.target(Event.OTHER, (), level, active)
@@ -253,7 +257,8 @@ class ReplayResult:
                 "t_start": w.t_start, "t_end": w.t_end, "reason": w.reason, "in_force": list(w.in_force),
                 "deliveries": w.deliveries, "fit": fit,
                 "policy": {"robots_at_level": list(w.policy.robots_at_level), "modes": list(w.modes),
-                           "thresholds": list(w.thresholds)},
+                           "thresholds": list(w.thresholds),
+                           "resume_at_level": list(w.resume) if w.resume is not None else None},
                 "predicted": predicted,
                 **({"live_policy": list(w.live_policy)} if w.live_policy is not None else {}),
             })
@@ -458,7 +463,7 @@ def _windows(obs: _Observations, end: float) -> tuple[ReplayWindow, ...]:
         match = next((levels for t, levels in live if w["at"] <= t < nxt), None)
         out.append(ReplayWindow(float(r.window[0]), float(r.window[1]), w["reason"], (float(w["at"]), float(until)),
                                 r.policy, tuple(r.modes), tuple(r.thresholds), dict(r.fit), r.model, r.measures,
-                                r.cost, int(r.deliveries), match, r.dynamic, r.hysteresis))
+                                r.cost, int(r.deliveries), match, r.dynamic, r.hysteresis, r.resume))
     return tuple(out)
 
 

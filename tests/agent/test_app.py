@@ -206,7 +206,9 @@ async def test_metrics_parse_and_count(running: tuple[str, Any], clock: ManualCl
     assert v("robotctl_completed_pages_total") == 2
     assert v("robotctl_queue_length_pages") == 3
     assert v("robotctl_queue_capacity_pages") == 5
-    assert v("robotctl_active_robots") == 4 and v("robotctl_desired_robots") == 4
+    # only r1 is registered: the agent counts on no other robot (issue 25)
+    assert v("robotctl_active_robots") == 1 and v("robotctl_desired_robots") == 1
+    assert v("robotctl_robots_missing") == 3 and v("robotctl_robots_registered_below_count") == 1
     assert v("robotctl_policy_robots_at_level", level="5") == 4
     assert v("robotctl_loss_ratio", source="observed") == pytest.approx(2 / 7)
     assert v("robotctl_response_time_seconds", source="observed") == pytest.approx(2.0)

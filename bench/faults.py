@@ -198,7 +198,7 @@ class Storage:
     def fill(self, on: bool) -> None:
         filler = self.path / ".filler"
         if on:
-            with open(filler, "wb") as fh, contextlib.suppress(OSError):
+            with contextlib.suppress(OSError), open(filler, "ab") as fh:  # (no room even to create it: full)
                 while True:
                     fh.write(b"\0" * (64 << 10))
                     fh.flush()

@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterator
 from prometheus_client import (
     CollectorRegistry,
     Counter,
+    Gauge,
     GCCollector,
     Histogram,
     Info,
@@ -343,8 +344,12 @@ class AgentMetrics:
                               namespace=NAMESPACE, registry=registry)
         self.refit_failures = Counter("refit_failures",
                                       "Refits that kept the last good policy, by the stage that "
-                                      "failed (input, fit, solve, timeout).", ["stage"], namespace=NAMESPACE,
+                                      "failed (input, fit, solve, timeout, check).", ["stage"], namespace=NAMESPACE,
                                       registry=registry)
+        self.fit_check = Gauge("fit_check", "The last refit's model check (issue 27): 1 for its status (ok: the "
+                               "fitted model prices the policy in force as observed; misfit: it does not; "
+                               "uncertain: the window cannot tell), 0 for the others.", ["status"],
+                               namespace=NAMESPACE, registry=registry)
         self.ack_seconds = Histogram("delivery_ack_seconds", "Time from receiving a delivery request to its "
                                      "acknowledgement (log write and commit included).", namespace=NAMESPACE,
                                      buckets=ACK_BUCKETS, registry=registry)
@@ -354,10 +359,12 @@ class AgentMetrics:
         ProcessCollector(registry=registry)
         PlatformCollector(registry=registry)
         GCCollector(registry=registry)
-        for stage in ("input", "fit", "solve", "timeout"):
+        for stage in ("input", "fit", "solve", "timeout", "check"):
             self.refit_failures.labels(stage)
         for outcome in ("adopted", "failed"):
             self.refits.labels(outcome)
+        for status in ("ok", "misfit", "uncertain"):
+            self.fit_check.labels(status).set(0.0)
 
     def attach(self, agent: Agent, refit_record: Callable[[], RefitRecord | None]) -> AgentCollector:
         collector = AgentCollector(agent, refit_record)
@@ -372,3 +379,8 @@ class AgentMetrics:
         self.refits.labels("adopted" if outcome.success else "failed").inc()
         if not outcome.success:
             self.refit_failures.labels(outcome.stage.value).inc()
+        check = (outcome.result.fit.get("check") if outcome.result is not None else
+                 {"status": "misfit"} if outcome.stage.value == "check" else None)
+        if isinstance(check, dict) and check.get("status") in ("ok", "misfit", "uncertain"):
+            for status in ("ok", "misfit", "uncertain"):
+                self.fit_check.labels(status).set(1.0 if status == check["status"] else 0.0)

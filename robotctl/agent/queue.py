@@ -19,6 +19,8 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
+
 from robotctl.model import Admission, Costs, Measures, cost_of
 
 
@@ -306,3 +308,36 @@ def observed_measures(totals: dict[str, float], costs: Costs) -> Observed:
                  mean_sojourn=nan)
     return Observed(time, rate, p_loss, p_obs, p_star, n_act, resp, int(offered), int(served),
                     cost_of(m, costs).total)
+
+
+def window_cost_interval(window: Window, now: float, costs: Costs, *, batches: int = 10,
+                         level: float = 0.95) -> tuple[float, float, float] | None:
+    """The cost J observed over the window ending at ``now``, with its interval by batch means: the window's
+    buckets (their running totals noted at each boundary) grouped into ``batches`` batches of time, J's ratio
+    estimated by the delta method (:func:`model.linear_ratio_estimate`, as a replay does for the recorded
+    fleet). None when fewer than 2 batches of the window have been noted (issue 27's model check then says
+    ``uncertain``)."""
+    from robotctl.model import linear_ratio_estimate
+
+    lo = math.floor((now - window.span_s) / window.width) + 1
+    marks = sorted(b for b in window._notes if b >= lo)
+    if len(marks) < 3:
+        return None
+    notes = [window._notes[b] for b in marks] + [window._snapshot(now)]
+    keys = (TIME, OFFERED, LOST, OBSOLETE, SERVED, SOJOURN, EMPTY, ACTIVE)
+    vals = np.array([[n.get(k, 0.0) for k in keys] for n in notes])
+    deltas = np.diff(vals, axis=0)
+    b = min(batches, deltas.shape[0])
+    if b < 2:
+        return None
+    Z = np.array([deltas[g].sum(axis=0) for g in np.array_split(np.arange(deltas.shape[0]), b)])
+    col = {k: Z[:, j] for j, k in enumerate(keys)}
+    if np.any(col[TIME] <= 0) or (np.any(col[SERVED] <= 0) and costs.response > 0):
+        return None
+    est = linear_ratio_estimate([
+        (costs.loss, col[LOST], col[TIME]), (costs.obsolescence, col[OBSOLETE], col[TIME]),
+        (costs.response, col[SOJOURN], col[SERVED]), (costs.robot, col[ACTIVE], col[TIME]),
+        (costs.starvation, col[EMPTY], col[TIME])], level=level)
+    if not all(math.isfinite(x) for x in (est.value, est.low, est.high)):
+        return None
+    return float(est.value), float(est.low), float(est.high)

@@ -8,12 +8,14 @@ from typing import Protocol
 
 import numpy as np
 
+from robotctl.model import ThresholdPolicy
+
 from .actuator import Actuator
 from .compute import RefitInput
 from .config import AgentConfig
 from .modes import ModeHistory
 from .policy import PolicySnapshot
-from .queue import OBSOLETE, WAITING, Window, drift_reason
+from .queue import OBSOLETE, WAITING, Window, drift_reason, window_cost_interval
 from .samples import Ring
 
 
@@ -100,6 +102,7 @@ def refit_input(agent: WindowSource, now: float) -> RefitInput | str:
         for key, info in snap.fit.get("modes", {}).items():
             if info.get("source") in ("observed", "remembered") and int(key) in snap.model.modes:
                 remembered[int(key)] = snap.model.arrivals[int(key)]
+    in_force, observed = _policy_in_force(agent, float(times[0]), now, changes)
     return RefitInput(
         delivery_times=times, pages=d["pages"], modes=modes,
         all_modes=fit_modes, search_modes=search_modes,
@@ -113,7 +116,28 @@ def refit_input(agent: WindowSource, now: float) -> RefitInput | str:
         dwell_s=None if cfg.robots.dwell_s == "auto" else float(cfg.robots.dwell_s),
         hysteresis=None if cfg.robots.hysteresis == "auto" else int(cfg.robots.hysteresis),
         max_commands_per_min=cfg.robots.max_commands_per_min, policy_kind=cfg.policy.kind,
-        max_commands_per_robot_min=cfg.robots.max_commands_per_robot_min)
+        max_commands_per_robot_min=cfg.robots.max_commands_per_robot_min,
+        policy_in_force=in_force, observed_cost=observed,
+        current_policy=snap.policy if snap.model is not None else None)
+
+
+def _policy_in_force(agent: WindowSource, t0: float, now: float,
+                     changes: tuple[np.ndarray, np.ndarray] | None) -> tuple[ThresholdPolicy | None,
+                                                                               tuple[float, float, float] | None]:
+    """The policy that ran the fleet over the whole window and the cost observed meanwhile (issue 27's model
+    check): commanding, the policy adopted before the window began; advising, a fleet that kept one number
+    of robots throughout (a static policy); otherwise None (the check then says ``uncertain``)."""
+    cfg = agent.config
+    policy: ThresholdPolicy | None = None
+    if getattr(agent, "advising", False):
+        if changes is not None and np.unique(changes[1]).size == 1 and int(changes[1][0]) >= 1:
+            policy = ThresholdPolicy.static(int(changes[1][0]), cfg.capacity)
+    elif agent.policy.adopted_at <= t0:
+        policy = agent.policy.policy
+    if policy is None:
+        return None, None
+    observed = window_cost_interval(agent.window, now, cfg.costs)
+    return (policy, observed) if observed is not None else (None, None)
 
 
 def drift(agent: WindowSource, now: float) -> str | None:

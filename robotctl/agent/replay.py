@@ -250,11 +250,15 @@ class ReplayResult:
             predicted.pop("queue_length_distribution", None)
             predicted["cost"] = w.cost.total
             predicted["cost_terms"] = {k: v for k, v in w.cost.to_dict().items() if k != "total"}
+            interval = (w.fit.get("predicted") or {}).get("cost_interval")
+            if interval is not None:
+                predicted["cost_interval"] = interval
             fit = dict(w.fit)
             fit["batch_size_probs"] = {str(m): w.model.arrivals[m].batch_size_probs.tolist()
                                        for m in w.model.modes}
             windows.append({
                 "t_start": w.t_start, "t_end": w.t_end, "reason": w.reason, "in_force": list(w.in_force),
+                "status": window_status(w.fit), "check": w.fit.get("check"),
                 "deliveries": w.deliveries, "fit": fit,
                 "policy": {"robots_at_level": list(w.policy.robots_at_level), "modes": list(w.modes),
                            "thresholds": list(w.thresholds),
@@ -263,6 +267,7 @@ class ReplayResult:
                 **({"live_policy": list(w.live_policy)} if w.live_policy is not None else {}),
             })
         return json_safe({
+            "verdict": self.verdict(),
             "success": self.success, "status": self.status.value, "message": self.message,
             "span": list(self.span), "events": self.events, "counts": self.counts,
             "refits": {"attempts": len(self.attempts), "adopted": len(self.windows),
@@ -275,6 +280,44 @@ class ReplayResult:
             "level": self.level,
             "trace": self.quality,
         })
+
+
+    def verdict(self) -> dict[str, Any]:
+        """Whether to trust the replay (issue 27): robotctl's cost with its interval, the recorded fleet's
+        observed cost, and what the windows' model checks said of the fitted models."""
+        rows = {r.name: r for r in self.comparison}
+        statuses = [window_status(w.fit) for w in self.windows]
+        counts = {s: statuses.count(s) for s in ("ok", "misfit", "uncertain", "fallback")}
+        mine, rec = rows.get("robotctl"), rows.get("recorded")
+        if counts["misfit"]:
+            trust = "misfit"
+            why = (f"{counts['misfit']} of {len(statuses)} window(s) fitted a model that misprices the policy in "
+                   "force against its observed cost: robotctl's figures rest on a wrong model there")
+        elif counts["ok"] and not counts["uncertain"] and not counts["fallback"]:
+            trust = "ok"
+            why = "every window's fitted model priced the policy in force as observed"
+        else:
+            trust = "uncertain"
+            why = (f"model check: {counts['ok']} ok, {counts['uncertain']} uncertain, {counts['fallback']} fallback "
+                   f"of {len(statuses)} window(s); robotctl's cost is simulated on the fitted traffic, so it is "
+                   "only as good as the fit")
+        return {"status": trust, "message": why, "windows": counts,
+                "robotctl": None if mine is None else {"cost": mine.cost, "interval": list(mine.ci),
+                                                       "basis": mine.basis},
+                "recorded": None if rec is None else {"cost": rec.cost, "interval": list(rec.ci),
+                                                      "basis": rec.basis}}
+
+
+def window_status(fit: dict[str, Any]) -> str:
+    """A window's status: its model check's (``ok``, ``misfit``, ``uncertain``) when the check could run,
+    else ``fallback`` when a rung of the fit fell back, else ``uncertain`` (nothing to check against)."""
+    check = fit.get("check") or {}
+    status = check.get("status")
+    if status in ("ok", "misfit"):
+        return str(status)
+    if fit.get("status") == "fallback":
+        return "fallback"
+    return "uncertain"
 
 
 # -- the drive: events to the agent on simulated time ----------------------------------------------------

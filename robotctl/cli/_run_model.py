@@ -345,7 +345,7 @@ def _run_optimise_hysteresis(args: argparse.Namespace, model: QueueModel, costs:
     best = search.best
     lower = None
     if args.certify:  # paper 001's MDP with the switching cost (robotctl.policies._switching)
-        from robotctl.policies._switching import budget_lower_bound, switching_lower_bound
+        from robotctl.policies import budget_lower_bound, switching_lower_bound
 
         lower = budget_lower_bound(model, costs, budget)[0] if budget is not None else \
             switching_lower_bound(model, costs).value

@@ -308,3 +308,23 @@ async def test_a_rank_beyond_the_fleet_says_how_to_fix_it(running: tuple[str, An
         got = await r.json()
     assert r.status == 400 and got["field"] == "rank"
     assert "split" not in got["hint"] and "robots.count" in got["hint"]
+
+
+async def test_a_declared_body_over_the_limit_is_413_at_once(config_factory: Callable[..., AgentConfig]) -> None:
+    """Issue 23, defect 10: a Content-Length over server.max_body_bytes waited for the body (30 s); with
+    ``Expect: 100-continue`` the agent answered 100 Continue to 50 MiB."""
+    cfg = config_factory(server={"max_body_bytes": 65536})
+    async with run_in_process(cfg) as (url, _):
+        for extra in ("", "Expect: 100-continue\r\n"):
+            head = (f"POST /v1/deliveries HTTP/1.1\r\nHost: a\r\nContent-Length: {50 << 20}\r\n{extra}"
+                    "Content-Type: application/json\r\n\r\n").encode()
+            answer = await _raw(url, head, timeout=3.0)  # no body sent at all
+            assert not answer.startswith(b"HTTP/1.1 100"), answer[:40]
+            assert _status_of(answer) == 413 and _body_of(answer)["field"] == "body", answer[:200]
+        answer = await _raw(url, b"POST /v1/deliveries HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n"
+                                 b"Expect: teapot\r\n\r\n", timeout=3.0)
+        assert _status_of(answer) == 417
+        # a body within the limit still gets its 100 Continue and its answer
+        answer = await _raw(url, b"POST /v1/deliveries HTTP/1.1\r\nHost: a\r\nContent-Length: 13\r\n"
+                                 b"Expect: 100-continue\r\nConnection: close\r\n\r\n{\"pages\": 1}\n", timeout=3.0)
+        assert answer.startswith(b"HTTP/1.1 100 Continue") and b"HTTP/1.1 200" in answer

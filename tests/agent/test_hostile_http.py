@@ -175,13 +175,17 @@ async def test_half_sent_requests_are_closed_and_health_checks_get_through(
 async def test_long_polls_are_capped(config_factory: Callable[..., AgentConfig]) -> None:
     cfg = config_factory(server={"max_connections": 32, "max_long_polls": 2})
     async with run_in_process(cfg) as (url, _), aiohttp.ClientSession() as s:
-        keys = {}
+        keys, versions = {}, {}
         for rid in ("r1", "r2", "r3"):
             async with s.post(url + "/v1/robots", json={"robot": rid}) as r:
                 keys[rid] = (await r.json())["robot_key"]
+        for rid in ("r1", "r2", "r3"):  # the command in force now (registrations may have changed it): polls wait
+            async with s.get(f"{url}/v1/robots/{rid}/command", headers={"X-Robot-Key": keys[rid]}) as r:
+                versions[rid] = (await r.json())["version"]
 
         def poll(rid: str) -> Any:
-            return s.get(f"{url}/v1/robots/{rid}/command?version=1&wait_s=3", headers={"X-Robot-Key": keys[rid]})
+            return s.get(f"{url}/v1/robots/{rid}/command?version={versions[rid]}&wait_s=3",
+                         headers={"X-Robot-Key": keys[rid]})
 
         waiting = [asyncio.create_task(_status(poll(rid))) for rid in ("r1", "r2")]
         await asyncio.sleep(0.2)

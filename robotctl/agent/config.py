@@ -787,7 +787,7 @@ NOT_CONFIG = frozenset({"CONFIG", "URL", "TOKEN", "ROBOT_ID", "ROBOT_PREFIX", "R
                         "RETRY_INTERVAL_S", "TIMEOUT_S", "POLL_WAIT_S", "MAX_PENDING", "MAX_BATCH"})
 
 
-def yaml_scalar(text: str) -> Any:
+def _yaml_scalar(text: str) -> Any:
     """One YAML value as the config file reads it (``2e6`` a number, as in the file)."""
     from ._files import load_yaml_text
 
@@ -837,7 +837,7 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
             out.setdefault(section, {})[key] = text
             continue
         try:
-            value = yaml_scalar(text) if text != "" else None
+            value = _yaml_scalar(text) if text != "" else None
         except yaml.YAMLError as exc:
             raise InputError(name, f"is not a valid YAML value: {text!r}",
                              "quote it or fix the brackets") from exc

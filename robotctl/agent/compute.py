@@ -387,7 +387,7 @@ def _check_stage(inp: RefitInput, fitted: _Fitted) -> RefitOutcome | None:
                                        covariance=fitted.covariance(),
                                        draws=inp.check_draws, level=inp.check_level)
         else:
-            price = float(cost_of(solve_policy(fitted.model, inp.policy_in_force), inp.costs).total)
+            price = float(cost_of(_solve_policy(fitted.model, inp.policy_in_force), inp.costs).total)
             predicted = PricedCost(price, (price, price), inp.check_level)
     except InputError as exc:
         fitted.summary["check"] = {"status": "uncertain", "recorded_predicted": None,
@@ -409,7 +409,7 @@ def _check_stage(inp: RefitInput, fitted: _Fitted) -> RefitOutcome | None:
     return None
 
 
-def solve_policy(model: QueueModel, policy: ThresholdPolicy) -> Any:
+def _solve_policy(model: QueueModel, policy: ThresholdPolicy) -> Any:
     """The stationary measures of ``policy`` under ``model``."""
     from robotctl.model import solve
 
@@ -497,7 +497,7 @@ def _beyond_uncertainty(inp: RefitInput, fitted: _Fitted, result: PolicyFit) -> 
                            "saving_interval": [finite(x) for x in cmp.saving.interval], "decisive": cmp.decisive}
     if cmp.decisive:
         return replace(result, fit=summary), "adopted"
-    measures = solve_policy(fitted.model, current)
+    measures = _solve_policy(fitted.model, current)
     cost = cost_of(measures, inp.costs)
     summary["predicted"] = {"cost": finite(cmp.current.cost),
                             "cost_interval": [finite(x) for x in cmp.current.interval]}

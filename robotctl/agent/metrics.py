@@ -41,6 +41,7 @@ The registry also holds the standard ``process_*``, ``python_info`` and ``python
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterator
 
 from prometheus_client import (
@@ -316,6 +317,20 @@ class AgentCollector(Collector):
         yield counter("log_fsyncs", "fsync calls on the delivery log.", st.fsyncs)
         yield counter("log_quarantined_lines", "Delivery log lines that did not parse or validate at recovery, "
                       "moved to quarantine.jsonl.", st.quarantined)
+        yield gauge("log_writable", "1 while the delivery log can be written, 0 while deliveries are answered "
+                    "503 (a failed rotation or write; the agent retries every second).", float(st.fault is None))
+        yield counter("log_faults", "Times the delivery log became unwritable (directory read-only, disk full).",
+                      st.faults)
+        yield counter("state_files_set_aside", "Files in log.dir renamed NAME.bad-N at the start because they "
+                      "could not be used (a directory, FIFO or link where a file belongs, a corrupt robots.json "
+                      "or policy.json).", st.set_aside + a.state_files_set_aside)
+        yield counter("clock_steps", "Clock steps found: the delivery log ahead of the clock at the start (the "
+                      "clock was set back); stamps then follow the clock.", a.clock_steps)
+        yield gauge("clock_step_seconds", "The last clock step found, seconds (negative: set back).",
+                    a.clock_step_s)
+        yield gauge("clock_wall_offset_seconds", "Wall clock minus the agent's clock (monotonic since the start): "
+                    "a wall-clock correction since the start shows here; intervals are not affected.",
+                    time.time() - a.clock.now())
 
 
 class AgentMetrics:

@@ -10,7 +10,9 @@ Two kinds:
   active and desired robots; the actuation (``actuation{actuation="command"|"advise"}``) and the
   override (``override{override="auto"|"paused"|"pinned"}``) in force; ``robots_at_level``, the
   thresholds and the policy kind in force (``policy_kind{kind="thresholds"|"mdp"}``) and why
-  (``policy_kind_reason{reason}``); the fit's check status (``fit_status{status}``); the fitted arrival rates and
+  (``policy_kind_reason{reason}``); where the policy came from
+  (``policy_origin{origin="startup"|"cold"|"regular"|"warm"}``); the fit's check status
+  (``fit_status{status}``); the fitted arrival rates and
   correlations per mode and the fallback rungs; and each predicted measure next to its observed
   counterpart over the same window (label ``source="predicted"|"observed"``).
 
@@ -60,7 +62,7 @@ from robotctl import __version__
 from .compute import RefitOutcome
 from .core import Agent
 from .override import Override
-from .policy import POLICY_KINDS
+from .policy import ORIGINS, POLICY_KINDS
 from .refit import RefitRecord
 
 NAMESPACE = "robotctl"
@@ -250,6 +252,13 @@ class AgentCollector(Collector):
         for name in POLICY_KIND_REASONS:
             why.add_metric([name], float(code == name))
         yield why
+        origin = gauge("policy_origin", "1 for where the policy in force came from: startup (the configured "
+                       "policy, before any fit), cold (a cold-start refit on the first deliveries), regular "
+                       "(a regular refit) or warm (the last good policy of an earlier run); 0 for the others.",
+                       labels=["origin"])
+        for name in ORIGINS:
+            origin.add_metric([name], float(snap.origin == name))
+        yield origin
 
         rate = gauge("fit_arrival_pages_per_second", "Fitted arrival rate per mode (active robots).",
                      labels=["mode"])

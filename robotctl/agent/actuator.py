@@ -488,7 +488,9 @@ class Actuator:
         n = 0
         for rec in records:
             try:
-                robot = self.register(str(rec["robot"]), now, rank=int(rec["rank"]),
+                if not isinstance(rec["robot"], str):
+                    continue  # str(None) would be the id "None"
+                robot = self.register(rec["robot"], now, rank=int(rec["rank"]),
                                       default_state=Command(rec.get("default_state", self.default_state.value)))
                 digest = rec.get("key_sha256")
                 robot.key_hash = bytes.fromhex(digest) if isinstance(digest, str) else None

@@ -73,6 +73,9 @@ from .views import AgentViews
 LOG = logging.getLogger("robotctl.agent")
 
 
+#: A log whose last line is further ahead of the clock than this at the start is a clock set back.
+CLOCK_STEP_S = 1.0
+
 class Agent:
     """See the module docstring.
 
@@ -123,7 +126,12 @@ class Agent:
         self.window = Window(config.refit.window_s)
         self.drift_window = Window(config.refit.drift_window_s, buckets=30)
         self.started_at = now
+        #: (deliveries seen, seconds since start) when the first fitted policy was adopted
+        self.first_fit_after: tuple[int, float] | None = None
         self._last_t = -math.inf
+        self.clock_steps = 0  # the log found ahead of the clock at the start (a clock set back)
+        self.clock_step_s = 0.0  # the last such step, seconds (negative: back)
+        self.state_files_set_aside = 0  # robots.json and policy.json set aside as corrupt at the start
         self._scheduler = scheduler
         self.override = OperatorOverride(now)
         self._ready = False
@@ -145,15 +153,30 @@ class Agent:
             v.override_view, v.policy_view, v.status
         # commit: the log's own awaitable, handed over as it is (no extra coroutine on the ack path)
         self.commit, self.run_log_flusher, self.log_stats = self.log.commit, self.log.run_flusher, self.log.stats
+        # why the log cannot be written now, or None, after one more try of the failed step (at most once a
+        # second): /readyz asks, so the agent is ready again by itself once the disk is
+        self.log_fault = self.log.retry
 
     # -- life cycle ----------------------------------------------------------------------------------
     def open(self) -> None:
         """Open the log, recover the queue view and recent samples from it, restore robots and the last
         adopted policy; then start the time integrals."""
-        recovered = recover(self.log, self.log.open(), self.config, self.deliveries, self.completions)
+        segments = self.log.open()
+        before = self.clock.now()
+        recovered = recover(self.log, segments, self.config, self.deliveries, self.completions,
+                            not_after=before + CLOCK_STEP_S)
         if recovered is not None:
             self.queue, last_t, self.totals.recovered_deliveries = recovered
-            self._last_t = max(self._last_t, last_t)
+            if last_t > before + CLOCK_STEP_S:
+                # the log is ahead of the clock: the clock was set back since (or a line was stamped in the
+                # future). Said once and counted; the stamps go on from the clock, not from the log's
+                # maximum, which would pin every later acknowledgement to one instant.
+                self.clock_steps += 1
+                self.clock_step_s = before - last_t
+                LOG.warning("event=clock_step direction=back seconds=%.3f last_logged_t=%r now=%r "
+                            "action=stamps_follow_the_clock", last_t - before, last_t, before)
+            else:
+                self._last_t = max(self._last_t, last_t)
         now = self._stamp()
         self.store.restore(now)
         snap = self.holder.current
@@ -162,7 +185,8 @@ class Agent:
         self.actuator.mode = self.actuator.target = snap.decision.target(Event.OTHER, (), q,
                                                                          r[min(q, len(r) - 1)])
         if self.persist:
-            restore_robots(self.state_dir / ROBOTS_FILE, self.actuator, now)
+            self.state_files_set_aside = restore_robots(self.state_dir / ROBOTS_FILE, self.actuator, now)
+        self.state_files_set_aside += self.store.set_aside
         if self.actuator.advise:
             self.actuator.mode = self.actuator.fleet_mode()
         for w in (self.window, self.drift_window):
@@ -177,7 +201,7 @@ class Agent:
         now = self._stamp()
         self.actuator.shutdown(now)
         self.journal.flush()
-        self.fleet.save()
+        await self.fleet.saved()
         await self.log.close()
 
     def _header(self) -> bytes:
@@ -329,6 +353,8 @@ class Agent:
         """Put a refit's result in force (one assignment), save it for a restart, and re-apply r(i) at the
         current queue length."""
         snap = self.store.adopt(result, now)
+        if self.first_fit_after is None:
+            self.first_fit_after = (self.totals.deliveries, now - self.started_at)
         if self.config.robots.dwell_s == "auto":  # chosen in the simulator by the refit (robotctl/agent/damping.py)
             self.actuator.dwell_s = float(result.fit.get("damping", {}).get("dwell_s", 0.0))
         stamp = self._stamp()
@@ -378,6 +404,10 @@ class Agent:
 
     def _log_refit(self, now: float, reason: str) -> None:
         self.journal.refit(now, reason)
+
+    def deliveries_seen(self) -> int:
+        """Deliveries received since this agent started (the refit loop's start-up growth counts them)."""
+        return self.totals.deliveries
 
     def drift(self, now: float) -> str | None:
         """Why the observed traffic no longer matches the fitted model, or None (:func:`agent.refit_window.drift`)."""

@@ -10,7 +10,9 @@ Two kinds:
   active and desired robots; the actuation (``actuation{actuation="command"|"advise"}``) and the
   override (``override{override="auto"|"paused"|"pinned"}``) in force; ``robots_at_level``, the
   thresholds and the policy kind in force (``policy_kind{kind="thresholds"|"mdp"}``) and why
-  (``policy_kind_reason{reason}``); the fit's check status (``fit_status{status}``); the fitted arrival rates and
+  (``policy_kind_reason{reason}``); where the policy came from
+  (``policy_origin{origin="startup"|"cold"|"regular"|"warm"}``); the fit's check status
+  (``fit_status{status}``); the fitted arrival rates and
   correlations per mode and the fallback rungs; and each predicted measure next to its observed
   counterpart over the same window (label ``source="predicted"|"observed"``).
 
@@ -39,6 +41,7 @@ The registry also holds the standard ``process_*``, ``python_info`` and ``python
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterator
 
 from prometheus_client import (
@@ -59,7 +62,7 @@ from robotctl import __version__
 from .compute import RefitOutcome
 from .core import Agent
 from .override import Override
-from .policy import POLICY_KINDS
+from .policy import ORIGINS, POLICY_KINDS
 from .refit import RefitRecord
 
 NAMESPACE = "robotctl"
@@ -249,6 +252,13 @@ class AgentCollector(Collector):
         for name in POLICY_KIND_REASONS:
             why.add_metric([name], float(code == name))
         yield why
+        origin = gauge("policy_origin", "1 for where the policy in force came from: startup (the configured "
+                       "policy, before any fit), cold (a cold-start refit on the first deliveries), regular "
+                       "(a regular refit) or warm (the last good policy of an earlier run); 0 for the others.",
+                       labels=["origin"])
+        for name in ORIGINS:
+            origin.add_metric([name], float(snap.origin == name))
+        yield origin
 
         rate = gauge("fit_arrival_pages_per_second", "Fitted arrival rate per mode (active robots).",
                      labels=["mode"])
@@ -307,6 +317,20 @@ class AgentCollector(Collector):
         yield counter("log_fsyncs", "fsync calls on the delivery log.", st.fsyncs)
         yield counter("log_quarantined_lines", "Delivery log lines that did not parse or validate at recovery, "
                       "moved to quarantine.jsonl.", st.quarantined)
+        yield gauge("log_writable", "1 while the delivery log can be written, 0 while deliveries are answered "
+                    "503 (a failed rotation or write; the agent retries every second).", float(st.fault is None))
+        yield counter("log_faults", "Times the delivery log became unwritable (directory read-only, disk full).",
+                      st.faults)
+        yield counter("state_files_set_aside", "Files in log.dir renamed NAME.bad-N at the start because they "
+                      "could not be used (a directory, FIFO or link where a file belongs, a corrupt robots.json "
+                      "or policy.json).", st.set_aside + a.state_files_set_aside)
+        yield counter("clock_steps", "Clock steps found: the delivery log ahead of the clock at the start (the "
+                      "clock was set back); stamps then follow the clock.", a.clock_steps)
+        yield gauge("clock_step_seconds", "The last clock step found, seconds (negative: set back).",
+                    a.clock_step_s)
+        yield gauge("clock_wall_offset_seconds", "Wall clock minus the agent's clock (monotonic since the start): "
+                    "a wall-clock correction since the start shows here; intervals are not affected.",
+                    time.time() - a.clock.now())
 
 
 class AgentMetrics:

@@ -32,6 +32,10 @@ from robotctl.policies import DynamicController, DynamicPolicy, RobotsProblem
 #: Values of ``policy.kind``, the policy kinds, and of the kind in force.
 POLICY_KINDS = ("thresholds", "mdp")
 
+#: Where the policy in force came from (:attr:`PolicySnapshot.origin`): the configured start-up policy (or a
+#: probe), a cold-start refit, a regular refit, or the last good policy of an earlier run (warm start).
+ORIGINS = ("startup", "cold", "regular", "warm")
+
 
 class Event(enum.Enum):
     """What changed the queue, for :meth:`Decision.target`."""
@@ -282,6 +286,16 @@ class PolicySnapshot:
         """The policy kind in force: ``thresholds`` or ``mdp``."""
         return self.basis.kind
 
+    @property
+    def origin(self) -> str:
+        """One of :data:`ORIGINS`: ``startup`` (the configured policy, or a probe), ``cold`` (a cold-start
+        refit), ``regular`` (a regular refit) or ``warm`` (restored from an earlier run)."""
+        if self.source == "restored":
+            return "warm"
+        if self.source != "fit":
+            return "startup"
+        return "cold" if self.fit.get("origin") == "cold" else "regular"
+
     def kind_view(self) -> dict[str, Any]:
         """``{"in_force": thresholds | mdp, "requested": ..., "reason": why the MDP is not in force}``."""
         info = dict(self.fit.get("control", {}))
@@ -293,6 +307,7 @@ class PolicySnapshot:
         return {
             "version": self.version,
             "source": self.source,
+            "origin": self.origin,
             "robots_at_level": list(b.policy.robots_at_level),
             "resume_at_level": list(b.resume) if b.resume is not None else None,
             "commands_per_robot_min": (finite(b.measures.commands_per_robot_min) if b.measures is not None
@@ -337,6 +352,7 @@ class PolicyHolder:
 
 
 __all__ = [
+    "ORIGINS",
     "POLICY_KINDS",
     "Decision",
     "DynamicDecision",

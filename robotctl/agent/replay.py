@@ -692,4 +692,5 @@ __all__ = [
     "evaluate",
     "replay",
     "replay_async",
+    "window_status",
 ]

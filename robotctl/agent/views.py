@@ -123,7 +123,9 @@ class AgentViews:
                        "registered": a.fleet.robots_view()["robots"]},
             "override": override,
             "control": control_view(override),  # deprecated: override
-            "policy": {"version": current.version, "source": current.source,
+            "policy": {"version": current.version, "source": current.source, "origin": current.origin,
+                       "first_fit_after": (None if a.first_fit_after is None else
+                                           {"deliveries": a.first_fit_after[0], "seconds": a.first_fit_after[1]}),
                        "robots_at_level": list(current.policy.robots_at_level),
                        "kind": current.kind_view(),
                        "control": current.kind_view()},  # deprecated: kind

@@ -22,7 +22,11 @@ SPACES = ("monotone", "all")
 #: argparse types of the tolerance, the time budget and the process count
 _tolerance = real_number(0.0, "the tolerance", "1e-3", strict=True)
 _seconds = real_number(0.0, "the time budget", "20", strict=True)
-_processes = whole_number(1, "the number of processes", "2")
+#: Most processes for ``optimise --workers`` (each is a whole interpreter with its own model); the run uses at
+#: most the machine's CPUs of them.
+MAX_WORKERS = 256
+_processes = whole_number(1, "the number of processes", "2", maximum=MAX_WORKERS,
+                          estimate=lambda n: f"{n} interpreters of about 100 MB each; at most the CPUs are used")
 
 SOLVE_EXAMPLE = """\
 example:
@@ -177,7 +181,7 @@ def register(sub: Any) -> None:
     o.add_argument("--space", choices=SPACES, default="monotone",
                    help="threshold policies only, or also queue-length policies in any order")
     o.add_argument("--workers", type=_processes, default=None,
-                   help="processes for the local search's restarts (default: the number of CPUs)")
+                   help="processes for the local search's restarts (default and most: the number of CPUs)")
     o.add_argument("--tol", type=_tolerance, default=1e-3,
                    help="relative tolerance of the error bar's ladder when the exact chain is too large")
     o.add_argument("--max-seconds", type=_seconds, default=20.0,

@@ -212,7 +212,8 @@ def _workers(args: argparse.Namespace) -> tuple[Any, Any]:
     map, or (None, None) for one process."""
     import os
 
-    n = args.workers if args.workers is not None else (os.cpu_count() or 1)
+    cpus = os.cpu_count() or 1
+    n = min(args.workers, cpus) if args.workers is not None else cpus  # more processes than CPUs only thrash
     if n <= 1:
         return None, None
     from concurrent.futures import ProcessPoolExecutor

@@ -7,11 +7,21 @@ The public names are re-exported from private modules: :func:`fit_model` runs th
 :func:`fit_joint` fits all modes at once on one hidden phase process by maximum likelihood (issue 27),
 :func:`price_interval` prices a policy with the fit's parameter uncertainty and :func:`model_check` compares
 that with the observed cost;
-:func:`adjust_arrivals` completes a fit with the remembered arrivals of modes its window missed; the
+:func:`adjust_arrivals` completes a fit with the remembered arrivals of modes its window missed;
+:func:`locate_change` tests a window for one change of the per-mode rates and locates it;
+:func:`cold_start_model` builds a one-phase model with exact intervals from the first deliveries; the
 pipeline steps are pure functions with frozen results.
 """
 
 from ._arrivals import ArrivalAdjustment, adjust_arrivals
+from ._change import ChangePoint, locate_change
+from ._coldstart import (
+    ColdStartFit,
+    RateInterval,
+    cold_start_model,
+    exponential_rate_interval,
+    poisson_rate_interval,
+)
 from ._deliveries import (
     Batches,
     Deliveries,
@@ -51,6 +61,8 @@ __all__ = [
     "ArrivalAdjustment",
     "Batches",
     "Cf1",
+    "ChangePoint",
+    "ColdStartFit",
     "Deliveries",
     "FitOptions",
     "FitReport",
@@ -73,6 +85,7 @@ __all__ = [
     "PhFitStatus",
     "PolicyComparison",
     "PricedCost",
+    "RateInterval",
     "SampleStats",
     "ServiceFit",
     "Threshold",
@@ -81,7 +94,9 @@ __all__ = [
     "choose_batch_resolution",
     "choose_censor_bound",
     "clock_intervals",
+    "cold_start_model",
     "compare_policies",
+    "exponential_rate_interval",
     "extract_batches",
     "fit_decay",
     "fit_gap_mixture",
@@ -97,9 +112,11 @@ __all__ = [
     "joint_from_free_vector",
     "joint_loglikelihood",
     "joint_score",
+    "locate_change",
     "map2_from_statistics",
     "mode_clock",
     "model_check",
+    "poisson_rate_interval",
     "price_interval",
     "reconcile_modes",
     "sample_stats",

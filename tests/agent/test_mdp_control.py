@@ -295,7 +295,8 @@ def test_replay_runs_the_mdp_policy(tmp_path: Path) -> None:
               **({"service_s": r.service_s} if r.service_s is not None else {})} for r in rows]
     path = tmp_path / "trace.jsonl"
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    cfg = _config(tmp_path, refit={"interval_s": 1000.0, "min_interval_s": 0})
+    # the regular schedule only: a cold-start fit (the start-up growth) keeps the thresholds by design
+    cfg = _config(tmp_path, refit={"interval_s": 1000.0, "min_interval_s": 0, "cold_start_deliveries": 0})
     result = replay(read_events([str(path)]), cfg, ReplayOptions(sim_events=20_000, min_sim_events=5000))
     assert result.windows, result.message
     assert all(w.dynamic is not None and w.fit["control"]["in_force"] == "mdp" for w in result.windows)

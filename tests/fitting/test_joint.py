@@ -312,3 +312,19 @@ def test_fit_model_with_joint_arrivals_gets_the_long_run_rates_the_per_mode_fit_
 def test_fit_model_joint_options_are_checked(options: dict, field: str) -> None:
     with pytest.raises(InputError, match=f"options.{field}"):
         fit_model([0.0, 1.0, 2.0], capacity=3, mean_useful_life_s=1.0, options=options)
+
+
+def test_a_warm_start_with_too_few_phases_is_outgrown() -> None:
+    """A warm start keeps its phases, but one more is tried each window: an estimate pinned to one phase
+    (made on little data) gives way to two on a long burst/quiet window (BIC), and a start the options no
+    longer allow is dropped."""
+    tr = _shared_trace(8_000.0, seed=12)
+    one = fit_joint(_data(tr), phases=1).params
+    grown = _fit_model(tr, "joint", joint_init=one)
+    assert grown.joint is not None and grown.joint.params.phases == 2
+    only_one = fit_model(tr.batch_times, pages=tr.batch_sizes, modes=tr.batch_modes,
+                         mode_changes=ModeTrajectory(tr.epochs, tr.trajectory_modes, end_s=tr.seconds),
+                         all_modes=[1, 2, 3, 4], service_times=np.full(50, 0.2), mean_useful_life_s=60.0,
+                         capacity=12, options={"arrivals": "joint", "joint_phases": [1]},
+                         joint_init=grown.joint.params)
+    assert only_one.joint is not None and only_one.joint.params.phases == 1

@@ -372,12 +372,12 @@ def _fit_stage(inp: RefitInput, fit_fn: FitFn) -> _Fitted | RefitOutcome:
     return _Fitted(fitted, summary, seconds, joint)
 
 
-def _nuisance_se(inp: RefitInput) -> dict[str, float]:
+def _nuisance_se(inp: RefitInput) -> dict[str, Any]:
     """The relative standard errors of the service and useful-life means the window estimated (0 for a
     configured one), so the joint fit's cost intervals carry them too: sqrt(c^2 / n) of the service
     sample (or of the page sizes over a configured processing rate), 1 / sqrt(drops) of a useful life
     estimated from obsolete drops."""
-    out = {"service_rel_se": 0.0, "obsolescence_rel_se": 0.0}
+    out: dict[str, Any] = {"service_rel_se": 0.0, "obsolescence_rel_se": 0.0}
     sample = inp.service_times if inp.service_times is not None else inp.sizes_bytes
     if sample is not None:
         x = np.asarray(sample, dtype=float)

@@ -45,11 +45,13 @@ bench: $(STAMP)
 	for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 
 # ruff, mypy and import-linter read the source tree itself: every robotctl.X is the folder robotctl/X.
-# The layer contracts are in pyproject.toml.
+# The layer contracts are in pyproject.toml; tools/check_seams.py fails on an import of another package's
+# private module (robotctl.X._private from outside robotctl.X).
 lint: $(STAMP)
-	$(BIN)/ruff check robotctl bench tests examples
+	$(BIN)/ruff check robotctl bench tests examples tools
 	$(BIN)/mypy --config-file pyproject.toml -p robotctl
 	$(BIN)/lint-imports --no-cache --config pyproject.toml
+	$(BIN)/python tools/check_seams.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache .hypothesis

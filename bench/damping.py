@@ -15,7 +15,7 @@ import argparse
 import time
 from pathlib import Path
 
-from robotctl.agent._files import load_model_file
+from robotctl.agent import load_model_file
 from robotctl.agent.damping import DWELL_COST_TOLERANCE, DWELL_STEPS, choose_damping, event_time_s, simulate_damping
 from robotctl.model import Costs, QueueModel, fleet_model
 from robotctl.policies import optimise

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from robotctl.agent._files import load_model_file
+from robotctl.agent import load_model_file
 from robotctl.model import PH, Costs, QueueModel, random_model
 from robotctl.policies import RobotsProblem, mdp_lower_bound, optimise, solve_dynamic
 

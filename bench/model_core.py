@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from robotctl.agent._files import load_model_file
+from robotctl.agent import load_model_file
 from robotctl.model import PH, Measures, QueueModel, ThresholdPolicy, solve, solve_bruteforce
 from robotctl.policies import optimise
 

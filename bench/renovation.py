@@ -30,7 +30,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from robotctl.agent._files import load_model_file
+from robotctl.agent import load_model_file
 from robotctl.model import (
     BufferPolicy,
     Conflict,

@@ -23,8 +23,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 
-from robotctl.agent import trace  # noqa: E402
-from robotctl.agent._files import load_model_file  # noqa: E402
+from robotctl.agent import load_model_file, trace  # noqa: E402
 from robotctl.agent.config import AgentConfig  # noqa: E402
 from robotctl.agent.replay import ReplayOptions, replay  # noqa: E402
 from robotctl.agent.sources import read_events  # noqa: E402

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from robotctl.agent._files import load_model_file
+from robotctl.agent import load_model_file
 from robotctl.model import (
     BMAP,
     PH,

@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from robotctl.agent._files import load_model_file  # noqa: E402
+from robotctl.agent import load_model_file  # noqa: E402
 from robotctl.model import (  # noqa: E402
     Admission,
     Controller,

@@ -1,52 +1,95 @@
 """The asyncio sidecar: HTTP API (aiohttp), delivery log, refit loop, actuator, metrics, configuration,
 trace files and converters, replay's engine, and the Python client robots use.
 
-The public names below are imported lazily: ``import robotctl.agent.client`` (what a crawler imports)
-pays for aiohttp only, not for numpy, scipy or the model core.
+The names below are what other packages (cli, crawler, scrapy) may use; nothing outside this package
+imports a private module of it (tests/test_seams.py). They are imported lazily (robotctl/_lazy.py):
+``import robotctl.agent.client`` (what a crawler imports) pays for aiohttp only, not for numpy, scipy or
+the model core.
 """
 
-from __future__ import annotations
+import typing
 
-import importlib
-from typing import Any
+from robotctl._lazy import lazy_exports as _lazy_exports
 
-_EXPORTS = {
-    "AgentClient": "robotctl.agent.client",
-    "AgentConfig": "robotctl.agent.config",
-    "ManualClock": "robotctl.agent.clock",
-    "MonotonicClock": "robotctl.agent.clock",
-    "RobotHandle": "robotctl.agent.client",
-    "RobotState": "robotctl.agent.client",
-    "create_app": "robotctl.agent.app",
-    "load_model_file": "robotctl.agent._files",
-    "load_config": "robotctl.agent.config",
-    "read_events": "robotctl.agent.sources",
-    "replay": "robotctl.agent.replay",
-    "run_in_process": "robotctl.agent.app",
+if typing.TYPE_CHECKING:
+    from ._files import load_model_file, load_yaml
+    from ._pages import Pages, load_fetch_law, read_pages
+    from ._resources import check_config_memory, check_solve_memory
+    from .app import AGENT, REFIT, create_app, run_in_process, serve
+    from .client import AgentClient, AgentRejectedError, AgentUnavailableError, RobotHandle, RobotState
+    from .clock import ManualClock, MonotonicClock
+    from .config import AgentConfig, load_config
+    from .log import check_directory
+    from .replay import ReplayOptions, ReplayResult, replay
+    from .sources import read_events
+    from .trace import EVENT_KINDS, TraceArrays, TraceEvent, read_trace_arrays, write_trace
+
+#: Where each public name lives; its submodule is imported the first time the name is asked for.
+_WHERE = {
+    "AGENT": ".app",
+    "EVENT_KINDS": ".trace",
+    "REFIT": ".app",
+    "AgentClient": ".client",
+    "AgentConfig": ".config",
+    "AgentRejectedError": ".client",
+    "AgentUnavailableError": ".client",
+    "ManualClock": ".clock",
+    "MonotonicClock": ".clock",
+    "Pages": "._pages",
+    "ReplayOptions": ".replay",
+    "ReplayResult": ".replay",
+    "RobotHandle": ".client",
+    "RobotState": ".client",
+    "TraceArrays": ".trace",
+    "TraceEvent": ".trace",
+    "check_config_memory": "._resources",
+    "check_directory": ".log",
+    "check_solve_memory": "._resources",
+    "create_app": ".app",
+    "load_config": ".config",
+    "load_fetch_law": "._pages",
+    "load_model_file": "._files",
+    "load_yaml": "._files",
+    "read_events": ".sources",
+    "read_pages": "._pages",
+    "read_trace_arrays": ".trace",
+    "replay": ".replay",
+    "run_in_process": ".app",
+    "serve": ".app",
+    "write_trace": ".trace",
 }
+__getattr__, __dir__ = _lazy_exports(__name__, _WHERE)
 
 __all__ = [
+    "AGENT",
+    "EVENT_KINDS",
+    "REFIT",
     "AgentClient",
     "AgentConfig",
+    "AgentRejectedError",
+    "AgentUnavailableError",
     "ManualClock",
     "MonotonicClock",
+    "Pages",
+    "ReplayOptions",
+    "ReplayResult",
     "RobotHandle",
     "RobotState",
+    "TraceArrays",
+    "TraceEvent",
+    "check_config_memory",
+    "check_directory",
+    "check_solve_memory",
     "create_app",
     "load_config",
+    "load_fetch_law",
     "load_model_file",
+    "load_yaml",
     "read_events",
+    "read_pages",
+    "read_trace_arrays",
     "replay",
     "run_in_process",
+    "serve",
+    "write_trace",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'robotctl.agent' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])

@@ -216,16 +216,16 @@ async def _post_robots(request: web.Request) -> web.Response:
     agent = request.app[AGENT]
     body = await request.read()
     obj = parse_json(body) if body.strip() else {}
-    rid, rank, default = parse_registration(obj, max_rank=agent.max_rank)
+    rid, rank, default = parse_registration(obj, max_rank=agent.fleet.max_rank)
     return json_response(agent.register(rid, rank, default, _robot_key(request)))
 
 
 async def _get_robots(request: web.Request) -> web.Response:
-    return json_response(request.app[AGENT].robots_view())
+    return json_response(request.app[AGENT].fleet.robots_view())
 
 
 async def _delete_robot(request: web.Request) -> web.Response:
-    return json_response(request.app[AGENT].deregister(request.match_info["robot_id"], _robot_key(request)))
+    return json_response(request.app[AGENT].fleet.deregister(request.match_info["robot_id"], _robot_key(request)))
 
 
 async def _get_command(request: web.Request) -> web.Response:
@@ -234,9 +234,9 @@ async def _get_command(request: web.Request) -> web.Response:
     within its lease)."""
     agent = request.app[AGENT]
     version = query_int("version", request.query.get("version"), default=-1, minimum=-1)
-    wait_s = query_float("wait_s", request.query.get("wait_s"), default=agent.long_poll_cap())
+    wait_s = query_float("wait_s", request.query.get("wait_s"), default=agent.fleet.long_poll_cap())
     with request.app[LONG_POLLS].enter():
-        view = await agent.wait_command(request.match_info["robot_id"], version, wait_s, _robot_key(request))
+        view = await agent.fleet.wait_command(request.match_info["robot_id"], version, wait_s, _robot_key(request))
     return json_response(view)
 
 
@@ -272,7 +272,7 @@ async def _get_status(request: web.Request) -> web.Response:
 
 
 async def _get_mode(request: web.Request) -> web.Response:
-    return json_response(request.app[AGENT].mode_view())
+    return json_response(request.app[AGENT].fleet.mode_view())
 
 
 async def _post_mode(request: web.Request) -> web.Response:
@@ -339,8 +339,8 @@ async def _reaper_ctx(app: web.Application) -> AsyncIterator[None]:
     async def reap() -> None:
         lost: dict[str, str] = {}
         while True:
-            await clock.sleep(agent.lease_s / 2)
-            current = agent.lost_robots(clock.now())
+            await clock.sleep(agent.fleet.lease_s / 2)
+            current = agent.fleet.lost_robots(clock.now())
             for rid in sorted(current.keys() - lost.keys()):
                 LOG.warning("event=robot_lease_lost robot=%s falls_back_to=%s", rid, current[rid])
             for rid in sorted(lost.keys() - current.keys()):
@@ -361,7 +361,7 @@ async def _freeze_heap(app: web.Application) -> None:
 
 
 async def _on_shutdown(app: web.Application) -> None:
-    told = app[AGENT].shutdown_robots()
+    told = app[AGENT].fleet.shutdown_robots()
     LOG.info("event=shutdown robots_told_default=%d", told)
 
 

@@ -11,8 +11,11 @@ and in the log (``event=control``).
 from __future__ import annotations
 
 import enum
+import logging
 from dataclasses import dataclass
 from typing import Any
+
+LOG = logging.getLogger("robotctl.agent")
 
 
 class Override(enum.Enum):
@@ -65,4 +68,31 @@ class ControlState:
                 "reason": self.reason}
 
 
-__all__ = ["ACTIONS", "ControlState", "Override"]
+class ControlOverride:
+    """The override in force (:attr:`state`), changed by a request or by the end of its duration; each
+    change is logged (``event=control``)."""
+
+    def __init__(self, now: float) -> None:
+        self.state = ControlState(since=now)
+
+    def request(self, action: str, robots: int | None, duration_s: float | None, reason: str, now: float,
+                active: int) -> ControlState:
+        """``action`` (a key of :data:`ACTIONS`) at ``now``, with ``active`` virtual robots in force."""
+        mode = ACTIONS[action]
+        held = {Override.AUTO: None, Override.PAUSED: active, Override.PINNED: robots}[mode]
+        self._set(ControlState(mode, held, now, None if duration_s is None else now + duration_s, reason), now)
+        return self.state
+
+    def at(self, now: float) -> ControlState:
+        """The override in force at ``now``: control by the policy again once its duration has ended."""
+        if self.state.expired(now):
+            self._set(ControlState(since=now, reason="duration ended"), now)
+        return self.state
+
+    def _set(self, state: ControlState, now: float) -> None:
+        self.state = state
+        LOG.info("event=control mode=%s robots=%s until=%s reason=%r t=%s", state.mode.value, state.robots,
+                 state.until, state.reason, now)
+
+
+__all__ = ["ACTIONS", "ControlOverride", "ControlState", "Override"]

@@ -121,7 +121,7 @@ class AgentCollector(Collector):
                     "themselves (advise).", a.mode)
         control = gauge("control_mode", "1 for the control mode: command (robots parked and resumed) or advise "
                         "(shadow mode: desired_robots is exported, nobody is parked).", labels=["mode"])
-        control.add_metric([a.control_mode], 1)
+        control.add_metric([a.fleet.control_mode], 1)
         yield control
         yield gauge("desired_robots", "r(i): virtual robots the policy wants at the current queue length.",
                     a.desired())

@@ -27,7 +27,7 @@ import numpy as np
 
 from robotctl._json import finite
 from robotctl.model import CostBreakdown, InputError, Measures, QueueModel, ThresholdPolicy
-from robotctl.policies import DynamicPolicy, RobotsProblem
+from robotctl.policies import DynamicController, DynamicPolicy, RobotsProblem
 
 #: Values of ``policy.control`` and of the control in force.
 CONTROLS = ("thresholds", "mdp")
@@ -94,9 +94,9 @@ class DynamicDecision:
     """Paper 001's MDP policy on (queue length before the event, robots targeted).
 
     A delivery to q pages with r robots targeted leaves ``policy.after_arrival(q, r)``; each page
-    indexed from q pages leaves ``policy.after_departure(q, r)``; other events leave r. This mirrors
-    :meth:`robotctl.policies.DynamicController.decide` event for event, so that the agent and the
-    simulator take the same decisions on the same events. The policy's states run over
+    indexed from q pages leaves ``policy.after_departure(q, r)``; other events leave r. The rule is
+    :meth:`robotctl.policies.DynamicController.after_events`, the one the simulator's controller applies,
+    so that the agent and the simulator take the same decisions on the same events. The policy's states run over
     ``min_robots..N``; a target outside (an override, the start-up policy) is first brought inside.
     """
 
@@ -104,19 +104,17 @@ class DynamicDecision:
     min_robots: int
     #: the problem it was solved for (not saved: a restored policy has none)
     problem: RobotsProblem | None = field(default=None, compare=False)
+    _controller: DynamicController = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_controller", DynamicController(self.policy, self.min_robots))
 
     def target(self, event: Event, before: Sequence[int], q: int, r: int) -> int:
-        p = self.policy
-        K, lo, hi = p.capacity, self.min_robots, p.robots
-        r = min(max(r, lo), hi)
-        if event is Event.ARRIVAL:
-            for qb in before:
-                r = max(p.after_arrival(min(qb, K), r), lo)
-        elif event is Event.DEPARTURE:
-            for qb in before:
-                if qb >= 1:
-                    r = p.after_departure(min(qb, K), r)
-        return r
+        """The robots after ``event`` (:meth:`DynamicController.after_events`, the simulator's rule)."""
+        r = min(max(r, self.min_robots), self.policy.robots)
+        if event is Event.OTHER:
+            return r
+        return self._controller.after_events(event is Event.ARRIVAL, before, r, floor=self.min_robots)
 
     def to_state(self) -> dict[str, Any]:
         """The tables as rows of 0/1, for policy.json."""

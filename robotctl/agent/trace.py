@@ -15,11 +15,11 @@ import csv
 import io
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from robotctl import InputError
 
@@ -557,3 +557,106 @@ def _is_number(v: Any) -> bool:
     except (TypeError, ValueError, OverflowError):
         return False
     return not isinstance(v, bool)
+
+
+# -- the writer: the delivery log's lines, beside their reader -----------------------------------------
+class DeliveryLine(Protocol):
+    """What a delivery line records (:class:`agent.api.Delivery`)."""
+
+    @property
+    def robot(self) -> str | None: ...
+    @property
+    def pages(self) -> int: ...
+    @property
+    def bytes(self) -> int | None: ...
+    @property
+    def client_time(self) -> float | None: ...
+
+
+class CompletionLine(Protocol):
+    """What a completion line records (:class:`agent.api.Completion`)."""
+
+    @property
+    def pages(self) -> int: ...
+    @property
+    def service_s(self) -> float | None: ...
+    @property
+    def bytes(self) -> int | None: ...
+
+
+def _t(x: float) -> str:
+    return repr(float(x))
+
+
+class TraceWriter:
+    """The delivery log's lines, one method per event, each a JSON object on one line that
+    :func:`parse_event` and :func:`read_trace_arrays` read back (the agent's stamp ``t`` first).
+
+    Written by hand rather than by ``json.dumps``: they are on the path of every ack. A robot's id is
+    encoded once and remembered (up to 100,000 ids).
+    """
+
+    def __init__(self) -> None:
+        self._robot_field: dict[str, str] = {}
+
+    def robot(self, robot: str | None) -> str:
+        """The ``,"robot":...`` field of a line, or nothing."""
+        if robot is None:
+            return ""
+        s = self._robot_field.get(robot)
+        if s is None:
+            s = f',"robot":{json.dumps(robot)}'
+            if len(self._robot_field) < 100_000:
+                self._robot_field[robot] = s
+        return s
+
+    def queue(self, t: float, pages: int, active: int) -> str:
+        return f'{{"t":{_t(t)},"event":"queue","pages":{pages},"active":{active}}}\n'
+
+    def deliveries(self, t: float, items: Sequence[DeliveryLine], admitted: Sequence[int], active: int) -> str:
+        """A ``delivery`` line per item, each followed by a ``loss`` line for its pages refused at K."""
+        head = f'{{"t":{_t(t)},"event":'
+        tail = f',"active":{active}}}\n'
+        lines = []
+        for d, a in zip(items, admitted, strict=True):
+            rid = self.robot(d.robot)
+            extra = ""
+            if d.bytes is not None:
+                extra = f',"bytes":{d.bytes}'
+            if d.client_time is not None:
+                extra += f',"client_t":{d.client_time!r}'
+            lines.append(f'{head}"delivery"{rid},"pages":{d.pages}{extra}{tail}')
+            if a < d.pages:
+                lines.append(f'{head}"loss"{rid},"pages":{d.pages - a}{tail}')
+        return "".join(lines)
+
+    def completions(self, t: float, items: Sequence[CompletionLine]) -> str:
+        ts = _t(t)
+        lines = []
+        for c in items:
+            extra = ""
+            if c.service_s is not None:
+                extra += f',"service_s":{_t(c.service_s)}'
+            if c.bytes is not None:
+                extra += f',"bytes":{c.bytes}'
+            lines.append(f'{{"t":{ts},"event":"completion","pages":{c.pages}{extra}}}\n')
+        return "".join(lines)
+
+    def obsolete(self, t: float, pages: int) -> str:
+        return f'{{"t":{_t(t)},"event":"obsolete","pages":{pages}}}\n'
+
+    def switch(self, t: float, resume: bool, active: int, robot: str | None = None) -> str:
+        """A ``resume`` or ``park`` line: a robot's new command, or (without a robot) a change of mode."""
+        kind = "resume" if resume else "park"
+        return f'{{"t":{_t(t)},"event":"{kind}"{self.robot(robot)},"active":{active}}}\n'
+
+    def policy(self, t: float, version: int, source: str, robots_at_level: Sequence[int], control: str) -> str:
+        """A policy put in force (its version and source), so that a replay sets its decisions beside the
+        live agent's."""
+        r = ",".join(str(x) for x in robots_at_level)
+        return (f'{{"t":{_t(t)},"event":"policy","version":{version},"source":"{source}",'
+                f'"robots_at_level":[{r}],"control":"{control}"}}\n')
+
+    def refit(self, t: float, reason: str) -> str:
+        """A refit's cut, so that a replay refits at the same instants on the same windows."""
+        return f'{{"t":{_t(t)},"event":"refit","reason":{json.dumps(reason)}}}\n'

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import math
 import sys
 from typing import Any
 
 from robotctl._errors import InputError
+from robotctl._json import json_text
 
 from ._args import port, real_number, whole_number
 from ._parser import Formatter
@@ -118,13 +118,8 @@ def run(args: argparse.Namespace) -> int:
     report = asyncio.run(run_demo(cfg, view=view, seed_urls=args.seed_urls, workdir=args.workdir,
                                   port=args.port, on_url=on_url))
     if args.json:
-        print(json.dumps(report.to_dict(), indent=1, allow_nan=False, default=_json_default))
+        print(json_text(report.to_dict(), indent=1))  # strict JSON: a non-finite number is null
     else:
         print(format_report(report))
     return 0 if report.success else 1
 
-
-def _json_default(obj: Any) -> Any:
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    raise TypeError(f"cannot serialise {type(obj).__name__}")

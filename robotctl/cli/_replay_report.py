@@ -19,8 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from robotctl import InputError
-from robotctl.agent.config import AgentConfig
-from robotctl.agent.replay import ReplayResult
+from robotctl.agent import AgentConfig, ReplayResult
 
 INSTALL_HINT = "pip install 'robotctl[reports]' (matplotlib) for the plots"
 #: Points per curve in the time plots (the series are averaged over bins of time).

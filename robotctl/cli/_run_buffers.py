@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from robotctl._json import finite, json_text
-from robotctl.agent._files import load_model_file
+from robotctl.agent import load_model_file
 from robotctl.model import (
     BufferMeasures,
     BufferPolicy,

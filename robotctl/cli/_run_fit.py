@@ -10,8 +10,7 @@ import numpy as np
 import yaml
 
 from robotctl._json import json_text
-from robotctl.agent._files import load_yaml
-from robotctl.agent.trace import EVENT_KINDS, TraceArrays, read_trace_arrays
+from robotctl.agent import EVENT_KINDS, TraceArrays, load_yaml, read_trace_arrays
 from robotctl.fitting import ModeTrajectory, fit_model, waiting_exposure
 from robotctl.model import InputError, costs_from_dict
 
@@ -131,7 +130,7 @@ def _settings(args: argparse.Namespace) -> tuple[int, dict[str, float] | None, d
     extra: dict[str, Any] = {"modes": args.modes, "processing_rate_bps": args.processing_rate_bps,
                              "mean_useful_life_s": args.mean_useful_life_s, "options": {}}
     if args.config is not None:
-        from robotctl.agent.config import load_config
+        from robotctl.agent import load_config
 
         cfg = load_config(args.config)
         capacity = capacity if capacity is not None else cfg.capacity

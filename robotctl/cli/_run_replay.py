@@ -8,9 +8,8 @@ import sys
 from typing import Any
 
 from robotctl._json import json_text
-from robotctl.agent.config import load_config
-from robotctl.agent.replay import ReplayOptions, ReplayResult, replay
-from robotctl.agent.sources import read_events
+from robotctl.agent import ReplayOptions, ReplayResult, load_config, read_events
+from robotctl.agent.replay import replay  # its module has the same name: robotctl.agent.replay may be either
 
 from ._progress import Progress
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from robotctl._json import json_text
-from robotctl.agent._files import load_yaml
+from robotctl.agent import load_yaml
 from robotctl.model import BMAP, InputError
 from robotctl.policies import RoutingResult, map_from_dict, route
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from robotctl._json import json_text
-from robotctl.agent._pages import Pages, load_fetch_law, read_pages
+from robotctl.agent import Pages, load_fetch_law, read_pages
 from robotctl.model import InputError
 from robotctl.policies import FetchLaw, FrequencyMethod, RevisitPlan, plan_revisits
 

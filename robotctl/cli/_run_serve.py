@@ -12,9 +12,7 @@ from typing import Any
 
 from robotctl import InputError
 from robotctl._json import json_text
-from robotctl.agent._resources import check_config_memory
-from robotctl.agent.config import AgentConfig, load_config
-from robotctl.agent.log import check_directory
+from robotctl.agent import AgentConfig, check_config_memory, check_directory, load_config
 
 #: Random bytes of a generated token (43 URL-safe characters).
 TOKEN_BYTES = 32
@@ -75,7 +73,7 @@ def run_serve(args: argparse.Namespace) -> int:
         _print_config(config, args.json)
         return 0
 
-    from robotctl.agent.app import serve
+    from robotctl.agent import serve
 
     def announce(url: str) -> None:
         """The address on the first line; a generated token once, and only here."""

@@ -12,8 +12,7 @@ from typing import Any
 import numpy as np
 
 from robotctl._json import json_text
-from robotctl.agent._files import load_model_file
-from robotctl.agent.trace import TraceEvent, write_trace
+from robotctl.agent import TraceEvent, load_model_file, write_trace
 from robotctl.model import (
     Comparison,
     Estimate,

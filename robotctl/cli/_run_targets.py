@@ -7,8 +7,7 @@ import argparse
 from typing import Any
 
 from robotctl._json import finite, json_text
-from robotctl.agent._files import load_model_file
-from robotctl.agent._resources import check_solve_memory
+from robotctl.agent import check_solve_memory, load_model_file
 from robotctl.model import InputError, cost_of
 from robotctl.policies import (
     EXHAUSTIVE_LIMIT,

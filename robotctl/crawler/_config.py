@@ -200,7 +200,7 @@ class DemoConfig:
         bearer token the run's robots and indexer send (the demo makes one per run); without one, the agent
         accepts anyone on loopback (``server.insecure_loopback``).
         """
-        from robotctl.agent.config import AgentConfig
+        from robotctl.agent import AgentConfig
 
         raw: dict[str, Any] = copy.deepcopy(dict(self.agent))
         raw["queue"] = {"capacity": self.indexer.capacity, "admission": "partial"}
@@ -253,7 +253,7 @@ def load_demo_config(path: str | Path | None = None) -> DemoConfig:
     """The defaults, or a YAML file laid out as config/demo.yaml merged over them."""
     if path is None:
         return DemoConfig.from_dict({})
-    from robotctl.agent._files import load_yaml
+    from robotctl.agent import load_yaml
 
     raw = load_yaml(str(path))
     return DemoConfig.from_dict(raw or {}, source=str(path))

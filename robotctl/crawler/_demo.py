@@ -239,7 +239,7 @@ class _Crawl:
 
     @property
     def agent(self) -> Any:
-        from robotctl.agent.app import AGENT
+        from robotctl.agent import AGENT
 
         return self.app[AGENT]
 
@@ -269,8 +269,7 @@ async def _start_crawl(stack: contextlib.AsyncExitStack, config: DemoConfig, kin
                        on_url: Callable[[str], None] | None) -> _Crawl:
     """Start the site (or take the seed URLs), the agent, the indexer and the robots, each closed by
     ``stack``."""
-    from robotctl.agent.app import run_in_process
-    from robotctl.agent.client import AgentClient
+    from robotctl.agent import AgentClient, run_in_process
 
     if workdir is None:
         workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="robotctl-demo-"))
@@ -461,7 +460,7 @@ async def run_crawl(config: DemoConfig, *, kind: str = "robotctl", static: int |
 async def _quiesce_refits(app: Any, *, limit_s: float = 120.0) -> None:
     """Let no new refit start and wait (up to ``limit_s``) for a running one to end, so that the report
     reads the policy in force at the end of the run and the agent's shutdown abandons no refit half-way."""
-    from robotctl.agent.app import REFIT
+    from robotctl.agent import REFIT
 
     await app[REFIT].quiesce(limit_s)
 

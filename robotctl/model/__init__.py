@@ -13,7 +13,7 @@ if typing.TYPE_CHECKING:
     from ._arrivals import ModeArrivals
     from ._blocks import PreparedModel
     from ._bmap import BMAP
-    from ._bruteforce import solve_bruteforce
+    from ._bruteforce import enumerate_states, explicit_generator, page_fates, phase_laws, solve_bruteforce
     from ._buffer import BufferPolicy, Conflict, RedDrop, Renovation
     from ._buffer_bruteforce import solve_buffer_bruteforce
     from ._buffer_solve import BufferMeasures, BufferSolution, BufferStatus, PreparedBuffer, buffer_cost, solve_buffer
@@ -96,6 +96,8 @@ _WHERE = {
     "TraceRow": "._sim_events",
     "buffer_cost": "._buffer_solve",
     "cost_of": "._measures",
+    "enumerate_states": "._bruteforce",
+    "explicit_generator": "._bruteforce",
     "costs_from_dict": "._spec",
     "fleet_model": "._random",
     "format_bytes": "._size",
@@ -104,7 +106,9 @@ _WHERE = {
     "model_from_dict": "._spec",
     "model_solve_size": "._size",
     "model_to_dict": "._spec",
+    "page_fates": "._bruteforce",
     "ph_from_dict": "._spec",
+    "phase_laws": "._bruteforce",
     "prepare": "._solve",
     "random_bmap": "._random",
     "random_model": "._random",
@@ -179,6 +183,8 @@ __all__ = [
     "buffer_cost",
     "cost_of",
     "costs_from_dict",
+    "enumerate_states",
+    "explicit_generator",
     "fleet_model",
     "format_bytes",
     "iter_simulate",
@@ -186,7 +192,9 @@ __all__ = [
     "model_from_dict",
     "model_solve_size",
     "model_to_dict",
+    "page_fates",
     "ph_from_dict",
+    "phase_laws",
     "prepare",
     "random_bmap",
     "random_model",

@@ -1,4 +1,6 @@
-"""An independent brute-force route to the same numbers, for tests and benchmarks.
+"""An independent brute-force route to the same numbers, for tests and benchmarks; its explicit state
+space (:func:`enumerate_states`, :func:`explicit_generator`, :func:`phase_laws`, :func:`page_fates`) is
+also what the MDP certificate (:mod:`policies._certificate`) builds its chain on.
 
 It enumerates the states (i, nu, m, r_1..r_{i-1}) one by one, writes every transition by hand from the
 model's description (paper 000, Section 2) -- not through the Kronecker blocks of the Lemma -- solves
@@ -28,7 +30,9 @@ from ._solve import Solution, SolveStatus
 State = tuple[int, int, int, tuple[int, ...]]  # (i, nu, m, (r_1..r_{i-1})); m = -1 when empty
 
 
-def _laws(model: QueueModel) -> tuple[NDArray[np.float64], ...]:
+def phase_laws(model: QueueModel) -> tuple[NDArray[np.float64], ...]:
+    """(beta, S, S0, gamma, Gamma, Gamma0): the service and obsolescence laws with their exit rates (no
+    obsolescence: one phase that never ends)."""
     beta, S = np.asarray(model.service.beta), np.asarray(model.service.S)
     if model.obsolescence is None:
         gamma, Gamma = np.ones(1), np.zeros((1, 1))
@@ -51,11 +55,11 @@ def enumerate_states(model: QueueModel) -> list[State]:
     return states
 
 
-def generator(model: QueueModel, policy: QueueLengthPolicy) -> tuple[list[State], sp.csr_matrix]:
+def explicit_generator(model: QueueModel, policy: QueueLengthPolicy) -> tuple[list[State], sp.csr_matrix]:
     """The generator, transition by transition."""
     model.check_policy(policy)
     K = model.capacity
-    beta, S, S0, gamma, Gamma, Gamma0 = _laws(model)
+    beta, S, S0, gamma, Gamma, Gamma0 = phase_laws(model)
     M, R = beta.size, gamma.size
     states = enumerate_states(model)
     index = {s: n for n, s in enumerate(states)}
@@ -113,10 +117,10 @@ def generator(model: QueueModel, policy: QueueLengthPolicy) -> tuple[list[State]
     return states, sp.csr_matrix(Q)
 
 
-def _fates(model: QueueModel) -> dict[tuple[int, ...], tuple[float, float]]:
+def page_fates(model: QueueModel) -> dict[tuple[int, ...], tuple[float, float]]:
     """For a waiting page with phases (m, r_ahead..., r_own): (P(served), P(obsolete)), by explicit
     first-step equations over the tuples, level by level (the pages ahead only ever decrease)."""
-    beta, S, S0, gamma, Gamma, Gamma0 = _laws(model)
+    beta, S, S0, gamma, Gamma, Gamma0 = phase_laws(model)
     M, R = beta.size, gamma.size
     fate: dict[tuple[int, ...], tuple[float, float]] = {(m,): (1.0, 0.0) for m in range(M)}
     for j in range(1, model.capacity):
@@ -154,7 +158,7 @@ def _fates(model: QueueModel) -> dict[tuple[int, ...], tuple[float, float]]:
 def solve_bruteforce(model: QueueModel, policy: QueueLengthPolicy) -> Solution:
     """Stationary distribution and measures by explicit enumeration (see the module docstring)."""
     start = time.perf_counter()
-    states, Q = generator(model, policy)
+    states, Q = explicit_generator(model, policy)
     n = len(states)
     A = Q.T.tolil()
     A[0, :] = np.ones(n)
@@ -163,8 +167,8 @@ def solve_bruteforce(model: QueueModel, policy: QueueLengthPolicy) -> Solution:
     p = spla.spsolve(A.tocsc(), rhs)
     residual = float(np.abs(Q.T @ p).max())
     K = model.capacity
-    _, _, S0, _, _, Gamma0 = _laws(model)
-    fate = _fates(model)
+    _, _, S0, _, _, Gamma0 = phase_laws(model)
+    fate = page_fates(model)
     offered = lost = served = obsolete = 0.0
     will_serve = will_expire = 0.0
     level = np.zeros(K + 1)

@@ -63,6 +63,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from robotctl._checks import positive, whole
 from robotctl._errors import InputError
 
 from ._buffer import Conflict, Renovation
@@ -216,19 +217,6 @@ class MD1NSolution:
         }
 
 
-def _positive(field: str, value: object, hint: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value) and value > 0):
-        raise InputError(field, f"must be a positive finite number, got {value!r}", hint)
-    return float(value)
-
-
-def _places(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise InputError("places", f"must be a whole number >= 1, got {value!r}",
-                         "N counts the waiting places (the customer in service excluded)")
-    return int(value)
-
-
 def arrival_kernel(counts: ArrivalCounts, places: int) -> NDArray[np.float64]:
     """K_A[i, m] = P(m waiting after the next completion | i left by this one): m = min(max(i-1, 0) + A, N)."""
     N = places
@@ -314,8 +302,8 @@ def solve_md1n(arrival_rate: float, service: float | PH, places: int, renovation
     Konovalov and Razumchik, "Queueing systems with renovation vs. queues with RED. Supplementary
     Material" (paper 004), Sections 2.1-2.2 and 3.1-3.2.
     """
-    lam = _positive("arrival_rate", arrival_rate, "pages offered per second, e.g. 0.9")
-    N = _places(places)
+    lam = positive("arrival_rate", arrival_rate, "pages offered per second, e.g. 0.9")
+    N = whole("places", places, 1, "N counts the waiting places (the customer in service excluded)")
     if not isinstance(renovation, Renovation):
         raise InputError("renovation", f"must be a Renovation, got {type(renovation).__name__}", "")
     renovation.check_places(N)
@@ -323,7 +311,7 @@ def solve_md1n(arrival_rate: float, service: float | PH, places: int, renovation
         counts = ArrivalCounts.phase_type(lam, service, N + 2)
         deterministic = None
     else:
-        deterministic = _positive("service_time", service, "the constant service time in seconds, e.g. 1.0")
+        deterministic = positive("service_time", service, "the constant service time in seconds, e.g. 1.0")
         counts = ArrivalCounts.deterministic(lam, deterministic, N + 2)
     KA = arrival_kernel(counts, N)
     P = KA @ renovation_kernel(renovation, N)

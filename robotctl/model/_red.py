@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from robotctl._checks import positive
 from robotctl._errors import InputError
 
 from ._buffer import RedDrop
@@ -86,12 +87,6 @@ class RedMM1Solution:
     consecutive_tail: float
     mean_consecutive_losses: float
     second_moment_consecutive_losses: float
-
-
-def _positive(field: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value) and value > 0):
-        raise InputError(field, f"must be a positive finite rate, got {value!r}", "in events per second")
-    return float(value)
 
 
 def red_mm1_distribution(arrival_rate: float, service_rate: float, drop: RedDrop) -> NDArray[np.float64]:
@@ -189,8 +184,8 @@ def solve_red_mm1(arrival_rate: float, service_rate: float, drop: RedDrop, *, ma
     max_run : int
         List P(L = k) for k = 1..max_run.
     """
-    lam = _positive("arrival_rate", arrival_rate)
-    mu = _positive("service_rate", service_rate)
+    lam = positive("arrival_rate", arrival_rate, "in events per second", what="rate")
+    mu = positive("service_rate", service_rate, "in events per second", what="rate")
     if not isinstance(drop, RedDrop):
         raise InputError("drop", f"must be a RedDrop, got {type(drop).__name__}", "")
     if isinstance(max_run, bool) or not isinstance(max_run, int) or max_run < 1:

@@ -18,11 +18,11 @@ seed gives the same run, and recording a trace does not change it.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Generator
 
 import numpy as np
 
+from robotctl._checks import seconds, whole
 from robotctl._errors import InputError
 
 from ._model import Costs, QueueModel
@@ -43,23 +43,6 @@ TraceSink = Callable[[tuple[TraceRow, ...]], None]
 ProgressSink = Callable[[float], None]
 
 
-def _whole(field: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        raise InputError(field, f"must be a whole number >= {minimum}, got {value!r}",
-                         f"give {field} as an integer of at least {minimum}")
-    return int(value)
-
-
-def _seconds(field: str, value: object, *, positive: bool) -> float:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and (
-        value > 0 if positive else value >= 0)
-    if not ok:
-        bound = "> 0" if positive else ">= 0"
-        raise InputError(field, f"must be a finite number of seconds {bound}, got {value!r}",
-                         f"give {field} in simulated seconds")
-    return float(value)  # type: ignore[arg-type]
-
-
 def _engine(model: QueueModel, controller: AnyController, rng: np.random.Generator,
             record: bool, obsolete_in_service: bool) -> Simulation:
     if not isinstance(rng, np.random.Generator):
@@ -72,12 +55,12 @@ def _events_steps(model: QueueModel, controller: AnyController, rng: np.random.G
                   events: int, warmup_events: int | None, batches: int, level: float, costs: Costs | None,
                   record: bool, obsolete_in_service: bool) -> Generator[Step, None, SimulationResult]:
     """Check the input now, then return the run as a generator."""
-    events = _whole("events", events, 1)
-    batches = _whole("batches", batches, 2)
+    events = whole("events", events, 1)
+    batches = whole("batches", batches, 2)
     if events < batches:
         raise InputError("events", f"{events} events cannot fill {batches} batches",
                          "simulate at least one event per batch (in practice thousands)")
-    warm = events // 10 if warmup_events is None else _whole("warmup_events", warmup_events, 0)
+    warm = events // 10 if warmup_events is None else whole("warmup_events", warmup_events, 0)
     _check_level(level)
     sim = _engine(model, controller, rng, record, obsolete_in_service)
     return _events_run(sim, model, events=events, warm=warm, batches=batches, level=level, costs=costs)
@@ -117,9 +100,10 @@ def _horizon_steps(model: QueueModel, controller: AnyController, rng: np.random.
                    horizon_s: float, warmup_s: float | None, batches: int, level: float, costs: Costs | None,
                    record: bool, obsolete_in_service: bool) -> Generator[Step, None, SimulationResult]:
     """Check the input now, then return the run as a generator."""
-    horizon_s = _seconds("horizon_s", horizon_s, positive=True)
-    warm = horizon_s / 10.0 if warmup_s is None else _seconds("warmup_s", warmup_s, positive=False)
-    batches = _whole("batches", batches, 2)
+    horizon_s = seconds("horizon_s", horizon_s, positive=True, hint="give horizon_s in simulated seconds")
+    warm = horizon_s / 10.0 if warmup_s is None else seconds("warmup_s", warmup_s, positive=False,
+                                                             hint="give warmup_s in simulated seconds")
+    batches = whole("batches", batches, 2)
     _check_level(level)
     sim = _engine(model, controller, rng, record, obsolete_in_service)
     return _horizon_run(sim, model, horizon_s=horizon_s, warm=warm, batches=batches, level=level, costs=costs)

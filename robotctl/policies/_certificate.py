@@ -78,8 +78,17 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from numpy.typing import NDArray
 
-from robotctl.model import PH, Costs, InputError, QueueModel, ThresholdPolicy
-from robotctl.model._bruteforce import _fates, _laws, enumerate_states, generator
+from robotctl.model import (
+    PH,
+    Costs,
+    InputError,
+    QueueModel,
+    ThresholdPolicy,
+    enumerate_states,
+    explicit_generator,
+    page_fates,
+    phase_laws,
+)
 
 FORMULATIONS = ("auto", "ordered", "counts")
 #: ``auto`` uses the ordered (exact) state space up to this many states.
@@ -288,9 +297,9 @@ def _ordered(model: QueueModel, costs: Costs) -> FullStateMdp:
     states = enumerate_states(model)
     levels = np.array([s[0] for s in states])
     nus = np.array([s[1] for s in states])
-    _, _, S0, _, _, Gamma0 = _laws(model)
-    gens = tuple(generator(model, ThresholdPolicy.static(mode, model.capacity))[1] for mode in model.modes)
-    fate = _fates(model)
+    _, _, S0, _, _, Gamma0 = phase_laws(model)
+    gens = tuple(explicit_generator(model, ThresholdPolicy.static(mode, model.capacity))[1] for mode in model.modes)
+    fate = page_fates(model)
     served = np.array([S0[s[2]] if s[0] else 0.0 for s in states])
     present = np.array([0.0 if s[0] == 0 else 1.0 + sum(fate[(s[2], *s[3][:j])][0] for j in range(1, s[0]))
                         for s in states])
@@ -326,7 +335,7 @@ def _multinomial(n: int, probs: NDArray[np.float64]) -> list[tuple[tuple[int, ..
 
 def _counts(model: QueueModel, costs: Costs) -> FullStateMdp:
     K, W = model.capacity, model.arrivals.order
-    beta, S, S0, gamma, Gamma, Gamma0 = _laws(model)
+    beta, S, S0, gamma, Gamma, Gamma0 = phase_laws(model)
     M, R = beta.size, gamma.size
     states: list[tuple[int, int, int, tuple[int, ...]]] = [(0, nu, -1, ()) for nu in range(W)]
     for i in range(1, K + 1):
@@ -422,7 +431,7 @@ def _counts(model: QueueModel, costs: Costs) -> FullStateMdp:
     served = np.array([S0[s[2]] if s[0] else 0.0 for s in states])
     present = None
     if R == 1:
-        fate = _fates(model)
+        fate = page_fates(model)
         present = np.array([0.0 if s[0] == 0 else 1.0 + sum(fate[(s[2], *([0] * j))][0] for j in range(1, s[0]))
                             for s in states])
     return FullStateMdp("counts", R == 1, levels, actions, gens, cost, served, present, model.service.mean)

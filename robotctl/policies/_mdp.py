@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,6 +49,7 @@ import scipy.sparse.linalg as spla
 from numpy.typing import NDArray
 from scipy.sparse.csgraph import connected_components
 
+from robotctl._checks import positive, whole
 from robotctl.model import (
     BMAP,
     PH,
@@ -121,9 +123,9 @@ class RobotsProblem:
     min_robots: int = 0
 
     def __post_init__(self) -> None:
-        _whole("robots", self.robots, 1)
-        _whole("capacity", self.capacity, 1)
-        _whole("min_robots", self.min_robots, 0)
+        whole("robots", self.robots, 1)
+        whole("capacity", self.capacity, 1)
+        whole("min_robots", self.min_robots, 0)
         if self.min_robots > self.robots:
             raise InputError("min_robots", f"is {self.min_robots} > robots = {self.robots}",
                              "allow at most as many robots as there are")
@@ -136,7 +138,7 @@ class RobotsProblem:
             raise InputError("rates", f"must be finite, >= 0, and > 0 with r >= 1 robots, got {list(rates)}",
                              "a robot that is active brings pages at a positive rate")
         object.__setattr__(self, "rates", rates)
-        _positive("service_rate", self.service_rate)
+        positive("service_rate", self.service_rate, "a rate per second, e.g. 0.1")
         for name in ("gamma", "loss_cost", "robot_cost"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value)
@@ -148,8 +150,8 @@ class RobotsProblem:
     @classmethod
     def paper(cls, robots: int, capacity: int, rate: float, service_rate: float, gamma: float) -> RobotsProblem:
         """Paper 001's problem: rate lambda r with r robots, cost gamma P(starvation) + loss rate."""
-        _positive("rate", rate)
-        _whole("robots", robots, 1)
+        positive("rate", rate, "a rate per second, e.g. 0.1")
+        whole("robots", robots, 1)
         return cls(robots, capacity, tuple(float(rate) * r for r in range(robots + 1)), service_rate, gamma)
 
     @property
@@ -380,20 +382,6 @@ class DynamicOptimum:
                         mean_response_served=v1, mean_sojourn_obsolete=0.0, mean_sojourn=v1 * served / offered)
 
 
-# -- checks --------------------------------------------------------------------------------------
-def _whole(field: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        raise InputError(field, f"must be a whole number >= {minimum}, got {value!r}",
-                         f"give {field} as an integer of at least {minimum}")
-    return int(value)
-
-
-def _positive(field: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value) and value > 0):
-        raise InputError(field, f"must be a positive finite number, got {value!r}", "a rate per second, e.g. 0.1")
-    return float(value)
-
-
 # -- the static problem (Section 4) --------------------------------------------------------------
 def static_cost(rho: float, gamma: float, capacity: int, service_rate: float = 1.0) -> tuple[float, float, float]:
     """Eq. (9): (C_s, P(starvation), loss rate) of M/M/1/K with load rho = n lambda / mu.
@@ -425,11 +413,11 @@ def static_fleet(capacity: int, rate: float, service_rate: float, gamma: float, 
     continuous minimiser), so the scan stops once the cost has risen above its minimum for a load
     past 1; ties go to the smaller fleet.
     """
-    _whole("capacity", capacity, 1)
-    _positive("rate", rate)
-    _positive("service_rate", service_rate)
+    whole("capacity", capacity, 1)
+    positive("rate", rate, "a rate per second, e.g. 0.1")
+    positive("service_rate", service_rate, "a rate per second, e.g. 0.1")
     if max_robots is not None:
-        _whole("max_robots", max_robots, 0)
+        whole("max_robots", max_robots, 0)
     best: StaticFleet | None = None
     n = 0
     while max_robots is None or n <= max_robots:
@@ -753,7 +741,7 @@ def solve_dynamic(problem: RobotsProblem, *, tau: float = TAU, tol: float = TOLE
     """
     if not (0.0 < tau < 1.0):
         raise InputError("tau", f"must lie in (0, 1), got {tau!r}", "the paper uses 0.99999")
-    _whole("max_iterations", max_iterations, 1)
+    whole("max_iterations", max_iterations, 1)
     policy, (lo, hi), iterations, converged = relative_value_iteration(problem, tau=tau, tol=tol,
                                                                        max_iterations=max_iterations)
     chain = policy_cost(problem, policy)
@@ -775,7 +763,7 @@ def unrestricted_dynamic(capacity: int, rate: float, service_rate: float, gamma:
     Solves with N = 2 ceil(mu / lambda) robots and doubles N until the limit does not bind: the policy
     never wakes the last robot (f_0(q) < N - 1 for every q) and its recurrent states stay below N.
     """
-    _positive("rate", rate)
+    positive("rate", rate, "a rate per second, e.g. 0.1")
     N = 2 * max(1, math.ceil(service_rate / rate))
     while True:
         opt = solve_dynamic(RobotsProblem.paper(N, capacity, rate, service_rate, gamma), tau=tau, tol=tol,
@@ -801,7 +789,6 @@ def _static_of(problem: RobotsProblem) -> StaticFleet:
     return best
 
 
-
 class DynamicController(StateFeedback):
     """Paper 001's policy as a controller of the simulator (:func:`robotctl.model.simulate`).
 
@@ -820,7 +807,7 @@ class DynamicController(StateFeedback):
 
     def __init__(self, policy: DynamicPolicy, start: int) -> None:
         self.policy = policy
-        self.start = _whole("start", start, 0)
+        self.start = whole("start", start, 0)
 
     @classmethod
     def from_optimum(cls, optimum: DynamicOptimum) -> DynamicController:
@@ -833,7 +820,23 @@ class DynamicController(StateFeedback):
     def decide(self, kind: EventKind, pages: int, before: int, after: int, active: int, phase: int,
                t: float) -> int:
         if kind is EventKind.BMAP_TRANSITION and pages:
-            return self.policy.after_arrival(before, active)
+            return self.after_events(True, (before,), active)
         if kind is EventKind.SERVICE_COMPLETION:
-            return self.policy.after_departure(before, active)
+            return self.after_events(False, (before,), active)
+        return active
+
+    def after_events(self, arrival: bool, before: Sequence[int], active: int, floor: int | None = None) -> int:
+        """Active robots after a run of deliveries (``arrival``) or of page completions, from ``active`` and
+        the queue length before each event (capped at K; a completion from an empty queue changes
+        nothing); after a delivery never fewer than ``floor``. The one decision rule: :meth:`decide`
+        applies it to each simulated event, the agent to each request (agent/policy.py DynamicDecision)."""
+        p = self.policy
+        K = p.capacity
+        for q in before:
+            if arrival:
+                active = p.after_arrival(min(q, K), active)
+                if floor is not None and active < floor:
+                    active = floor
+            elif q >= 1:
+                active = p.after_departure(min(q, K), active)
         return active

@@ -32,7 +32,7 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 from scrapy.http import Request, Response
 
-from robotctl.agent.client import AgentClient, AgentRejectedError, AgentUnavailableError, RobotHandle
+from robotctl.agent import AgentClient, AgentRejectedError, AgentUnavailableError, RobotHandle
 
 from ._reporter import AgentHealth, NullReporter, Reporter
 from ._settings import RobotctlSettings

@@ -27,7 +27,7 @@ from collections.abc import Callable, Container
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from robotctl.agent.client import AgentRejectedError, AgentUnavailableError
+from robotctl.agent import AgentRejectedError, AgentUnavailableError
 
 LOG = logging.getLogger("robotctl.scrapy")
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from robotctl.agent._files import load_model_file
+from robotctl.agent import load_model_file
 from robotctl.agent.damping import DWELL_COST_TOLERANCE, choose_damping, event_time_s, simulate_damping
 from robotctl.agent.policy import Event, ThresholdDecision
 from robotctl.model import ThresholdPolicy, fleet_model, solve

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from robotctl.agent._files import load_model_file
+from robotctl.agent import load_model_file
 from robotctl.agent.app import AGENT, REFIT, run_in_process
 from robotctl.agent.clock import ManualClock
 from robotctl.agent.config import AgentConfig

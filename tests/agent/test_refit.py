@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from robotctl.agent._files import load_model_file
+from robotctl.agent import load_model_file
 from robotctl.agent.api import Completion, Delivery
 from robotctl.agent.app import AGENT, REFIT, run_in_process
 from robotctl.agent.clock import ManualClock

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from robotctl.agent._files import load_model_file
+from robotctl.agent import load_model_file
 from robotctl.agent.api import Completion, Delivery
 from robotctl.agent.app import AGENT, REFIT, run_in_process
 from robotctl.agent.clock import ManualClock

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from robotctl.agent._files import load_model_file
+from robotctl.agent import load_model_file
 from robotctl.agent.app import AGENT, REFIT, run_in_process
 from robotctl.agent.client import AgentClient, RobotHandle, RobotState
 from robotctl.agent.clock import ManualClock

@@ -76,3 +76,23 @@ def test_short_quiet_run_prints_only_the_report(tmp_path: Path, capsys: pytest.C
     assert not CONTROL.search(out.replace("\n", ""))
     assert "robotctl demo report" in out and "[robotctl" not in out + err
     assert "queue matched the indexer's" in out
+
+
+def test_json_report_writes_a_nan_as_null(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`demo --json` goes through the shared JSON writer: a measure that is NaN (no page served, say) is
+    null, and the output is strict JSON."""
+
+    class Report:
+        success = True
+
+        def to_dict(self) -> dict[str, object]:
+            return {"runs": [{"mean_sojourn_s": float("nan"), "cost": float("inf"), "pages": 3}]}
+
+    async def fake_run_demo(*args: object, **kwargs: object) -> Report:
+        return Report()
+
+    monkeypatch.setattr("robotctl.crawler.run_demo", fake_run_demo)
+    assert main(["demo", "--duration", "5", "--quiet", "--json"]) == 0
+    out = capsys.readouterr().out
+    doc = json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} in the output"))
+    assert doc == {"runs": [{"mean_sojourn_s": None, "cost": None, "pages": 3}]}

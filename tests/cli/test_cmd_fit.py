@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import yaml
 
-from robotctl.agent._files import load_model_file
+from robotctl.agent import load_model_file
 from robotctl.cli import main
 from robotctl.fitting._synthetic import paper_like_trace
 from robotctl.model import PH

@@ -291,7 +291,7 @@ def test_mode_exposure_sets_each_observed_modes_rate() -> None:
     observed mode's rate is pages in the mode / seconds in it, and lands near the true lambda^(r)."""
     from pathlib import Path
 
-    from robotctl.agent._files import load_model_file
+    from robotctl.agent import load_model_file
     from robotctl.model import ThresholdPolicy, TraceKind, simulate_events
 
     model, _ = load_model_file(str(Path(__file__).resolve().parents[2] / "config" / "paper-example.yaml"))

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from robotctl.agent._files import load_model_file
+from robotctl.agent import load_model_file
 from robotctl.model import PH, Admission, ThresholdPolicy, random_model, random_policy, solve, solve_bruteforce
 from robotctl.model._kron import KronSum, refine
 from robotctl.model._solve import ITERATIVE_ABOVE

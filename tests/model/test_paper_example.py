@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from robotctl.agent._files import load_model_file
+from robotctl.agent import load_model_file
 from robotctl.model import Costs, QueueModel, ThresholdPolicy, cost_of, prepare, solve
 from robotctl.policies import optimise, optimise_thresholds
 

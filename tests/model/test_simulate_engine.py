@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from robotctl.agent._files import load_model_file
+from robotctl.agent import load_model_file
 from robotctl.model import (
     BMAP,
     PH,

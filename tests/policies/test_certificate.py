@@ -12,7 +12,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from robotctl.agent._files import load_model_file
+from robotctl.agent import load_model_file
 from robotctl.model import PH, Costs, InputError, ThresholdPolicy, cost_of, random_model, random_policy, solve
 from robotctl.policies import build_mdp, mdp_lower_bound, optimise
 from robotctl.policies._certificate import _reduced, _Solver, count_states, ordered_states

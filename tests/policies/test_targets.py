@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from robotctl.agent._files import load_model_file
+from robotctl.agent import load_model_file
 from robotctl.model import InputError, Measures, QueueModel, ThresholdPolicy, prepare, random_model, solve
 from robotctl.policies import (
     Targets,

@@ -1,0 +1,210 @@
+"""The robots' side of the agent: registration and its persistence, long-polls for commands, leases, and
+the actuation (``command``: r(i) is commanded; ``advise``: the fleet runs by itself and r(i) is only
+exported). The state itself is the :class:`~agent.actuator.Actuator`'s; :class:`Fleet` is what the
+HTTP layer and the :class:`~agent.core.Agent` call, with the agent's steps handed in as callables."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, KeysView
+from pathlib import Path
+from typing import Any
+
+from robotctl.model import InputError
+
+from .actuator import Actuator, Command, Robot
+from .api import NotFoundError
+from .clock import Clock
+from .recovery import save_robots
+
+LOG = logging.getLogger("robotctl.agent")
+
+
+class Fleet:
+    """See the module docstring.
+
+    Parameters
+    ----------
+    actuator, clock
+    long_poll_max_s : float
+        ``server.long_poll_max_s``.
+    robots_file : Path or None
+        ``robots.json``, rewritten whenever the registry changes (None: never written).
+    stamp : callable
+        The agent's clock stamp (agent time never goes back).
+    hold : callable
+        ``hold(now, old, new)``: the mode changed from ``old`` to ``new`` by the fleet's own doing (advise
+        mode): record it (its line is held until ``flush``).
+    reapply : callable
+        ``reapply(now)``: apply the policy at the current queue length.
+    desired : callable
+        What the policy asks for now.
+    flush : callable
+        Write the lines held by the agent's journal.
+    """
+
+    def __init__(self, actuator: Actuator, clock: Clock, *, long_poll_max_s: float, robots_file: Path | None,
+                 stamp: Callable[[], float], hold: Callable[[float, int, int], None],
+                 reapply: Callable[[float], None], desired: Callable[[], int], flush: Callable[[], None]) -> None:
+        self.actuator = actuator
+        self.clock = clock
+        self.long_poll_max_s = long_poll_max_s
+        self.robots_file = robots_file
+        self._stamp, self._hold, self._reapply, self._desired, self._flush = stamp, hold, reapply, desired, flush
+
+    # -- robots --------------------------------------------------------------------------------------
+    @property
+    def robot_ids(self) -> KeysView[str]:
+        """Ids of the registered robots (a live view)."""
+        return self.actuator.robots.keys()
+
+    @property
+    def max_rank(self) -> int:
+        """The highest rank a robot may register with."""
+        return self.actuator.max_rank
+
+    @property
+    def lease_s(self) -> float:
+        return self.actuator.lease_s
+
+    def save(self) -> None:
+        if self.robots_file is not None:
+            save_robots(self.robots_file, self.actuator)
+
+    def _robot(self, robot_id: str) -> Robot:
+        robot = self.actuator.robots.get(robot_id)
+        if robot is None:
+            raise NotFoundError("robot", f"{robot_id!r} is not registered", "register it with POST /v1/robots")
+        return robot
+
+    def register(self, robot_id: str | None, rank: int | None, default_state: str | None,
+                 key: str | None = None) -> dict[str, Any]:
+        """Register (or re-register, with its ``key``) a robot; an id is made up when none is given. Returns
+        the robot's view: its command, rank, slot and lease, and ``robot_key`` when a key was issued (shown
+        this once: the robot sends it as ``X-Robot-Key`` to poll, re-register or deregister). Another
+        client's robot is refused (:class:`~agent.actuator.ConflictError`) until its lease runs out."""
+        now = self._stamp()
+        act = self.actuator
+        if robot_id is None:
+            n = len(act.robots) + 1
+            while f"robot-{n}" in act.robots:
+                n += 1
+            robot_id = f"robot-{n}"
+        before = robot_id in act.robots
+        robot, issued = act.enroll(robot_id, now, rank=rank,
+                                   default_state=Command(default_state) if default_state else None, key=key)
+        for gone in act.evicted:
+            LOG.warning("event=robot_taken_over robot=%s reason=lease_lost", gone)
+        act.evicted.clear()
+        self.changed(now)
+        if not before or issued is not None:
+            self.save()
+            LOG.info("event=robot_registered robot=%s rank=%d slot=%d state=%s", robot.robot_id, robot.rank,
+                     robot.slot, robot.command.value)
+        view = robot.view(act.lease_s, self.clock.now())
+        if issued is not None:
+            view["robot_key"] = issued
+        return view
+
+    def deregister(self, robot_id: str, key: str | None = None) -> dict[str, Any]:
+        """Forget a robot (:class:`~agent.api.NotFoundError` if it is not registered,
+        :class:`~agent.actuator.ForbiddenError` without its key); returns its last view."""
+        self.actuator.check_key(self._robot(robot_id), key)
+        robot = self.actuator.deregister(robot_id)
+        self.changed(self._stamp())
+        self.save()
+        LOG.info("event=robot_deregistered robot=%s", robot_id)
+        return robot.view(self.actuator.lease_s)
+
+    def robots_view(self) -> dict[str, Any]:
+        """The mode and every registered robot, by rank."""
+        now = self.clock.now()
+        act = self.actuator
+        return {"mode": act.mode, "robots": [r.view(act.lease_s, now) for r in
+                                             sorted(act.robots.values(), key=lambda r: r.rank)]}
+
+    def long_poll_cap(self) -> float:
+        """The longest a command long-poll waits: ``server.long_poll_max_s``, and half the lease, so that a
+        robot always hears back within its lease."""
+        return min(self.long_poll_max_s, self.actuator.lease_s / 2)
+
+    async def wait_command(self, robot_id: str, version: int, wait_s: float, key: str | None = None
+                           ) -> dict[str, Any]:
+        """A robot's long-poll: its view once its command's version differs from ``version``, or after
+        ``wait_s`` (capped by :meth:`long_poll_cap`); polling (with the robot's ``key``) renews its lease."""
+        robot = self._robot(robot_id)
+        self.actuator.check_key(robot, key)
+        act, clock = self.actuator, self.clock
+        wait_s = min(wait_s, self.long_poll_cap())
+        act.seen(robot, clock.now())
+        if wait_s > 0 and not act.shutting_down:
+            await act.wait_change(robot, version, lambda: clock.sleep(wait_s))
+        act.seen(robot, clock.now())
+        return robot.view(act.lease_s)
+
+    def lost_robots(self, now: float) -> dict[str, str]:
+        """Robots whose lease has run out, with the default state each has fallen back to."""
+        return {r.robot_id: r.default_state.value for r in self.actuator.lost(now)}
+
+    def shutdown_robots(self) -> int:
+        """Tell every robot its default state (the agent is going away); returns how many were told."""
+        self.actuator.shutdown(self._stamp())
+        self._flush()
+        return len(self.actuator.robots)
+
+    # -- actuation: command, or advise (the fleet runs by itself) -------------------------------------
+    @property
+    def advising(self) -> bool:
+        """True in advise mode (``control.mode: advise``): r(i) is computed and exported, never commanded."""
+        return self.actuator.advise
+
+    @property
+    def control_mode(self) -> str:
+        return "advise" if self.actuator.advise else "command"
+
+    def set_mode(self, mode: str) -> dict[str, Any]:
+        """Switch between ``command`` and ``advise`` at run time. Entering advise hands every robot its
+        default state once (what it does without the agent) and then leaves them alone; entering command
+        applies r(i) at the current queue length at once. Returns the new control view."""
+        if mode not in ("command", "advise"):
+            raise InputError("mode", f"is {mode!r}", "use command or advise")
+        now = self._stamp()
+        if mode != self.control_mode:
+            if mode == "advise":
+                self.actuator.release(now)
+                self._follow(now, self.actuator.fleet_mode(), always_flush=True)
+            else:
+                self.actuator.advise = False
+                self._reapply(now)
+            LOG.info("event=control_mode mode=%s", mode)
+        return self.mode_view()
+
+    def mode_view(self) -> dict[str, Any]:
+        """``GET /v1/mode``: command or advise, the active virtual robots and r(i) now."""
+        return {"mode": self.control_mode, "active": self.actuator.mode, "desired": self._desired()}
+
+    def observe(self, mode: int) -> None:
+        """Advise mode: the fleet now runs ``mode`` virtual robots (seen from outside: a replayed trace's
+        park and resume lines or ``active`` fields). The queue view, windows and exposure follow it as
+        they follow a commanded change in command mode."""
+        if not self.actuator.advise:
+            raise RuntimeError("Agent.observe_fleet: the agent commands the fleet (control.mode: command); "
+                               "the mode in force is its own")
+        if mode != self.actuator.mode:
+            self._follow(self._stamp(), mode)
+
+    def changed(self, now: float) -> None:
+        """Advise mode: robots registered or left, so the fleet that runs by itself may have changed."""
+        if self.actuator.advise:
+            self._follow(now, self.actuator.fleet_mode())
+
+    def _follow(self, now: float, mode: int, *, always_flush: bool = False) -> None:
+        """The mode is ``mode`` by the fleet's own doing: record the change (if any) and write its line."""
+        old, self.actuator.mode = self.actuator.mode, mode
+        if mode != old:
+            self._hold(now, old, mode)
+        if mode != old or always_flush:
+            self._flush()
+
+
+__all__ = ["Fleet"]

@@ -1,0 +1,99 @@
+"""What the agent shows: the JSON views of ``GET /v1/status``, ``/v1/policy`` and ``/v1/control``, and the
+values /metrics reads. Read-only: nothing here changes the agent."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .policy import Event
+from .queue import Observed, observed_measures
+
+if TYPE_CHECKING:
+    from .core import Agent
+
+
+class AgentViews:
+    """Views of one :class:`~agent.core.Agent` (which forwards to them)."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+
+    def desired(self) -> int:
+        """What the policy asks for now: r(i) at the current queue length, or under the MDP the robots it
+        targets (its last decision)."""
+        a = self.agent
+        return a.holder.current.decision.target(Event.OTHER, (), a.queue.length, a.actuator.target)
+
+    def observed(self, now: float | None = None) -> Observed:
+        a = self.agent
+        t = a.clock.now() if now is None else now
+        return observed_measures(a.window.totals(t), a.config.costs)
+
+    def robot_counts(self, now: float) -> dict[str, int]:
+        """Real robots by state, each counted once: active, parked, and lost (lease expired)."""
+        return self.agent.actuator.counts(now)
+
+    def commands_issued(self) -> dict[str, int]:
+        """Park and resume commands issued so far, by the state commanded."""
+        return {c.value: n for c, n in self.agent.actuator.commands_issued.items()}
+
+    def policy_max_robots(self) -> int:
+        """Real robots the policy in force can ever keep active (those of virtual robots 1..max_i r(i));
+        every robot during the start-up probe; at least the fleet an override holds. It changes only when a
+        policy is adopted or control is overridden: the pool of robot workers an autoscaler sizes
+        (deploy/README.md)."""
+        a = self.agent
+        snap = a.holder.current
+        if snap.source == "probe":
+            top = a.config.robots.n
+        elif snap.basis.dynamic is not None:
+            top = snap.basis.dynamic.policy.robots
+        else:
+            top = max(snap.policy.robots_at_level)
+        return a.actuator.robots_up_to(max(top, a.control_state.robots or 0))
+
+    def control_view(self) -> dict[str, Any]:
+        d = self.agent.control_state.to_dict()
+        d["active_robots"] = self.agent.actuator.mode
+        d["desired"] = self.desired()
+        return d
+
+    def policy_view(self) -> dict[str, Any]:
+        """The policy in force with its fit and predictions, next to the observed measures and r(i) now."""
+        a = self.agent
+        d = a.holder.current.to_dict()
+        d["observed"] = self.observed().to_dict()
+        d["queue"] = a.queue.length
+        d["desired"] = self.desired()
+        d["mode"] = a.fleet.control_mode
+        d["control"] = self.control_view()
+        return d
+
+    def status(self) -> dict[str, Any]:
+        a = self.agent
+        now = a.clock.now()
+        act = a.actuator
+        current = a.holder.current
+        return {
+            "t": now,
+            "uptime_s": now - a.started_at,
+            "ready": a.ready,
+            "queue": {"length": a.queue.length, "capacity": a.config.capacity,
+                      "admission": a.config.queue.admission},
+            "mode": a.fleet.control_mode,
+            "robots": {"virtual": a.config.robots.n, "mode": act.mode, "desired": self.desired(),
+                       "dwell_s": act.dwell_s, "hysteresis": a.store.hysteresis_in_force(),
+                       "max_commands_per_min": act.max_commands_per_min,
+                       "deferred_until": act.deferred_until, "counts": act.counts(now),
+                       "registered": a.fleet.robots_view()["robots"]},
+            "control": self.control_view(),
+            "policy": {"version": current.version, "source": current.source,
+                       "robots_at_level": list(current.policy.robots_at_level),
+                       "control": current.control_view()},
+            "totals": a.totals.to_dict(),
+            "observed": self.observed(now).to_dict(),
+            "log": a.log.stats().__dict__,
+        }
+
+
+__all__ = ["AgentViews"]

@@ -163,7 +163,9 @@ class PolicyEvaluator:
         caches = chain.evaluator_caches
         self._dense: dict[tuple[str, int, int], Array] = caches.setdefault("dense", {})
         self._small: dict[tuple[str, int, int], Array] = caches.setdefault("small", {})
-        self._F: dict[tuple[int, int], Array] = caches.setdefault(f"F{int(levels)}", {})
+        # the rate columns only: with ``levels`` the K + 1 level columns are added per call, never cached
+        # (cached, they were 128 modes x 501 levels x 513 columns: 1 GiB of a 2,004-state chain at K = 500)
+        self._F: dict[tuple[int, int], Array] = caches.setdefault("F", {})
         # backward quantities "at l" (valid for l >= back_lo): Pi[(j, l)], B[(j, l)] for l < j <= l + kmax
         self.Pi: dict[tuple[int, int], Array] = {}
         self.B: dict[tuple[int, int], Array] = {}
@@ -219,7 +221,10 @@ class PolicyEvaluator:
         hit = self._small.get(key)
         if hit is not None:
             return hit
-        out = self._up(i, mode, k, np.eye(self.dims[i + k]))
+        arr = self.chain.arrivals(mode, i)
+        # (D_k (x) I_inner)(I_W (x) up) = D_k (x) up, formed directly (not as a product with an identity)
+        out = (np.zeros((self.dims[i], self.dims[i + k])) if k >= len(arr)
+               else np.kron(arr[k], self._inner("up", i, k)))
         if out.size <= SMALL_BLOCK:
             self._small[key] = out
         return out
@@ -244,14 +249,18 @@ class PolicyEvaluator:
     def functionals(self, i: int, mode: int) -> Array:
         """F_i under ``mode``: d_i x nf rates (columns ``FUNCTIONALS``, then the levels)."""
         key = (i, mode)
-        if key not in self._F:
-            F = np.zeros((self.dims[i], self.nf))
-            F[:, 0] = 1.0  # mass
-            F[:, 1:len(FUNCTIONALS)] = self.chain.rate_columns(mode, i)[:, _COLUMN_ORDER]
-            if self.levels:
-                F[:, len(FUNCTIONALS) + i] = 1.0
-            self._F[key] = F
-        return self._F[key]
+        F0 = self._F.get(key)
+        if F0 is None:
+            F0 = np.empty((self.dims[i], len(FUNCTIONALS)))
+            F0[:, 0] = 1.0  # mass
+            F0[:, 1:] = self.chain.rate_columns(mode, i)[:, _COLUMN_ORDER]
+            self._F[key] = F0
+        if not self.levels:
+            return F0
+        F = np.zeros((self.dims[i], self.nf))
+        F[:, :len(FUNCTIONALS)] = F0
+        F[:, len(FUNCTIONALS) + i] = 1.0
+        return F
 
     # -- passes -------------------------------------------------------------------------------
     def _reach(self, i: int) -> int:

@@ -319,7 +319,9 @@ class LevelChain:
                 if Dk.any():  # a batch size that never comes may admit more than ``top`` (reject-batch)
                     out[a] += Dk
             return out
-        return self._memo(("arr", mode, i), build)
+        # the admitted batch sizes depend on i only through min(K - i, largest batch): levels far from the top
+        # share one list (at 128 modes and K = 500, a list per level was 320,000 small arrays)
+        return self._memo(("arr", mode, min(self.K - i, self.model.arrivals[mode].max_batch)), build)
 
     def max_jump(self, mode: int, i: int) -> int:
         return len(self.arrivals(mode, i)) - 1
@@ -335,7 +337,7 @@ class LevelChain:
                 offered += k * rate
                 lost += (k - self.model.admission.admitted(k, self.K - i)) * rate
             return offered, lost
-        return self._memo(("rates", mode, i), build)
+        return self._memo(("rates", mode, min(self.K - i, self.model.arrivals[mode].max_batch)), build)
 
     # -- inner operators ----------------------------------------------------------------------
     def kron_factors(self, i: int) -> list[NDArray[np.float64]]:

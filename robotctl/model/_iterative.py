@@ -86,8 +86,11 @@ class _LevelSolve:
             # law) has none: the perturbed inverse can be wrong by orders of magnitude (a GMRES residual
             # of 1e56 with Erlang-3 obsolescence at K = 8), so factorise the block itself
             W, inner = chain.W, chain.inner_dim(i)
-            A = chain.A(i)
-            block = sp.kron(sp.csr_matrix(arr0), sp.identity(inner)) + sp.kron(sp.identity(W), sp.csr_matrix(A))
+            if i == 0:
+                block = sp.csr_matrix(arr0)
+            else:
+                A = chain.A(i)
+                block = sp.kron(sp.csr_matrix(arr0), sp.identity(inner)) + sp.kron(sp.identity(W), sp.csr_matrix(A))
             self.lu = spla.splu(sp.csc_matrix(block.T))
 
     def row(self, x: Array) -> Array:

@@ -92,3 +92,20 @@ def test_cli_solve_erlang3_k8_has_no_traceback(tmp_path: Path, capsys: pytest.Ca
     assert out["method"] in ("iterative", "approx")
     assert {"error_bound", "budget_exhausted", "exact"} <= set(out)
     assert 0.0 < out["measures"]["p_loss"] < 1.0
+
+
+def test_iterative_with_defective_arrival_phases_agrees_with_the_block_solver() -> None:
+    """Erlang-2 interarrival times make D_0 itself defective (level 0's block): it is factorised too."""
+    from robotctl.model import BMAP, ModeArrivals, QueueModel
+
+    def erlang_arrivals(rate: float) -> BMAP:
+        return BMAP((np.array([[-2 * rate, 2 * rate], [0.0, -2 * rate]]), np.array([[0.0, 0.0], [2 * rate, 0.0]])))
+
+    model = QueueModel(6, ModeArrivals.per_mode({1: erlang_arrivals(0.6), 2: erlang_arrivals(1.2)}),
+                       PH.exponential(1.0), PH.erlang(3, 1.5))
+    policy = QueueLengthPolicy((2, 2, 2, 1, 1, 1, 1))
+    it = solve(model, policy, method="iterative")
+    block = solve(model, policy, method="block")
+    assert it.success and it.method == "iterative", it.message
+    for name in ("p_loss", "p_obsolete", "p_starvation", "mean_response_served"):
+        assert getattr(it.measures, name) == pytest.approx(getattr(block.measures, name), rel=1e-8), name

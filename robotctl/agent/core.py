@@ -382,12 +382,12 @@ class Agent:
     @property
     def advising(self) -> bool:
         """True in advise mode (``control.mode: advise``): r(i) is computed and exported, never commanded."""
-        return self.actuator.advise
+        return self.fleet.advising
 
     @property
     def robot_ids(self) -> KeysView[str]:
         """Ids of the registered robots (a live view)."""
-        return self.actuator.robots.keys()
+        return self.fleet.robot_ids
 
     def count_bad_request(self, endpoint: str) -> None:
         """One more request refused with a 4xx at ``endpoint`` (``METHOD /path``)."""

@@ -6,10 +6,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+
+from .trace import CompletionLine, DeliveryLine
 
 
 class Ring:
@@ -125,25 +127,7 @@ class Totals:
         return dict(self.__dict__)
 
 
-class DeliverySample(Protocol):
-    @property
-    def pages(self) -> int: ...
-    @property
-    def bytes(self) -> int | None: ...
-    @property
-    def client_time(self) -> float | None: ...
-
-
-class CompletionSample(Protocol):
-    @property
-    def pages(self) -> int: ...
-    @property
-    def service_s(self) -> float | None: ...
-    @property
-    def bytes(self) -> int | None: ...
-
-
-def add_deliveries(ring: Ring, now: float, items: Sequence[DeliverySample], mode: int) -> None:
+def add_deliveries(ring: Ring, now: float, items: Sequence[DeliveryLine], mode: int) -> None:
     """The deliveries stamped ``now`` under ``mode``, as samples for the next fit."""
     if len(items) == 1:
         d = items[0]
@@ -156,7 +140,7 @@ def add_deliveries(ring: Ring, now: float, items: Sequence[DeliverySample], mode
                  "bytes": [math.nan if d.bytes is None else d.bytes for d in items]}, n)
 
 
-def add_completions(ring: Ring, totals: Totals, now: float, items: Sequence[CompletionSample], removed: int) -> None:
+def add_completions(ring: Ring, totals: Totals, now: float, items: Sequence[CompletionLine], removed: int) -> None:
     """Completions stamped ``now`` (``removed`` of their pages left the queue): counted, and their service
     times and sizes per page as samples."""
     pages = sum(c.pages for c in items)
@@ -172,4 +156,4 @@ def add_completions(ring: Ring, totals: Totals, now: float, items: Sequence[Comp
             ring.append(t=now, service_s=svc, bytes=size)
 
 
-__all__ = ["CompletionSample", "DeliverySample", "Ring", "Totals", "add_completions", "add_deliveries"]
+__all__ = ["Ring", "Totals", "add_completions", "add_deliveries"]

@@ -243,8 +243,8 @@ class PolicyEvaluator:
             return hit
         arr = self.chain.arrivals(mode, i)
         # (D_k (x) I_inner)(I_W (x) up) = D_k (x) up, formed directly (not as a product with an identity)
-        out = (np.zeros((self.dims[i], self.dims[i + k])) if k >= len(arr)
-               else np.kron(arr[k], self._inner("up", i, k)))
+        out: Array = (np.zeros((self.dims[i], self.dims[i + k])) if k >= len(arr)
+                      else np.asarray(np.kron(arr[k], self._inner("up", i, k)), dtype=float))
         if out.size <= SMALL_BLOCK:
             self._small[key] = out
         return out

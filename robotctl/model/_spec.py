@@ -206,6 +206,7 @@ def model_from_dict(value: Any, *, field: str = "model") -> QueueModel:
     service = ph_from_dict(f"{field}.service", _require(field, d, "service", "give service: {rate: x} or {beta, S}"))
     obs_raw = d.get("obsolescence")
     deadline = None
+    obsolescence: PH | None
     if isinstance(obs_raw, Mapping) and "deadline" in obs_raw:
         from ._deadline import DEFAULT_PHASES, deadline_law
 

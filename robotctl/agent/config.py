@@ -13,6 +13,10 @@ operator opted out (``server.insecure_loopback``).
 Unknown sections and keys are errors, in the file and in the environment alike: a typo must not fall
 back silently to a default.
 
+Renamed keys (:data:`DEPRECATED_KEYS`, the glossary of docs/ARCHITECTURE.md) are accepted for one release,
+in the file and in the environment, with one log line naming the new key: ``control.mode`` is now
+``robots.actuation`` (command or advise) and ``policy.control`` is ``policy.kind`` (thresholds or mdp).
+
 Every problem raises :class:`model.InputError` whose field is the key path (``refit.interval_s``),
 prefixed by where it came from (the file name or the environment variable).
 
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import logging
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -36,6 +41,7 @@ from robotctl.model import Admission, Costs, InputError, ThresholdPolicy
 from robotctl.policies import Targets
 
 ENV_PREFIX = "ROBOTCTL_"
+LOG = logging.getLogger("robotctl.agent.config")
 
 Check = Callable[[Any], Any]
 
@@ -70,6 +76,10 @@ def _int(minimum: int | None = None, maximum: int | None = MAX_WHOLE) -> Check:
         return v
     return check
 
+
+#: Most connections ``server.max_connections`` may ask for (the kernel's default ceiling of descriptors per
+#: process, ``fs.nr_open``); more is a typo.
+MAX_CONNECTIONS = 1 << 20
 
 #: Largest number any key takes (a billion: thirty years of seconds, a gigabyte per second): larger ones are
 #: typos, and a timeout of 1e308 s overflows the event loop's timers.
@@ -148,6 +158,21 @@ def _useful_life(v: Any) -> Mapping[str, Any]:
         except InputError as exc:
             raise InputError(f".{key}{exc.field}", exc.problem, exc.hint) from None
     return out
+
+
+def _fit_options(v: Any) -> Mapping[str, Any]:
+    """``fit.options`` checked as the fit will take them (an unknown option or a bad value would fail every
+    refit, long after the start)."""
+    from robotctl.fitting import FitOptions
+
+    d = _mapping(v)
+    try:
+        FitOptions.from_mapping(d)
+    except InputError as exc:
+        raise InputError("." + exc.field.removeprefix("options").lstrip("."), exc.problem, exc.hint) from None
+    except TypeError as exc:
+        raise InputError("", f"cannot be used ({exc})", "see robotctl.fitting.FitOptions") from None
+    return d
 
 
 def _hysteresis(v: Any) -> int | str:
@@ -339,7 +364,8 @@ class ServerConfig(_Section):
     header_timeout_s: float = _spec(10.0, _float(positive=True),
                                     "a connection must send a request's headers within this long")
     body_timeout_s: float = _spec(30.0, _float(positive=True), "a request's body must arrive within this long")
-    max_connections: int = _spec(4096, _int(16), "most open connections (also held below the file limit)")
+    max_connections: int = _spec(4096, _int(16, MAX_CONNECTIONS),
+                                 "most open connections (also held below the file limit)")
     max_long_polls: int = _spec(3072, _int(1), "most command long-polls waiting at once (503 above)")
     max_body_bytes: int = _spec(1 << 20, _int(1024), "largest request body accepted")
     max_batch: int = _spec(10_000, _int(1), "most deliveries (or completions) in one request")
@@ -433,14 +459,22 @@ class RobotsConfig(_Section):
     lease_s: float = _spec(10.0, _float(positive=True), "a command is valid this long without contact")
     dwell_s: float | str = _spec("auto", _dwell,
                                  "minimum time between two changes of the active count: seconds (0: off) or auto "
-                                 "(after each fit, the largest that costs at most 2% in the simulator)")
+                                 "(0 with hysteresis: auto, whose commands are in the model; else after each "
+                                 "fit the largest that costs at most 2% in the simulator)")
     hysteresis: int | str = _spec("auto", _hysteresis,
-                                  "a parked robot resumes only once the queue is this many levels below where "
-                                  "r(i) alone would resume it: levels (0: off) or auto (after each fit, the "
-                                  "largest that costs at most 2% in the simulator)")
+                                  "auto: after each fit, the park and resume vectors chosen exactly (robots in "
+                                  "the model's state; J + costs.command x commands, within "
+                                  "max_commands_per_robot_min); a number: a parked robot resumes only once the "
+                                  "queue is this many levels below where r(i) alone would resume it (0: off)")
+    max_commands_per_robot_min: float = _spec(10.0, _float(),
+                                              "with hysteresis: auto, the most park/resume commands per robot "
+                                              "per minute the chosen policy may be predicted to send")
     max_commands_per_min: int = _spec(0, _int(0), "park/resume commands a robot receives in any 60 s at most "
                                       "(0: no limit)")
     allow_unregistered: bool = _spec(False, _bool, "accept deliveries naming robots that never registered")
+    actuation: str = _spec("command", _choice("command", "advise"),
+                           "command: park and resume robots so that r(i) run; advise (shadow mode): fit, optimise "
+                           "and export r(i), never park or resume anyone (formerly control.mode)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -469,9 +503,17 @@ class PolicyConfig(_Section):
                                                  "before the first fit: all, a robot count, or r(0..K)")
     modes: tuple[int, ...] | None = _spec(None, _modes, "modes the optimiser may use (default min_active..N)")
     restore: bool = _spec(True, _bool, "resume the last adopted policy from the log directory at start")
-    control: str = _spec("thresholds", _choice("thresholds", "mdp"),
-                         "thresholds: r(i) from the queue length; mdp: paper 001's MDP policy at each delivery "
-                         "and completion where the fitted traffic meets its assumptions (else thresholds)")
+    kind: str = _spec("thresholds", _choice("thresholds", "mdp"),
+                      "the policy kind: thresholds, r(i) from the queue length; mdp, paper 001's MDP policy at each "
+                      "delivery and completion where the fitted traffic meets its assumptions, else thresholds "
+                      "(formerly policy.control)")
+
+
+def _open_fraction(v: Any) -> float:
+    v = _float(positive=True)(v)
+    if v >= 1.0:
+        raise InputError("", f"must be above 0 and below 1, got {v:g}", "write e.g. 0.9 or 0.01")
+    return v
 
 
 @dataclass(frozen=True)
@@ -484,10 +526,10 @@ class RefitConfig(_Section):
     max_samples: int = _spec(200_000, _int(100), "most recent deliveries kept for fitting")
     min_interval_s: float = _spec(30.0, _float(), "no refit sooner than this after the previous one")
     drift_bound: float | None = _spec(0.5, _optional(_float(positive=True)),
-                                      "refit early when an observed mode rate differs by this "
-                                      "relative amount")
+                                      "refit early when the pages of the drift window differ by this "
+                                      "relative amount from those the fitted rates predict")
     drift_window_s: float = _spec(60.0, _float(positive=True), "window of the drift check")
-    drift_min_pages: int = _spec(50, _int(1), "pages needed in a mode before its drift counts")
+    drift_min_pages: int = _spec(50, _int(1), "pages needed in the drift window before its drift counts")
     executor: str = _spec("auto", _choice("auto", "process", "thread"),
                           "where fit and optimise run, off the event loop: a worker process (niced), a thread, "
                           "or auto: the process under robotctl serve, a thread inside another program")
@@ -496,6 +538,17 @@ class RefitConfig(_Section):
     probe_s: float = _spec(0.0, _float(), "before the first fit, run each mode alone this long (0: no probe)")
     time_source: str = _spec("agent", _choice("agent", "client"),
                              "timestamps to fit: the agent's stamps or the client times sent with deliveries")
+    cold_start_deliveries: int = _spec(30, _int(0),
+                                       "before interval_s has passed, refit at this many deliveries and at each "
+                                       "doubling (a one-phase cold-start fit below min_deliveries); 0: off")
+    cold_level: float = _spec(0.9, _open_fraction,
+                              "confidence level of a cold-start fit's intervals; its policy is optimised under "
+                              "their pessimistic end")
+    change_level: float | None = _spec(0.01, _optional(_open_fraction),
+                                       "false-alarm level of the test for a change of the rates in the window; a "
+                                       "change found cuts the window there; null: always the whole window")
+    warm_max_age_s: float | None = _spec(86400.0, _optional(_float(positive=True)),
+                                         "a saved policy older than this is not restored (null: any age)")
 
 
 @dataclass(frozen=True)
@@ -513,7 +566,7 @@ class FitConfig(_Section):
                                      "fit each mode on its own clock from the mode trajectory (rate = pages "
                                      "delivered in the mode / time spent in it)")
     remember_modes: bool = _spec(True, _bool, "a mode not observed in the window keeps its last observed fit")
-    options: Mapping[str, Any] = _spec({}, _mapping, "passed to fitting.fit_model(options=...)")
+    options: Mapping[str, Any] = _spec({}, _fit_options, "passed to fitting.fit_model(options=...)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -561,14 +614,6 @@ class TargetsConfig(_Section):
         return Targets(self.max_loss, self.max_obsolete, self.max_starvation)
 
 
-@dataclass(frozen=True)
-class ControlConfig(_Section):
-    SECTION: ClassVar[str] = "control"
-    mode: str = _spec("command", _choice("command", "advise"),
-                      "command: park and resume robots so that r(i) run; advise (shadow mode): fit, optimise "
-                      "and export r(i), never park or resume anyone")
-
-
 def _fetch_law(v: Any) -> Any:
     """A fetch-time law: a mapping in one of the forms of robotctl.policies (checked here) or a YAML path."""
     if isinstance(v, str) and v:
@@ -606,7 +651,7 @@ class RevisitConfig(_Section):
 
 SECTIONS: dict[str, type[_Section]] = {
     "server": ServerConfig, "queue": QueueConfig, "robots": RobotsConfig, "policy": PolicyConfig,
-    "refit": RefitConfig, "fit": FitConfig, "log": LogConfig, "control": ControlConfig,
+    "refit": RefitConfig, "fit": FitConfig, "log": LogConfig,
     "revisit": RevisitConfig, "targets": TargetsConfig,
 }
 
@@ -627,7 +672,6 @@ class AgentConfig:
     refit: RefitConfig = field(default_factory=RefitConfig)
     fit: FitConfig = field(default_factory=FitConfig)
     log: LogConfig = field(default_factory=LogConfig)
-    control: ControlConfig = field(default_factory=ControlConfig)
     revisit: RevisitConfig = field(default_factory=RevisitConfig)
     targets: TargetsConfig = field(default_factory=TargetsConfig)
 
@@ -645,6 +689,11 @@ class AgentConfig:
         elif isinstance(s, int) and s > N:
             raise InputError("policy.startup", f"asks for {s} robots but robots.count = {N}",
                              "use at most robots.count")
+        r0 = s[0] if isinstance(s, tuple) else s if isinstance(s, int) else N
+        if r0 == 0 and self.robots.actuation == "command":
+            raise InputError("policy.startup", "parks every robot at an empty queue: no page would ever be "
+                             "delivered, so the queue, the fit and the policy would never move",
+                             "keep at least one robot active at queue length 0 (or run robots.actuation: advise)")
         if self.policy.modes is not None:
             bad = [m for m in self.policy.modes if m > N or m < self.robots.min_active]
             if bad:
@@ -689,7 +738,7 @@ class AgentConfig:
     def from_dict(cls, raw: Any, *, source: str = "") -> AgentConfig:
         """From the YAML mapping; every error names ``source`` and the key."""
         try:
-            d = _mapping(raw)
+            d = _renamed(_mapping(raw))
             for key in d:
                 if key not in SECTIONS and key != "costs":
                     raise InputError(key_name(key), "is not a known section",
@@ -720,6 +769,44 @@ class AgentConfig:
         return out
 
 
+#: Renamed keys, (section, key) -> (section, key): the old spelling is accepted for one release, with a log
+#: line naming the new key (docs/ARCHITECTURE.md, glossary: actuation, policy kind).
+DEPRECATED_KEYS = {("control", "mode"): ("robots", "actuation"), ("policy", "control"): ("policy", "kind")}
+
+
+def _section_mapping(section: str, value: Any) -> dict[str, Any]:
+    """A section's value as a mapping (``robots`` may be given as a count or a list of ids)."""
+    if section == "robots" and isinstance(value, int) and not isinstance(value, bool):
+        return {"count": value}
+    if section == "robots" and isinstance(value, list):
+        return {"ids": value}
+    return dict(_mapping(value)) if value is not None else {}
+
+
+def _renamed(d: Mapping[Any, Any]) -> dict[Any, Any]:
+    """``d`` with every deprecated key moved to its new name (one warning each); a key given under both
+    names is an error, and a section that held only deprecated keys goes."""
+    out = dict(d)
+    for (section, key), (new_section, new_key) in DEPRECATED_KEYS.items():
+        old = out.get(section)
+        if not isinstance(old, Mapping) or key not in old:
+            continue
+        rest = {k: v for k, v in old.items() if k != key}
+        target = rest if new_section == section else _section_mapping(new_section, out.get(new_section))
+        if new_key in target:
+            raise InputError(f"{section}.{key}", f"is the deprecated name of {new_section}.{new_key}, which is "
+                             "also given", f"keep only {new_section}.{new_key}")
+        LOG.warning("event=config_deprecated key=%s.%s use=%s.%s", section, key, new_section, new_key)
+        target[new_key] = old[key]
+        out[new_section] = target
+        if new_section != section:
+            if rest or section in SECTIONS:
+                out[section] = rest
+            else:
+                del out[section]
+    return out
+
+
 def _costs(raw: Any) -> Costs:
     d = _mapping(raw)
     known = {f.name for f in fields(Costs)}
@@ -741,23 +828,49 @@ VERBATIM = frozenset({("server", "token"), ("server", "token_file")})
 _YAML_NULLS = frozenset({"", "~", "null", "Null", "NULL"})
 
 
+#: ``ROBOTCTL_*`` variables that are not configuration keys: the config file's path and the robot workers' and
+#: Scrapy integration's own settings (the sidecar's environment may hold them too).
+NOT_CONFIG = frozenset({"CONFIG", "URL", "TOKEN", "ROBOT_ID", "ROBOT_PREFIX", "ROBOTS", "DEFAULT_STATE",
+                        "DELIVERY_SIGNAL", "ENABLED", "FLUSH_INTERVAL_S", "SERVICE_FIELD", "BYTES_FIELD",
+                        "RETRY_INTERVAL_S", "TIMEOUT_S", "POLL_WAIT_S", "MAX_PENDING", "MAX_BATCH"})
+
+
+def _yaml_scalar(text: str) -> Any:
+    """One YAML value as the config file reads it (``2e6`` a number, as in the file)."""
+    from ._files import load_yaml_text
+
+    return load_yaml_text(text, "value")
+
+
 def env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     """``ROBOTCTL_<SECTION>_<KEY>`` variables as ``{section: {key: value}}`` (values parsed as YAML scalars,
     except the keys in :data:`VERBATIM`, taken as they are).
 
-    A variable whose name starts with ``ROBOTCTL_`` and a known section but names no key of it is an
-    error; other ``ROBOTCTL_`` variables (``ROBOTCTL_CONFIG``) are not configuration keys and are left alone.
+    A variable whose name starts with ``ROBOTCTL_`` and names no key of a known section is an error (a
+    typo must not be ignored), except the names in :data:`NOT_CONFIG` (``ROBOTCTL_CONFIG``, the robot
+    workers' own settings), which are left alone.
     """
     out: dict[str, dict[str, Any]] = {}
-    sections = [*SECTIONS, "costs"]
+    sections = [*SECTIONS, "costs", *{s for s, _ in DEPRECATED_KEYS if s not in SECTIONS}]
     for name, text in environ.items():
         if not name.startswith(ENV_PREFIX):
             continue
         rest = name[len(ENV_PREFIX):].lower()
         section = next((s for s in sections if rest.startswith(s + "_")), None)
         if section is None:
-            continue
+            if name[len(ENV_PREFIX):] in NOT_CONFIG:
+                continue
+            raise InputError(name, "names no section of the configuration",
+                             "sections: " + ", ".join(f"{ENV_PREFIX}{x.upper()}_*" for x in sorted(sections))
+                             + "; unset it if it is meant for something else")
         key = rest[len(section) + 1:]
+        if (section, key) in DEPRECATED_KEYS:
+            section, key = DEPRECATED_KEYS[section, key]
+            new_name = f"{ENV_PREFIX}{section.upper()}_{key.upper()}"
+            if new_name in environ:
+                raise InputError(name, f"is the deprecated name of {new_name}, which is also set",
+                                 f"unset {name}")
+            LOG.warning("event=config_deprecated key=%s use=%s", name, new_name)
         known = ({f.name for f in fields(Costs)} if section == "costs"
                  else {f.name for f in fields(SECTIONS[section])})  # type: ignore[arg-type]
         if key not in known:
@@ -772,7 +885,7 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
             out.setdefault(section, {})[key] = text
             continue
         try:
-            value = yaml.safe_load(text) if text != "" else None
+            value = _yaml_scalar(text) if text != "" else None
         except yaml.YAMLError as exc:
             raise InputError(name, f"is not a valid YAML value: {text!r}",
                              "quote it or fix the brackets") from exc
@@ -814,7 +927,10 @@ def load_config(path: str | Path | None = None, *, environ: Mapping[str, str] | 
         if doc is not None and not isinstance(doc, dict):
             raise InputError(source, f"must hold a mapping of sections, got {type(doc).__name__}",
                              "see config/sidecar.yaml")
-        raw = dict(doc or {})
+        try:  # the file's deprecated keys first, so that the environment and the flags override them
+            raw = _renamed(doc or {})
+        except InputError as exc:
+            raise InputError(f"{source}: {exc.field}", exc.problem, exc.hint) from None
     env = env_overrides(os.environ if environ is None else environ)
     for section, values in env.items():
         _merge(raw, section, values)
@@ -836,16 +952,17 @@ def documented_keys() -> dict[str, dict[str, str]]:
 
 
 __all__ = [
+    "DEPRECATED_KEYS",
     "ENV_PREFIX",
     "MAX_GROUP_SIZE",
     "MAX_NUMBER",
     "MAX_ROBOTS",
     "MAX_WHOLE",
+    "NOT_CONFIG",
     "SECTIONS",
     "TOKEN_MIN_LENGTH",
     "VERBATIM",
     "AgentConfig",
-    "ControlConfig",
     "FitConfig",
     "LogConfig",
     "PolicyConfig",

@@ -1,4 +1,4 @@
-"""The agent's state and the walk of one delivery (DESIGN.md), without HTTP.
+"""The agent's state and the walk of one delivery (docs/ARCHITECTURE.md, "The walk of one delivery"), without HTTP.
 
 :class:`Agent` owns the queue view, the actuator, the policy holder, the recent samples for fitting
 and the observation windows, and writes every input to the delivery log. Each mutating method is
@@ -43,11 +43,11 @@ from .api import Completion, Delivery
 from .clock import Clock, Scheduler
 from .compute import RefitInput
 from .config import AgentConfig
-from .control import ControlOverride, ControlState
 from .fleet import Fleet
 from .journal import Journal
 from .log import DeliveryLog, DiscardLog, Durability
 from .modes import ModeHistory
+from .override import OperatorOverride, OverrideState
 from .policy import Event, PolicyFit, PolicySnapshot
 from .policy_store import POLICY_FILE, PolicyStore
 from .queue import (
@@ -72,6 +72,9 @@ from .views import AgentViews
 
 LOG = logging.getLogger("robotctl.agent")
 
+
+#: A log whose last line is further ahead of the clock than this at the start is a clock set back.
+CLOCK_STEP_S = 1.0
 
 class Agent:
     """See the module docstring.
@@ -113,7 +116,7 @@ class Agent:
                                  dwell_s=rc.dwell_s if isinstance(rc.dwell_s, float) else 0.0,
                                  max_commands_per_min=rc.max_commands_per_min,
                                  initial_mode=config.startup_policy().robots_at_level[0], listener=self._on_command)
-        if config.control.mode == "advise":
+        if config.robots.actuation == "advise":
             self.actuator.advise = True
             self.actuator.mode = self.actuator.fleet_mode()
         self.totals = Totals()
@@ -123,10 +126,16 @@ class Agent:
         self.window = Window(config.refit.window_s)
         self.drift_window = Window(config.refit.drift_window_s, buckets=30)
         self.started_at = now
+        #: (deliveries seen, seconds since start) when the first fitted policy was adopted
+        self.first_fit_after: tuple[int, float] | None = None
         self._last_t = -math.inf
+        self.clock_steps = 0  # the log found ahead of the clock at the start (a clock set back)
+        self.clock_step_s = 0.0  # the last such step, seconds (negative: back)
+        self.state_files_set_aside = 0  # robots.json and policy.json set aside as corrupt at the start
         self._scheduler = scheduler
-        self.override = ControlOverride(now)
+        self.override = OperatorOverride(now)
         self._ready = False
+        self._robots_missing = False  # the last robots_missing log line said so
         self.modes = ModeHistory(now, self.actuator.mode, 2 * config.refit.window_s)
         self.views = AgentViews(self)
         self.fleet = Fleet(self.actuator, clock, long_poll_max_s=config.server.long_poll_max_s,
@@ -134,24 +143,40 @@ class Agent:
                            hold=self._hold_mode, reapply=self._queue_changed, desired=self.views.desired,
                            flush=self.journal.flush)
         # forwarded to the parts
-        self.register, self.set_mode, self.observe_fleet = self.fleet.register, self.fleet.set_mode, self.fleet.observe
+        self.register, self.set_actuation, self.observe_fleet = self.fleet.register, self.fleet.set_actuation, \
+            self.fleet.observe
         self.mode_exposure, self.mode_changes = self.modes.exposure, self.modes.changes
         v = self.views
         self.desired, self.observed, self.robot_counts, self.commands_issued = v.desired, v.observed, \
             v.robot_counts, v.commands_issued
-        self.policy_max_robots, self.control_view, self.policy_view, self.status = v.policy_max_robots, \
-            v.control_view, v.policy_view, v.status
+        self.policy_max_robots, self.override_view, self.policy_view, self.status = v.policy_max_robots, \
+            v.override_view, v.policy_view, v.status
         # commit: the log's own awaitable, handed over as it is (no extra coroutine on the ack path)
         self.commit, self.run_log_flusher, self.log_stats = self.log.commit, self.log.run_flusher, self.log.stats
+        # why the log cannot be written now, or None, after one more try of the failed step (at most once a
+        # second): /readyz asks, so the agent is ready again by itself once the disk is
+        self.log_fault = self.log.retry
 
     # -- life cycle ----------------------------------------------------------------------------------
     def open(self) -> None:
         """Open the log, recover the queue view and recent samples from it, restore robots and the last
         adopted policy; then start the time integrals."""
-        recovered = recover(self.log, self.log.open(), self.config, self.deliveries, self.completions)
+        segments = self.log.open()
+        before = self.clock.now()
+        recovered = recover(self.log, segments, self.config, self.deliveries, self.completions,
+                            not_after=before + CLOCK_STEP_S)
         if recovered is not None:
             self.queue, last_t, self.totals.recovered_deliveries = recovered
-            self._last_t = max(self._last_t, last_t)
+            if last_t > before + CLOCK_STEP_S:
+                # the log is ahead of the clock: the clock was set back since (or a line was stamped in the
+                # future). Said once and counted; the stamps go on from the clock, not from the log's
+                # maximum, which would pin every later acknowledgement to one instant.
+                self.clock_steps += 1
+                self.clock_step_s = before - last_t
+                LOG.warning("event=clock_step direction=back seconds=%.3f last_logged_t=%r now=%r "
+                            "action=stamps_follow_the_clock", last_t - before, last_t, before)
+            else:
+                self._last_t = max(self._last_t, last_t)
         now = self._stamp()
         self.store.restore(now)
         snap = self.holder.current
@@ -160,7 +185,8 @@ class Agent:
         self.actuator.mode = self.actuator.target = snap.decision.target(Event.OTHER, (), q,
                                                                          r[min(q, len(r) - 1)])
         if self.persist:
-            restore_robots(self.state_dir / ROBOTS_FILE, self.actuator, now)
+            self.state_files_set_aside = restore_robots(self.state_dir / ROBOTS_FILE, self.actuator, now)
+        self.state_files_set_aside += self.store.set_aside
         if self.actuator.advise:
             self.actuator.mode = self.actuator.fleet_mode()
         for w in (self.window, self.drift_window):
@@ -175,7 +201,7 @@ class Agent:
         now = self._stamp()
         self.actuator.shutdown(now)
         self.journal.flush()
-        self.fleet.save()
+        await self.fleet.saved()
         await self.log.close()
 
     def _header(self) -> bytes:
@@ -274,21 +300,21 @@ class Agent:
             self._scheduler.call_at(act.deferred_until, self.tick)
         self.journal.flush()
 
-    def control(self, action: str, robots: int | None = None, duration_s: float | None = None,
-                reason: str = "") -> dict[str, Any]:
-        """The runtime override (:mod:`agent.control`): pause control (hold the fleet in force), pin
-        ``robots`` active virtual robots, or resume control by the policy; a pause or pin with
-        ``duration_s`` ends by itself. Returns :meth:`control_view`."""
+    def set_override(self, action: str, robots: int | None = None, duration_s: float | None = None,
+                     reason: str = "") -> dict[str, Any]:
+        """The override (:mod:`agent.override`): pause control (hold the fleet in force), pin ``robots``
+        active virtual robots, or resume control by the policy; a pause or pin with ``duration_s`` ends by
+        itself. Returns :meth:`override_view`."""
         now = self._stamp()
         until = self.override.request(action, robots, duration_s, reason, now, self.actuator.mode).until
         if until is not None and self._scheduler is not None:
             # the override's duration may have ended then: re-apply (which resumes control by the policy)
             self._scheduler.call_at(until, lambda: self._queue_changed(self._stamp()))
         self._queue_changed(now)
-        return self.control_view()
+        return self.override_view()
 
     @property
-    def control_state(self) -> ControlState:
+    def override_state(self) -> OverrideState:
         return self.override.state
 
     def tick(self) -> None:
@@ -327,6 +353,8 @@ class Agent:
         """Put a refit's result in force (one assignment), save it for a restart, and re-apply r(i) at the
         current queue length."""
         snap = self.store.adopt(result, now)
+        if self.first_fit_after is None:
+            self.first_fit_after = (self.totals.deliveries, now - self.started_at)
         if self.config.robots.dwell_s == "auto":  # chosen in the simulator by the refit (robotctl/agent/damping.py)
             self.actuator.dwell_s = float(result.fit.get("damping", {}).get("dwell_s", 0.0))
         stamp = self._stamp()
@@ -348,17 +376,38 @@ class Agent:
 
     def _log_policy(self, now: float, snap: PolicySnapshot) -> None:
         self.journal.defer(self.journal.lines.policy(now, snap.version, snap.source, snap.policy.robots_at_level,
-                                                     snap.control))
+                                                     snap.kind))
 
     def refit_input(self, now: float, reason: str = "request") -> RefitInput | str:
         """The fit window as a :class:`RefitInput` (:func:`agent.refit_window.refit_input`), or why there is
         not enough data. The cut is logged (a ``refit`` line with ``reason``), so that a replay of the log
         refits at the same instants, on the same windows, as the live agent did."""
         self._log_refit(now, reason)
+        self._warn_missing()
         return refit_input(self, now)
+
+    def _warn_missing(self) -> None:
+        """One log line when some robots but fewer than robots.count provides for are registered (at a refit,
+        when it starts being so), and one when they all are again."""
+        act = self.actuator
+        # none registered at all: the robots run unregistered, and the agent counts on the whole fleet
+        missing = 0 < len(act.robots) < act.max_rank
+        if missing != self._robots_missing:
+            self._robots_missing = missing
+            if missing:
+                LOG.warning("event=robots_missing registered=%d count=%d virtual=%d/%d: the policy is solved "
+                            "for the registered robots only; register the others or lower robots.count",
+                            len(act.robots), act.max_rank, min(act.registered_slots(), self.config.robots.n),
+                            self.config.robots.n)
+            else:
+                LOG.info("event=robots_complete registered=%d", len(act.robots))
 
     def _log_refit(self, now: float, reason: str) -> None:
         self.journal.refit(now, reason)
+
+    def deliveries_seen(self) -> int:
+        """Deliveries received since this agent started (the refit loop's start-up growth counts them)."""
+        return self.totals.deliveries
 
     def drift(self, now: float) -> str | None:
         """Why the observed traffic no longer matches the fitted model, or None (:func:`agent.refit_window.drift`)."""
@@ -381,7 +430,8 @@ class Agent:
 
     @property
     def advising(self) -> bool:
-        """True in advise mode (``control.mode: advise``): r(i) is computed and exported, never commanded."""
+        """True under actuation advise (``robots.actuation: advise``): r(i) is computed and exported, never
+        commanded."""
         return self.fleet.advising
 
     @property

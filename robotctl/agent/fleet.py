@@ -5,6 +5,8 @@ HTTP layer and the :class:`~agent.core.Agent` call, with the agent's steps hande
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, KeysView
 from pathlib import Path
@@ -15,7 +17,7 @@ from robotctl.model import InputError
 from .actuator import Actuator, Command, Robot
 from .api import NotFoundError
 from .clock import Clock
-from .recovery import save_robots
+from .recovery import save_robots, write_robot_records
 
 LOG = logging.getLogger("robotctl.agent")
 
@@ -51,6 +53,8 @@ class Fleet:
         self.long_poll_max_s = long_poll_max_s
         self.robots_file = robots_file
         self._stamp, self._hold, self._reapply, self._desired, self._flush = stamp, hold, reapply, desired, flush
+        self._stale = False  # robots.json is behind the registry
+        self._writer: asyncio.Task[None] | None = None
 
     # -- robots --------------------------------------------------------------------------------------
     @property
@@ -68,6 +72,32 @@ class Fleet:
         return self.actuator.lease_s
 
     def save(self) -> None:
+        """Save the registry to robots.json: at once without an event loop; with one, in a thread, coalesced
+        (a registration marks the file stale and returns; one writer thread writes the latest registry, again
+        if it changed meanwhile), so that a registration costs neither an fsync nor a rewrite of the whole
+        fleet on the loop (41 ms per registration at 3,417 robots before)."""
+        if self.robots_file is None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            save_robots(self.robots_file, self.actuator)
+            return
+        self._stale = True
+        if self._writer is None or self._writer.done():
+            self._writer = loop.create_task(self._write_while_stale(self.robots_file))
+
+    async def _write_while_stale(self, path: Path) -> None:
+        while self._stale:
+            self._stale = False
+            records = self.actuator.to_records()  # the snapshot, on the loop; the JSON and the fsync off it
+            await asyncio.to_thread(write_robot_records, path, records)
+
+    async def saved(self) -> None:
+        """Done once the registry's last change is in robots.json (the close awaits it, then saves once more)."""
+        if self._writer is not None:
+            with contextlib.suppress(Exception):
+                await self._writer
         if self.robots_file is not None:
             save_robots(self.robots_file, self.actuator)
 
@@ -155,48 +185,54 @@ class Fleet:
     # -- actuation: command, or advise (the fleet runs by itself) -------------------------------------
     @property
     def advising(self) -> bool:
-        """True in advise mode (``control.mode: advise``): r(i) is computed and exported, never commanded."""
+        """True under actuation advise (``robots.actuation: advise``): r(i) is computed and exported, never
+        commanded."""
         return self.actuator.advise
 
     @property
-    def control_mode(self) -> str:
+    def actuation(self) -> str:
+        """The actuation in force: ``command`` or ``advise``."""
         return "advise" if self.actuator.advise else "command"
 
-    def set_mode(self, mode: str) -> dict[str, Any]:
+    def set_actuation(self, actuation: str) -> dict[str, Any]:
         """Switch between ``command`` and ``advise`` at run time. Entering advise hands every robot its
         default state once (what it does without the agent) and then leaves them alone; entering command
-        applies r(i) at the current queue length at once. Returns the new control view."""
-        if mode not in ("command", "advise"):
-            raise InputError("mode", f"is {mode!r}", "use command or advise")
+        applies r(i) at the current queue length at once. Returns the new :meth:`actuation_view`."""
+        if actuation not in ("command", "advise"):
+            raise InputError("actuation", f"is {actuation!r}", "use command or advise")
         now = self._stamp()
-        if mode != self.control_mode:
-            if mode == "advise":
+        if actuation != self.actuation:
+            if actuation == "advise":
                 self.actuator.release(now)
                 self._follow(now, self.actuator.fleet_mode(), always_flush=True)
             else:
                 self.actuator.advise = False
                 self._reapply(now)
-            LOG.info("event=control_mode mode=%s", mode)
-        return self.mode_view()
+            LOG.info("event=actuation actuation=%s", actuation)
+        return self.actuation_view()
 
-    def mode_view(self) -> dict[str, Any]:
-        """``GET /v1/mode``: command or advise, the active virtual robots and r(i) now."""
-        return {"mode": self.control_mode, "active": self.actuator.mode, "desired": self._desired()}
+    def actuation_view(self) -> dict[str, Any]:
+        """``GET /v1/actuation``: command or advise, the active virtual robots (the mode) and r(i) now."""
+        return {"actuation": self.actuation, "active": self.actuator.mode, "desired": self._desired()}
 
     def observe(self, mode: int) -> None:
         """Advise mode: the fleet now runs ``mode`` virtual robots (seen from outside: a replayed trace's
         park and resume lines or ``active`` fields). The queue view, windows and exposure follow it as
         they follow a commanded change in command mode."""
         if not self.actuator.advise:
-            raise RuntimeError("Agent.observe_fleet: the agent commands the fleet (control.mode: command); "
+            raise RuntimeError("Agent.observe_fleet: the agent commands the fleet (robots.actuation: command); "
                                "the mode in force is its own")
         if mode != self.actuator.mode:
             self._follow(self._stamp(), mode)
 
     def changed(self, now: float) -> None:
-        """Advise mode: robots registered or left, so the fleet that runs by itself may have changed."""
+        """Robots registered or left. Advise mode: the fleet that runs by itself may have changed. Command mode:
+        the mode never exceeds the registered robots (:meth:`Actuator.registered_slots`), so r(i) is applied
+        again."""
         if self.actuator.advise:
             self._follow(now, self.actuator.fleet_mode())
+        else:
+            self._reapply(now)
 
     def _follow(self, now: float, mode: int, *, always_flush: bool = False) -> None:
         """The mode is ``mode`` by the fleet's own doing: record the change (if any) and write its line."""

@@ -13,7 +13,7 @@ each event, one method for both kinds of policy (:class:`Decision`): :class:`Thr
 r(i) at the queue length after the event (paper 000), resuming robots later by its hysteresis band;
 :class:`DynamicDecision` applies paper 001's MDP policy at each delivery and each page indexed, from the
 queue length *before* the event and the robots targeted then, exactly as
-:class:`robotctl.policies.DynamicController` does in the simulator (``policy.control: mdp``).
+:class:`robotctl.policies.DynamicController` does in the simulator (``policy.kind: mdp``).
 """
 
 from __future__ import annotations
@@ -29,8 +29,12 @@ from robotctl._json import finite
 from robotctl.model import CostBreakdown, InputError, Measures, QueueModel, ThresholdPolicy
 from robotctl.policies import DynamicController, DynamicPolicy, RobotsProblem
 
-#: Values of ``policy.control`` and of the control in force.
-CONTROLS = ("thresholds", "mdp")
+#: Values of ``policy.kind``, the policy kinds, and of the kind in force.
+POLICY_KINDS = ("thresholds", "mdp")
+
+#: Where the policy in force came from (:attr:`PolicySnapshot.origin`): the configured start-up policy (or a
+#: probe), a cold-start refit, a regular refit, or the last good policy of an earlier run (warm start).
+ORIGINS = ("startup", "cold", "regular", "warm")
 
 
 class Event(enum.Enum):
@@ -79,11 +83,16 @@ class ThresholdDecision:
 
     policy: ThresholdPolicy
     hysteresis: int = 0
+    #: r_resume(0..K) of an exact hysteresis policy (``robots.hysteresis: auto``): park down to r(q) when
+    #: r > r(q), resume up to resume[q] when r < resume[q], else keep r (robotctl.model.HysteresisPolicy)
+    resume: tuple[int, ...] | None = None
 
     def target(self, event: Event, before: Sequence[int], q: int, r: int) -> int:
         levels = self.policy.robots_at_level
         top = len(levels) - 1
         want = levels[min(q, top)]
+        if self.resume is not None:
+            return min(max(r, self.resume[min(q, top)]), want)
         if self.hysteresis <= 0 or want <= r or q <= 0:
             return want
         return min(want, max(r, levels[min(q + self.hysteresis, top)]))
@@ -158,13 +167,16 @@ class PolicyFit:
     window : tuple of float
         (start, end) of the window fitted.
     dynamic : DynamicDecision or None
-        Paper 001's MDP policy when it is in force (``policy.control: mdp`` and the fitted traffic meets
+        Paper 001's MDP policy when it is in force (``policy.kind: mdp`` and the fitted traffic meets
         its assumptions); ``policy`` is then the threshold optimum, kept for reference and as the fallback,
-        and ``measures`` and ``cost`` are the MDP policy's. ``fit["control"]`` says which control is in
+        and ``measures`` and ``cost`` are the MDP policy's. ``fit["control"]`` says which policy kind is in
         force and, when the MDP was asked for but not adopted, why.
     hysteresis : int
         Queue levels below its parking level at which a parked robot resumes (:class:`ThresholdDecision`;
-        ``robots.hysteresis``, chosen by the refit when ``auto``).
+        a configured ``robots.hysteresis``).
+    resume : tuple of int or None
+        With ``robots.hysteresis: auto``, the resume vector of the exact hysteresis policy the refit chose
+        (``policy`` is then its park vector; ``measures`` and ``cost`` are the hysteresis policy's, exact).
     """
 
     policy: ThresholdPolicy
@@ -178,23 +190,26 @@ class PolicyFit:
     window: tuple[float, float] = (0.0, 0.0)
     dynamic: DynamicDecision | None = None
     hysteresis: int = 0
+    resume: tuple[int, ...] | None = None
 
     @property
-    def control(self) -> str:
-        """``mdp`` when paper 001's MDP policy is in force, else ``thresholds``."""
+    def kind(self) -> str:
+        """The policy kind in force: ``mdp`` when paper 001's MDP policy decides, else ``thresholds``."""
         return "thresholds" if self.dynamic is None else "mdp"
 
     @property
     def decision(self) -> Decision:
-        return self.dynamic if self.dynamic is not None else ThresholdDecision(self.policy, self.hysteresis)
+        return self.dynamic if self.dynamic is not None else ThresholdDecision(self.policy, self.hysteresis,
+                                                                               self.resume)
 
     @classmethod
     def of(cls, policy: ThresholdPolicy, *, fit: Mapping[str, Any] | None = None,
-           model: QueueModel | None = None, hysteresis: int = 0) -> PolicyFit:
+           model: QueueModel | None = None, hysteresis: int = 0,
+           resume: tuple[int, ...] | None = None) -> PolicyFit:
         """A policy with its own modes and thresholds and nothing predicted (configured, restored or
         probed), optionally keeping the fit and model it was chosen under."""
         return cls(policy, policy.modes, policy.thresholds, fit=dict(fit or {}), model=model,
-                   hysteresis=hysteresis)
+                   hysteresis=hysteresis, resume=resume)
 
 
 @dataclass(frozen=True, eq=False)
@@ -267,13 +282,24 @@ class PolicySnapshot:
         return self.basis.window
 
     @property
-    def control(self) -> str:
-        return self.basis.control
+    def kind(self) -> str:
+        """The policy kind in force: ``thresholds`` or ``mdp``."""
+        return self.basis.kind
 
-    def control_view(self) -> dict[str, Any]:
+    @property
+    def origin(self) -> str:
+        """One of :data:`ORIGINS`: ``startup`` (the configured policy, or a probe), ``cold`` (a cold-start
+        refit), ``regular`` (a regular refit) or ``warm`` (restored from an earlier run)."""
+        if self.source == "restored":
+            return "warm"
+        if self.source != "fit":
+            return "startup"
+        return "cold" if self.fit.get("origin") == "cold" else "regular"
+
+    def kind_view(self) -> dict[str, Any]:
         """``{"in_force": thresholds | mdp, "requested": ..., "reason": why the MDP is not in force}``."""
         info = dict(self.fit.get("control", {}))
-        return {"in_force": self.control, "requested": info.get("requested", "thresholds"),
+        return {"in_force": self.kind, "requested": info.get("requested", "thresholds"),
                 "reason": info.get("reason")}
 
     def to_dict(self) -> dict[str, Any]:
@@ -281,7 +307,11 @@ class PolicySnapshot:
         return {
             "version": self.version,
             "source": self.source,
+            "origin": self.origin,
             "robots_at_level": list(b.policy.robots_at_level),
+            "resume_at_level": list(b.resume) if b.resume is not None else None,
+            "commands_per_robot_min": (finite(b.measures.commands_per_robot_min) if b.measures is not None
+                                       else None),
             "modes": list(b.modes),
             "thresholds": list(b.thresholds),
             "adopted_at": self.adopted_at,
@@ -290,7 +320,8 @@ class PolicySnapshot:
             "cost": ({k: finite(v) for k, v in b.cost.to_dict().items()} if b.cost is not None else None),
             "fit": dict(b.fit),
             "window": {"start": b.window[0], "end": b.window[1], "deliveries": b.deliveries},
-            "policy_control": self.control_view(),
+            "policy_kind": self.kind_view(),
+            "policy_control": self.kind_view(),  # deprecated for one release: policy_kind
         }
 
     def to_state(self) -> dict[str, Any]:
@@ -321,7 +352,8 @@ class PolicyHolder:
 
 
 __all__ = [
-    "CONTROLS",
+    "ORIGINS",
+    "POLICY_KINDS",
     "Decision",
     "DynamicDecision",
     "Event",

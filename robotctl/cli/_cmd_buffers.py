@@ -65,7 +65,11 @@ def add_buffer_arguments(p: argparse.ArgumentParser) -> None:
                    help="keep the obsolescence timers on under renovation or RED")
 
 
-_grid = whole_number(1, "the grid resolution", "4")
+#: Finest grid stage: the stage evaluates at most policies.GRID_LIMIT (120) points and lowers a finer grid to
+#: fit, so a larger number buys nothing.
+MAX_GRID = 10_000
+_grid = whole_number(1, "the grid resolution", "4", maximum=MAX_GRID,
+                     estimate=lambda g: "the grid stage evaluates at most 120 points, so it would be lowered anyway")
 _levels = whole_number(1, "the number of max_p values", "5")
 _tol = real_number(0, "the mesh tolerance", "0.015625", strict=True)
 
@@ -76,7 +80,7 @@ def register(sub: Any) -> None:
                        description="Compare buffer rules on the traffic of a model file: loss, staleness, "
                                    "starvation, response time and cost J of obsolescence timers (paper 000), "
                                    "the best renovation law (paper 004), the best RED parameters and no rule.")
-    p.add_argument("model_file", metavar="MODEL.yaml", help="model file (DESIGN.md format); - reads standard input")
+    p.add_argument("model_file", metavar="MODEL.yaml", help="model file (docs/ARCHITECTURE.md); - reads standard input")
     p.add_argument("--policy", type=policy, default=None,
                    help="robots at queue length 0..K (e.g. 3,3,3,1,1,1); None: the optimum under timers")
     p.add_argument("--grid", type=_grid, default=4, help="renovation search: grid stage resolution 1/GRID")

@@ -13,15 +13,20 @@ from ._parser import Formatter, lazy
 SOLVER_METHODS = ("auto", "block", "qbd", "sparse", "iterative")
 #: The threshold search's methods (``robotctl.policies.SEARCH_METHODS``; a test keeps the two equal).
 SEARCH_METHODS = ("auto", "exhaustive", "local")
-#: What ``optimise`` optimises: paper 000's thresholds or paper 001's dynamic control.
-CONTROLS = ("thresholds", "mdp")
+#: Policy kinds ``optimise`` searches: paper 000's thresholds or paper 001's dynamic control (the glossary's
+#: "policy kind", docs/ARCHITECTURE.md).
+POLICY_KINDS = ("thresholds", "mdp")
 #: Policy spaces of ``optimise`` (``robotctl.policies.SPACES``; a test keeps the two equal).
 SPACES = ("monotone", "all")
 
 #: argparse types of the tolerance, the time budget and the process count
 _tolerance = real_number(0.0, "the tolerance", "1e-3", strict=True)
 _seconds = real_number(0.0, "the time budget", "20", strict=True)
-_processes = whole_number(1, "the number of processes", "2")
+#: Most processes for ``optimise --workers`` (each is a whole interpreter with its own model); the run uses at
+#: most the machine's CPUs of them.
+MAX_WORKERS = 256
+_processes = whole_number(1, "the number of processes", "2", maximum=MAX_WORKERS,
+                          estimate=lambda n: f"{n} interpreters of about 100 MB each; at most the CPUs are used")
 
 SOLVE_EXAMPLE = """\
 example:
@@ -31,7 +36,12 @@ example:
   robotctl solve config/paper-example.yaml --policy 3,3,3,1,1,1 --buffer renovation --q 0.5,0.3,0.2
       renovation (paper 004) instead of obsolescence timers; --q best searches the cheapest law
 
+  robotctl solve config/paper-example.yaml --park 3,3,3,1,1,1 --resume 3,3,1,1,1,1 --json
+      a hysteresis policy: park down to park(i) above it, resume up to resume(i) below it (exact, with
+      commands_per_robot_min: park and resume commands per robot per minute)
+
 --policy lists r(0), r(1), ..., r(K): the number of active robots at each queue length, non-increasing.
+It is the hysteresis policy --park r --resume r; every solve reports commands_per_robot_min.
 The model is first reduced exactly (lumped phases). When the exact chain is too large (it grows like
 R^(K-1) with R obsolescence phases), --approx evaluates the ordered-head ladder and prints every measure
 with its error bar:
@@ -49,10 +59,19 @@ example:
   robotctl optimise config/paper-example.yaml --certify
       adds a lower bound from a full-information MDP: no policy, threshold or not, can cost less;
       gap_percent says how far the threshold optimum can be from the best policy of any form
-  robotctl optimise poisson-model.yaml --control mdp
+  robotctl optimise poisson-model.yaml --policy-kind mdp
       paper 001's dynamic control (wake or park one robot at each event) instead of thresholds, for a
       model of Poisson robots (one mode per number of robots, consecutive), exponential service, no
       obsolescence and no response cost; --method mdp is the same (see `robotctl mdp`)
+
+  robotctl optimise config/demo-fitted.yaml --commands-curve
+      hysteresis policies (park and resume vectors), every one costed exactly: the Pareto curve of cost
+      (J without the command term) against park/resume commands per robot per minute
+  robotctl optimise config/demo-fitted.yaml --max-commands-per-robot-min 6
+      the cheapest hysteresis policy found that sends at most 6 commands per robot per minute; with
+      costs.command > 0 in the model file the search is over hysteresis policies and J includes
+      costs.command x commands per second; --certify adds paper 001's MDP with the switching cost as
+      a lower bound on every commanded fleet (lower_bound, gap_percent)
 
   robotctl optimise config/paper-example.yaml --max-loss 0.18 --max-starvation 0.07
       targets instead of weights: the policy of least robot time (mean active robots) whose exact
@@ -92,6 +111,9 @@ def _fraction_arg(text: str) -> float:
     return value
 
 
+_rate_arg = real_number(0.0, "the command budget", "6")
+
+
 def _modes_arg(text: str) -> tuple[int, ...]:
     if text.count(",") >= MAX_MODES:
         raise argparse.ArgumentTypeError(f"{text[:40]!r}... lists more than {MAX_MODES} modes, e.g. 3,1")
@@ -110,9 +132,13 @@ def register(sub: Any) -> None:
                        formatter_class=Formatter,
                        description="Solve the queue exactly under one threshold policy and print the measures "
                                    "of paper 000 (Sections 4-5) and the cost J of its eq. (2).")
-    p.add_argument("model_file", metavar="MODEL.yaml", help="model file (DESIGN.md format); - reads standard input")
-    p.add_argument("--policy", required=True, type=policy,
+    p.add_argument("model_file", metavar="MODEL.yaml", help="model file (docs/ARCHITECTURE.md); - reads standard input")
+    p.add_argument("--policy", type=policy, default=None,
                    help="robots at queue length 0..K, comma-separated, non-increasing (e.g. 3,3,3,1,1,1)")
+    p.add_argument("--park", default=None, metavar="R0,...,RK",
+                   help="hysteresis policy: park down to this many robots at each queue length (with --resume)")
+    p.add_argument("--resume", default=None, metavar="R0,...,RK",
+                   help="hysteresis policy: resume up to this many robots at each queue length, <= --park")
     p.add_argument("--method", choices=SOLVER_METHODS, default="auto", help="exact solver method")
     add_buffer_arguments(p)
     p.add_argument("--approx", action="store_true",
@@ -125,17 +151,18 @@ def register(sub: Any) -> None:
     o = sub.add_parser("optimise", aliases=["optimize"], help="cost-optimal thresholds (exact)",
                        epilog=OPTIMISE_EXAMPLE, formatter_class=Formatter,
                        description="Find the threshold policy that minimises the cost J of paper 000, eq. (2).")
-    o.add_argument("model_file", metavar="MODEL.yaml", help="model file (DESIGN.md format); - reads standard input")
-    o.add_argument("--modes", type=_modes_arg, default=None,
+    o.add_argument("model_file", metavar="MODEL.yaml", help="model file (docs/ARCHITECTURE.md); - reads standard input")
+    o.add_argument("--modes", type=_modes_arg, default=None, metavar="MODES",
                    help="search only these modes, e.g. 3,1 (default: every subset of the model's modes)")
     o.add_argument("--all-subsets", action="store_true",
                    help="also print the best thresholds of every subset of modes and the static costs (Table 1)")
     o.add_argument("--search", choices=SEARCH_METHODS, default="auto",
                    help="exhaustive over every threshold vector, or local descent (for large K or many modes)")
     o.add_argument("--method", choices=(*SOLVER_METHODS, "mdp"), default="auto",
-                   help="exact solver method to recompute the optimum's measures with; mdp means --control mdp")
-    o.add_argument("--control", choices=CONTROLS, default="thresholds",
-                   help="thresholds: the best r(i) of paper 000; mdp: paper 001's dynamic control (Poisson robots)")
+                   help="exact solver method to recompute the optimum's measures with; mdp means --policy-kind mdp")
+    o.add_argument("--policy-kind", choices=POLICY_KINDS, default="thresholds",
+                   help="thresholds: the best r(i) of paper 000; mdp: paper 001's dynamic control (Poisson robots); "
+                        "formerly --control")
     o.add_argument("--certify", action="store_true",
                    help="also compute a lower bound on the cost of every policy (lower_bound, gap_percent)")
     o.add_argument("--max-loss", type=_fraction_arg, default=None, metavar="FRACTION",
@@ -144,16 +171,24 @@ def register(sub: Any) -> None:
                    help="target: at most this fraction of offered pages dropped as obsolete (P_obsolete)")
     o.add_argument("--max-starvation", type=_fraction_arg, default=None, metavar="FRACTION",
                    help="target: the indexer idle at most this fraction of the time (P_starvation)")
+    o.add_argument("--hysteresis", action="store_true",
+                   help="search hysteresis policies (park and resume vectors); implied by the two options below "
+                        "and by costs.command > 0")
+    o.add_argument("--commands-curve", action="store_true",
+                   help="print the Pareto curve of cost against park/resume commands per robot per minute")
+    o.add_argument("--max-commands-per-robot-min", type=_rate_arg, default=None, metavar="RATE",
+                   help="target: at most this many park/resume commands per robot per minute")
     o.add_argument("--space", choices=SPACES, default="monotone",
                    help="threshold policies only, or also queue-length policies in any order")
     o.add_argument("--workers", type=_processes, default=None,
-                   help="processes for the local search's restarts (default: the number of CPUs)")
+                   help="processes for the local search's restarts (default and most: the number of CPUs)")
     o.add_argument("--tol", type=_tolerance, default=1e-3,
                    help="relative tolerance of the error bar's ladder when the exact chain is too large")
     o.add_argument("--max-seconds", type=_seconds, default=20.0,
                    help="time budget of that ladder (a wider error bar when it runs out)")
     o.add_argument("--json", action="store_true", help="machine-readable output")
+    o.deprecate("--control", "--policy-kind")
     o.set_defaults(func=lazy("robotctl.cli._run_model", "run_optimise"))
 
 
-__all__ = ["CONTROLS", "MAX_MODES", "SEARCH_METHODS", "SOLVER_METHODS", "SPACES", "register"]
+__all__ = ["MAX_MODES", "POLICY_KINDS", "SEARCH_METHODS", "SOLVER_METHODS", "SPACES", "register"]

@@ -20,6 +20,8 @@ if typing.TYPE_CHECKING:
     from ._deadline import deadline_error, deadline_law
     from ._evaluate import PolicyEvaluator, Rates
     from ._fifo import solve_product_form
+    from ._hysteresis import HysteresisChain, HysteresisPolicy, HysteresisSolution, per_robot_minute, solve_hysteresis
+    from ._hysteresis_bruteforce import solve_hysteresis_bruteforce
     from ._levels import LevelChain
     from ._md1n import MD1NSolution, solve_md1n
     from ._measures import CostBreakdown, Measures, cost_of
@@ -67,6 +69,9 @@ _WHERE = {
     "Deterministic": "._sim_buffer",
     "Estimate": "._sim_stats",
     "EventKind": "._sim_events",
+    "HysteresisChain": "._hysteresis",
+    "HysteresisPolicy": "._hysteresis",
+    "HysteresisSolution": "._hysteresis",
     "LadderStep": "._approx",
     "LevelChain": "._levels",
     "MD1NSolution": "._md1n",
@@ -111,6 +116,7 @@ _WHERE = {
     "model_to_dict": "._spec",
     "page_fates": "._bruteforce",
     "ph_from_dict": "._spec",
+    "per_robot_minute": "._hysteresis",
     "phase_laws": "._bruteforce",
     "prepare": "._solve",
     "random_bmap": "._random",
@@ -128,6 +134,8 @@ _WHERE = {
     "solve_buffer": "._buffer_solve",
     "solve_buffer_bruteforce": "._buffer_bruteforce",
     "solve_md1n": "._md1n",
+    "solve_hysteresis": "._hysteresis",
+    "solve_hysteresis_bruteforce": "._hysteresis_bruteforce",
     "solve_product_form": "._fifo",
     "solve_red_mm1": "._red",
     "solve_size": "._size",
@@ -155,6 +163,9 @@ __all__ = [
     "Deterministic",
     "Estimate",
     "EventKind",
+    "HysteresisChain",
+    "HysteresisPolicy",
+    "HysteresisSolution",
     "InputError",
     "LadderStep",
     "LevelChain",
@@ -198,6 +209,7 @@ __all__ = [
     "model_solve_size",
     "model_to_dict",
     "page_fates",
+    "per_robot_minute",
     "ph_from_dict",
     "phase_laws",
     "prepare",
@@ -215,6 +227,8 @@ __all__ = [
     "solve_bruteforce",
     "solve_buffer",
     "solve_buffer_bruteforce",
+    "solve_hysteresis",
+    "solve_hysteresis_bruteforce",
     "solve_md1n",
     "solve_product_form",
     "solve_red_mm1",

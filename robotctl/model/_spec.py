@@ -1,4 +1,4 @@
-"""The model file format of DESIGN.md, as plain dicts (parsing YAML text is the caller's job).
+"""The model file format (docs/ARCHITECTURE.md, "Model file"), as plain dicts (parsing YAML text is the caller's job).
 
 ``model_from_dict`` turns the ``model:`` mapping into a :class:`QueueModel`, ``costs_from_dict`` the
 ``costs:`` mapping into :class:`Costs`; ``model_to_dict`` goes back. Unknown keys are errors: a typo
@@ -222,7 +222,7 @@ def model_from_dict(value: Any, *, field: str = "model") -> QueueModel:
 
 def costs_from_dict(value: Any, *, field: str = "costs") -> Costs:
     d = _mapping(field, value)
-    allowed = {"loss", "obsolescence", "response", "robot", "starvation"}
+    allowed = {"loss", "obsolescence", "response", "robot", "starvation", "command"}
     _reject_unknown(field, d, allowed)
     return Costs(**{k: d[k] for k in allowed if k in d})
 

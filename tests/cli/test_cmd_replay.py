@@ -43,7 +43,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
 
 def test_json_has_the_issues_shape(files: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
     trace, config = files
-    assert main(["replay", trace, "--config", config, "--json", "--sim-events", "40000"]) == 0
+    assert main(["replay", trace, "--config", config, "--json", "--events", "40000"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["windows"] and {"t_start", "t_end", "fit", "policy", "predicted"} <= set(d["windows"][0])
     w = d["windows"][0]
@@ -60,7 +60,7 @@ def test_html_report_holds_the_plots_and_the_comparison(files: tuple[str, str], 
     pytest.importorskip("matplotlib")
     trace, config = files
     out = tmp_path / "report.html"
-    assert main(["replay", trace, "--config", config, "--report", str(out), "--sim-events", "40000"]) == 0
+    assert main(["replay", trace, "--config", config, "--report", str(out), "--events", "40000"]) == 0
     text = capsys.readouterr().out
     assert "robotctl" in text and "best_static" in text and f"report: {out}" in text
     html = out.read_text()
@@ -85,7 +85,7 @@ def test_without_matplotlib_the_report_says_how_to_install(files: tuple[str, str
     uninstall("matplotlib")
     trace, config = files
     out = tmp_path / "report.html"
-    assert main(["replay", trace, "--config", config, "--report", str(out), "--sim-events", "20000"]) == 0
+    assert main(["replay", trace, "--config", config, "--report", str(out), "--events", "20000"]) == 0
     err = capsys.readouterr().err
     assert "pip install 'robotctl[reports]'" in err
     html = out.read_text()
@@ -95,10 +95,38 @@ def test_without_matplotlib_the_report_says_how_to_install(files: tuple[str, str
 def test_from_and_to_select_the_stretch_replayed(files: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
     trace, config = files
     assert main(["replay", trace, "--config", config, "--json", "--from", "1200", "--to", "3000",
-                 "--sim-events", "20000"]) == 0
+                 "--events", "20000"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["span"][1] <= 3000 and d["windows"]
     assert all(1200 <= w["t_end"] <= 3000 for w in d["windows"])  # no refit before --from
     assert d["windows"][0]["t_start"] < 1200  # the events before --from built the fit window
     assert main(["replay", trace, "--config", config, "--from", "3000", "--to", "1200"]) == 2
     assert "--to" in capsys.readouterr().err
+
+
+def test_text_output_is_for_people_on_an_epoch_stamped_trace(files: tuple[str, str], tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 25: a trace stamped in Unix seconds (the agent's own log) printed its windows as epoch seconds
+    run together, its spans as 1.79566e+09, and the failed refit after the table. Now: the start as a date,
+    every time an offset from it (h:mm:ss), the failed refit in time order among the windows."""
+    trace, _ = files
+    epoch = 1_795_660_000.0
+    shifted = tmp_path / "epoch.jsonl"
+    shifted.write_text("".join(json.dumps({**d, "t": d["t"] + epoch}) + "\n"
+                               for d in map(json.loads, Path(trace).read_text().splitlines())))
+    config = tmp_path / "sidecar.yaml"  # the first refit, at 300 s, has too few deliveries
+    config.write_text(SIDECAR.replace("interval_s: 600", "interval_s: 300").replace("min_deliveries: 300",
+                                                                                    "min_deliveries: 1000"))
+    code = main(["replay", str(shifted), "--config", str(config), "--sim-events", "2000"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert not re.search(r"\d\.\d+e\+\d\d", out), out          # no span in exponent notation
+    assert not re.search(r"1795\d{6}", out), out               # no epoch seconds
+    assert "from 2026-11-26 " in out and " UTC over 1:00:00" in out, out
+    table = out[out.index("window (from the start)"):out.index("cost rate J over")].splitlines()[1:]
+    rows = [r for r in table if r.strip()]
+    failed = [k for k, r in enumerate(rows) if r.startswith("refit at +")]
+    assert failed and all("failed at input" in rows[k] for k in failed), rows
+    assert failed[0] == 0 and len(rows) > len(failed) >= 1, rows  # the failed one first, in time order
+    assert all(r.startswith("+") for k, r in enumerate(rows) if k not in failed), rows
+    assert re.search(r"cost rate J over \+\d+:\d\d to \+1:00:00 \(\d+:\d\d; 95% intervals\)", out), out

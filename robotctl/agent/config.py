@@ -140,6 +140,26 @@ def _mapping(v: Any) -> Mapping[str, Any]:
     return dict(v)
 
 
+def _useful_life(v: Any) -> Mapping[str, Any]:
+    """``{deadline: seconds, phases: k}``: a deterministic useful life (model._deadline)."""
+    from robotctl.model._deadline import DEFAULT_PHASES, MAX_PHASES  # constants of the law, no solver
+
+    d = _mapping(v)
+    for key in d:
+        if key not in ("deadline", "phases"):
+            raise InputError(f".{key}", "is not a known key", "write useful_life: {deadline: 10} (phases: 3 optional)")
+    if "deadline" not in d:
+        raise InputError(".deadline", "is missing", "write useful_life: {deadline: 10}, seconds after delivery")
+    out: dict[str, Any] = {}
+    for key, check, value in (("deadline", _float(positive=True), d["deadline"]),
+                              ("phases", _int(1, MAX_PHASES), d.get("phases", DEFAULT_PHASES))):
+        try:
+            out[key] = check(value)
+        except InputError as exc:
+            raise InputError(f".{key}{exc.field}", exc.problem, exc.hint) from None
+    return out
+
+
 def _fit_options(v: Any) -> Mapping[str, Any]:
     """``fit.options`` checked as the fit will take them (an unknown option or a bad value would fail every
     refit, long after the start)."""
@@ -537,12 +557,22 @@ class FitConfig(_Section):
     processing_rate_bps: float | None = _spec(None, _optional(_float(positive=True, maximum=1e15)),
                                               "indexer speed, bytes/s: service law from delivery sizes")
     mean_useful_life_s: float | None = _spec(None, _optional(_float(positive=True)),
-                                             "mean useful life of a waiting page (exponential obsolescence)")
+                                             "mean of an EXPONENTIAL useful life of a waiting page (memoryless: "
+                                             "not a deadline; see useful_life)")
+    useful_life: Mapping[str, Any] | None = _spec(None, _optional(_useful_life),
+                                                  "a deterministic useful life {deadline: seconds, phases: k}: "
+                                                  "solved as the Erlang law of k phases (default 3) and that mean")
     rate_from_exposure: bool = _spec(True, _bool,
                                      "fit each mode on its own clock from the mode trajectory (rate = pages "
                                      "delivered in the mode / time spent in it)")
     remember_modes: bool = _spec(True, _bool, "a mode not observed in the window keeps its last observed fit")
     options: Mapping[str, Any] = _spec({}, _fit_options, "passed to fitting.fit_model(options=...)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.useful_life is not None and self.mean_useful_life_s is not None:
+            raise InputError("fit.useful_life", "and fit.mean_useful_life_s are both set",
+                             "keep one: useful_life for a deadline, mean_useful_life_s for an exponential life")
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ if typing.TYPE_CHECKING:
     from ._buffer import BufferPolicy, Conflict, RedDrop, Renovation
     from ._buffer_bruteforce import solve_buffer_bruteforce
     from ._buffer_solve import BufferMeasures, BufferSolution, BufferStatus, PreparedBuffer, buffer_cost, solve_buffer
+    from ._deadline import deadline_error, deadline_law
     from ._evaluate import PolicyEvaluator, Rates
     from ._fifo import solve_product_form
     from ._hysteresis import HysteresisChain, HysteresisPolicy, HysteresisSolution, per_robot_minute, solve_hysteresis
@@ -101,6 +102,8 @@ _WHERE = {
     "TraceRow": "._sim_events",
     "buffer_cost": "._buffer_solve",
     "cost_of": "._measures",
+    "deadline_error": "._deadline",
+    "deadline_law": "._deadline",
     "enumerate_states": "._bruteforce",
     "explicit_generator": "._bruteforce",
     "costs_from_dict": "._spec",
@@ -194,6 +197,8 @@ __all__ = [
     "buffer_cost",
     "cost_of",
     "costs_from_dict",
+    "deadline_error",
+    "deadline_law",
     "enumerate_states",
     "explicit_generator",
     "fleet_model",

@@ -33,6 +33,8 @@ from ._ph import PH
 DEFAULT_PHASES = 3
 #: More phases than this make even K = 5 a chain of a million states.
 MAX_PHASES = 64
+#: the same two bounds under the names robotctl.model exports
+DEADLINE_PHASES_DEFAULT, DEADLINE_PHASES_MAX = DEFAULT_PHASES, MAX_PHASES
 
 
 def deadline_law(deadline: float, phases: int = DEFAULT_PHASES, *, field: str = "model.obsolescence") -> PH:

@@ -109,6 +109,18 @@ class RefitInput:
     control : str
         ``policy.control``: ``thresholds``, or ``mdp`` to adopt paper 001's MDP policy where the fitted
         model meets its assumptions (:func:`_mdp_stage`).
+    cold : bool
+        A cold-start refit (fewer than ``refit.min_deliveries`` deliveries, before the first regular fit):
+        the one-phase model of ``fitting.cold_start_model`` with exact intervals at ``cold_level``, and
+        the policy optimised under the interval's pessimistic end (:func:`_cold_stage`).
+    cold_level : float
+        ``refit.cold_level``.
+    change_level : float or None
+        ``refit.change_level``: test the window for a change of the per-mode rates
+        (``fitting.locate_change``) at this false-alarm level and fit only the deliveries since a change
+        it finds (:func:`_change_stage`); None: the whole window.
+    min_deliveries : int
+        ``refit.min_deliveries``: a window cut at a change needs this many deliveries since it.
     """
 
     delivery_times: NDArray[np.float64]
@@ -136,6 +148,10 @@ class RefitInput:
     hysteresis: int | None = 0
     max_commands_per_min: int = 0
     control: str = "thresholds"
+    cold: bool = False
+    cold_level: float = 0.9
+    change_level: float | None = None
+    min_deliveries: int = 2
 
 
 @dataclass(frozen=True, eq=False)
@@ -475,6 +491,109 @@ def _with_damping(inp: RefitInput, out: RefitOutcome) -> RefitOutcome:
     return replace(out, result=replace(res, fit=fit, hysteresis=choice.hysteresis))
 
 
+def _cut_at(inp: RefitInput, at: float) -> RefitInput:
+    """The window from ``at`` on: the deliveries at or after it and the mode trajectory from it (the mode
+    in force then, each change after it); the service samples and obsolete drops, which carry no epoch
+    here, stay whole."""
+    from dataclasses import replace
+
+    k = int(np.searchsorted(inp.delivery_times, at, side="left"))
+    changes = inp.mode_changes
+    exposure = dict(inp.mode_exposure_s)
+    if changes is not None:
+        epochs, modes = changes
+        j = max(int(np.searchsorted(epochs, at, side="right")) - 1, 0)
+        later = epochs > at
+        changes = (np.concatenate([[at], epochs[later]]), np.concatenate([[modes[j]], modes[later]]))
+        ends = np.append(changes[0][1:], inp.window[1])
+        exposure = {}
+        for m, d in zip(changes[1].tolist(), (ends - changes[0]).tolist(), strict=True):
+            exposure[int(m)] = exposure.get(int(m), 0.0) + float(d)
+    return replace(inp, delivery_times=inp.delivery_times[k:], pages=inp.pages[k:], modes=inp.modes[k:],
+                   window=(float(at), inp.window[1]), mode_changes=changes, mode_exposure_s=exposure)
+
+
+def _change_stage(inp: RefitInput) -> tuple[RefitInput, dict[str, Any]] | RefitOutcome:
+    """``refit.change_level``: locate a change of the per-mode rates in the window
+    (``fitting.locate_change`` on each mode's clock) and, when the test finds one, keep only the
+    deliveries since it, as soon as there are ``min_deliveries`` of them (until then the refit waits and
+    the policy in force stays). No change found: the whole window. The summary's ``change`` says which."""
+    if inp.change_level is None or inp.mode_changes is None or inp.cold:
+        return inp, {}
+    from robotctl.fitting import ModeTrajectory, locate_change
+
+    epochs, modes = inp.mode_changes
+    try:
+        cp = locate_change(inp.delivery_times, inp.modes,
+                           ModeTrajectory(epochs, modes, end_s=inp.window[1]), end_s=inp.window[1],
+                           level=inp.change_level)
+    except InputError as exc:  # a window the test cannot read is fitted whole, and says why
+        return inp, {"detected": False, "message": f"not tested: {exc}"}
+    info = cp.to_dict()
+    if not cp.detected:
+        return inp, info
+    if cp.deliveries_after < inp.min_deliveries:
+        return RefitOutcome(False, RefitStage.INPUT,
+                            f"{cp.message}; {cp.deliveries_after} deliveries since, the refit waits for "
+                            f"refit.min_deliveries = {inp.min_deliveries}", deliveries=cp.deliveries_after)
+    return _cut_at(inp, cp.at_s), info
+
+
+def _cold_stage(inp: RefitInput, optimise_fn: OptimiseFn) -> RefitOutcome:
+    """A cold-start refit: ``fitting.cold_start_model`` on the window (batch Poisson per mode, linear in
+    the robots; exponential service; exact intervals at ``cold_level``), the policy optimised under the
+    intervals' pessimistic end (the most arrivals, the slowest service), and its measures and cost
+    predicted under the point estimate, which is also the model the drift check compares with. The search
+    is over the largest and the smallest mode only (one threshold). The damping is the configured one
+    (0 for ``auto``: the simulator's choice waits for a regular fit) and the MDP is not tried."""
+    from dataclasses import replace
+
+    from robotctl.fitting import cold_start_model
+    from robotctl.model import solve
+
+    n = int(inp.delivery_times.size)
+    t0 = time.perf_counter()
+    exposure = dict(inp.mode_exposure_s)
+    if inp.mode_changes is not None:
+        epochs, modes = inp.mode_changes
+        ends = np.append(epochs[1:], inp.window[1])
+        exposure = {}
+        for m, d in zip(modes.tolist(), (ends - epochs).tolist(), strict=True):
+            exposure[int(m)] = exposure.get(int(m), 0.0) + float(d)
+    try:
+        cold = cold_start_model(inp.capacity, max(inp.all_modes), inp.pages, inp.modes, exposure,
+                                service_times=inp.service_times, sizes_bytes=inp.sizes_bytes,
+                                processing_rate_bps=inp.processing_rate_bps,
+                                mean_useful_life_s=inp.mean_useful_life_s, obsolete_drops=inp.obsolete_drops,
+                                obsolete_exposure_s=inp.obsolete_exposure_s, min_mode=min(inp.all_modes),
+                                admission=str(inp.options.get("admission", "partial")), level=inp.cold_level)
+    except InputError as exc:
+        return RefitOutcome(False, RefitStage.FIT, f"cold-start model: {exc}",
+                            fit_seconds=time.perf_counter() - t0, deliveries=n)
+    summary = fit_summary(cold.model, None, dict.fromkeys(cold.model.modes, "cold"), inp.window[1],
+                          inp.previous_fit)
+    summary.update(status="cold", success=True, message="cold start: one-phase model, policy optimised "
+                   f"under the pessimistic end of its {inp.cold_level:g} intervals", rungs={},
+                   cold_start=cold.to_dict())
+    fitted = _Fitted(cold.pessimistic, summary, time.perf_counter() - t0)
+    # two modes, the most and the fewest robots: a few dozen deliveries, nearly all in one mode, cannot
+    # tell the modes in between apart (the linear rule extrapolates them), and the search over two modes
+    # is one threshold (K + 2 policies), fast enough for a crawl of seconds
+    pool = inp.search_modes if inp.search_modes is not None else inp.all_modes
+    out = _optimise_stage(replace(inp, search_modes=tuple(sorted({max(pool), min(pool)}, reverse=True))),
+                          fitted, optimise_fn)
+    if out.result is None:
+        return out
+    try:
+        measures = solve(cold.model, out.result.policy).measures
+    except InputError as exc:
+        return RefitOutcome(False, RefitStage.SOLVE, f"cold-start policy under the point estimate: {exc}",
+                            fit_seconds=fitted.seconds, solve_seconds=out.solve_seconds, deliveries=n)
+    result = replace(out.result, model=cold.model, measures=measures, cost=cost_of(measures, inp.costs),
+                     hysteresis=inp.hysteresis or 0)
+    return replace(out, result=result, message="adopted (cold start)")
+
+
 def compute_refit(inp: RefitInput, *, fit_fn: FitFn | None = None,
                   optimise_fn: OptimiseFn | None = None) -> RefitOutcome:
     """Fit the window and optimise; never raises.
@@ -493,10 +612,31 @@ def compute_refit(inp: RefitInput, *, fit_fn: FitFn | None = None,
         from robotctl.policies import optimise
 
         optimise_fn = optimise
+    if inp.cold:
+        return _with_origin(_cold_stage(inp, optimise_fn), "cold", {})
+    cut = _change_stage(inp)
+    if isinstance(cut, RefitOutcome):
+        return cut
+    inp, change = cut
     fitted = _fit_stage(inp, fit_fn)
     if isinstance(fitted, RefitOutcome):
         return fitted
-    return _with_damping(inp, _mdp_stage(inp, _optimise_stage(inp, fitted, optimise_fn)))
+    return _with_origin(_with_damping(inp, _mdp_stage(inp, _optimise_stage(inp, fitted, optimise_fn))),
+                        "regular", change)
+
+
+def _with_origin(out: RefitOutcome, origin: str, change: Mapping[str, Any]) -> RefitOutcome:
+    """The fit summary says which kind of refit made it (``origin``: ``cold`` or ``regular``) and, when
+    the window was tested for a change, what the test found (``change``)."""
+    if out.result is None:
+        return out
+    from dataclasses import replace
+
+    fit = dict(out.result.fit)
+    fit["origin"] = origin
+    if change:
+        fit["change"] = dict(change)
+    return replace(out, result=replace(out.result, fit=fit))
 
 
 __all__ = [

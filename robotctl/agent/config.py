@@ -454,6 +454,13 @@ class PolicyConfig(_Section):
                          "and completion where the fitted traffic meets its assumptions (else thresholds)")
 
 
+def _open_fraction(v: Any) -> float:
+    v = _float(positive=True)(v)
+    if v >= 1.0:
+        raise InputError("", f"must be above 0 and below 1, got {v:g}", "write e.g. 0.9 or 0.01")
+    return v
+
+
 @dataclass(frozen=True)
 class RefitConfig(_Section):
     SECTION: ClassVar[str] = "refit"
@@ -476,6 +483,17 @@ class RefitConfig(_Section):
     probe_s: float = _spec(0.0, _float(), "before the first fit, run each mode alone this long (0: no probe)")
     time_source: str = _spec("agent", _choice("agent", "client"),
                              "timestamps to fit: the agent's stamps or the client times sent with deliveries")
+    cold_start_deliveries: int = _spec(30, _int(0),
+                                       "before interval_s has passed, refit at this many deliveries and at each "
+                                       "doubling (a one-phase cold-start fit below min_deliveries); 0: off")
+    cold_level: float = _spec(0.9, _open_fraction,
+                              "confidence level of a cold-start fit's intervals; its policy is optimised under "
+                              "their pessimistic end")
+    change_level: float | None = _spec(0.01, _optional(_open_fraction),
+                                       "false-alarm level of the test for a change of the rates in the window; a "
+                                       "change found cuts the window there; null: always the whole window")
+    warm_max_age_s: float | None = _spec(86400.0, _optional(_float(positive=True)),
+                                         "a saved policy older than this is not restored (null: any age)")
 
 
 @dataclass(frozen=True)

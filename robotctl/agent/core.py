@@ -123,6 +123,8 @@ class Agent:
         self.window = Window(config.refit.window_s)
         self.drift_window = Window(config.refit.drift_window_s, buckets=30)
         self.started_at = now
+        #: (deliveries seen, seconds since start) when the first fitted policy was adopted
+        self.first_fit_after: tuple[int, float] | None = None
         self._last_t = -math.inf
         self._scheduler = scheduler
         self.override = ControlOverride(now)
@@ -327,6 +329,8 @@ class Agent:
         """Put a refit's result in force (one assignment), save it for a restart, and re-apply r(i) at the
         current queue length."""
         snap = self.store.adopt(result, now)
+        if self.first_fit_after is None:
+            self.first_fit_after = (self.totals.deliveries, now - self.started_at)
         if self.config.robots.dwell_s == "auto":  # chosen in the simulator by the refit (robotctl/agent/damping.py)
             self.actuator.dwell_s = float(result.fit.get("damping", {}).get("dwell_s", 0.0))
         stamp = self._stamp()
@@ -359,6 +363,10 @@ class Agent:
 
     def _log_refit(self, now: float, reason: str) -> None:
         self.journal.refit(now, reason)
+
+    def deliveries_seen(self) -> int:
+        """Deliveries received since this agent started (the refit loop's start-up growth counts them)."""
+        return self.totals.deliveries
 
     def drift(self, now: float) -> str | None:
         """Why the observed traffic no longer matches the fitted model, or None (:func:`agent.refit_window.drift`)."""

@@ -8,7 +8,8 @@ Two kinds:
   :class:`~agent.policy.PolicySnapshot` (so a scrape never shows half of a policy update): the
   counters of deliveries, pages, bytes, completions, obsolete drops and losses; the queue length;
   active and desired robots; ``robots_at_level`` and the thresholds; the control in force
-  (``policy_control{control="thresholds"|"mdp"}``); the fitted arrival rates and
+  (``policy_control{control="thresholds"|"mdp"}``) and where the policy came from
+  (``policy_origin{origin="startup"|"cold"|"regular"|"warm"}``); the fitted arrival rates and
   correlations per mode and the fallback rungs; and each predicted measure next to its observed
   counterpart over the same window (label ``source="predicted"|"observed"``).
 
@@ -47,7 +48,7 @@ from robotctl import __version__
 from .compute import RefitOutcome
 from .control import Override
 from .core import Agent
-from .policy import CONTROLS
+from .policy import CONTROLS, ORIGINS
 from .refit import RefitRecord
 
 NAMESPACE = "robotctl"
@@ -164,6 +165,13 @@ class AgentCollector(Collector):
         for name in CONTROLS:
             kind.add_metric([name], float(snap.control == name))
         yield kind
+        origin = gauge("policy_origin", "1 for where the policy in force came from: startup (the configured "
+                       "policy, before any fit), cold (a cold-start refit on the first deliveries), regular "
+                       "(a regular refit) or warm (the last good policy of an earlier run); 0 for the others.",
+                       labels=["origin"])
+        for name in ORIGINS:
+            origin.add_metric([name], float(snap.origin == name))
+        yield origin
 
         rate = gauge("fit_arrival_pages_per_second", "Fitted arrival rate per mode (active robots).",
                      labels=["mode"])

@@ -32,6 +32,10 @@ from robotctl.policies import DynamicController, DynamicPolicy, RobotsProblem
 #: Values of ``policy.control`` and of the control in force.
 CONTROLS = ("thresholds", "mdp")
 
+#: Where the policy in force came from (:attr:`PolicySnapshot.origin`): the configured start-up policy (or a
+#: probe), a cold-start refit, a regular refit, or the last good policy of an earlier run (warm start).
+ORIGINS = ("startup", "cold", "regular", "warm")
+
 
 class Event(enum.Enum):
     """What changed the queue, for :meth:`Decision.target`."""
@@ -270,6 +274,16 @@ class PolicySnapshot:
     def control(self) -> str:
         return self.basis.control
 
+    @property
+    def origin(self) -> str:
+        """One of :data:`ORIGINS`: ``startup`` (the configured policy, or a probe), ``cold`` (a cold-start
+        refit), ``regular`` (a regular refit) or ``warm`` (restored from an earlier run)."""
+        if self.source == "restored":
+            return "warm"
+        if self.source != "fit":
+            return "startup"
+        return "cold" if self.fit.get("origin") == "cold" else "regular"
+
     def control_view(self) -> dict[str, Any]:
         """``{"in_force": thresholds | mdp, "requested": ..., "reason": why the MDP is not in force}``."""
         info = dict(self.fit.get("control", {}))
@@ -281,6 +295,7 @@ class PolicySnapshot:
         return {
             "version": self.version,
             "source": self.source,
+            "origin": self.origin,
             "robots_at_level": list(b.policy.robots_at_level),
             "modes": list(b.modes),
             "thresholds": list(b.thresholds),
@@ -322,6 +337,7 @@ class PolicyHolder:
 
 __all__ = [
     "CONTROLS",
+    "ORIGINS",
     "Decision",
     "DynamicDecision",
     "Event",

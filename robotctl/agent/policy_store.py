@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -75,6 +76,7 @@ class PolicyStore:
         if self.path is None:
             return
         path, state = self.path, snap.to_state()
+        state["saved_unix_s"] = time.time()  # wall time: a restart compares it with refit.warm_max_age_s
 
         def write() -> None:
             try:
@@ -95,8 +97,9 @@ class PolicyStore:
             await self._write
 
     def restore(self, now: float) -> None:
-        """Put the policy saved in policy.json back in force, when ``policy.restore`` asks for it and it
-        fits the configuration (else the start-up policy stays, with a warning)."""
+        """Put the policy saved in policy.json back in force (a warm start, origin ``warm``), when
+        ``policy.restore`` asks for it, it fits the configuration and it was saved less than
+        ``refit.warm_max_age_s`` ago (else the start-up policy stays, with a warning)."""
         path = self.path
         if not self.config.policy.restore or path is None or not path.exists():
             return
@@ -108,6 +111,14 @@ class PolicyStore:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             LOG.warning("event=policy_file_ignored file=%s error=%s", path, exc)
             return
+        max_age = self.config.refit.warm_max_age_s
+        saved = state.get("saved_unix_s")
+        if max_age is not None and isinstance(saved, int | float) and not isinstance(saved, bool):
+            age = time.time() - float(saved)
+            if age > max_age:
+                LOG.warning("event=policy_file_stale file=%s age_s=%.0f warm_max_age_s=%g: the start-up policy "
+                            "applies until the first fit", path, age, max_age)
+                return
         fit = dict(state.get("fit", {}))
         dynamic = self._restore_dynamic(state, fit)
         self.holder.swap(PolicySnapshot(int(state.get("version", 1)), "restored", now,

@@ -8,9 +8,13 @@ One refit reads top to bottom in :meth:`RefitLoop.refit`:
 3. on success the agent adopts the outcome's :class:`~agent.policy.PolicyFit` as it is
    (:meth:`RefitTarget.adopt`); a failed refit keeps the last good policy and says why.
 
-:class:`RefitLoop` schedules refits: every ``refit.interval_s``, early when the observed arrival rate
-of a mode drifts beyond ``refit.drift_bound`` from the fitted one (:meth:`RefitTarget.drift`), or on
-request (``POST /v1/refit``). One refit runs at a time. Before the first fit it can probe each mode
+:class:`RefitLoop` schedules refits: at start, at growing windows (``refit.cold_start_deliveries``
+deliveries, then at each doubling: the start-up growth) until ``refit.interval_s`` has passed; then every
+``refit.interval_s``, early when the observed arrival rate of a mode drifts beyond ``refit.drift_bound``
+from the fitted one (:meth:`RefitTarget.drift`), or on request (``POST /v1/refit``). A window with fewer
+than ``refit.min_deliveries`` deliveries gets a cold-start fit (:func:`~agent.compute.compute_refit`) while
+no regular fit is in force, so a crawl shorter than ``interval_s`` is under control for most of it.
+One refit runs at a time. Before the first fit it can probe each mode
 alone (``refit.probe_s``). :meth:`RefitLoop.quiesce` stops the schedule and waits for a running refit,
 for a caller that shuts the agent down after reading its final policy (the demo crawl).
 
@@ -34,6 +38,9 @@ from .worker import RefitWorker
 
 LOG = logging.getLogger("robotctl.agent.refit")
 
+#: How often the loop wakes during the start-up growth (s): a crawl of a few seconds gets its refits on time.
+GROWTH_CHECK_S = 0.25
+
 
 class RefitTarget(Protocol):
     """What the refit loop needs from the agent (:class:`agent.core.Agent` is one)."""
@@ -49,6 +56,10 @@ class RefitTarget(Protocol):
 
     def drift(self, now: float) -> str | None:
         """Why the traffic no longer matches the fitted model (an early refit), or None."""
+        ...
+
+    def deliveries_seen(self) -> int:
+        """Deliveries received since the agent started (the start-up growth's clock)."""
         ...
 
     def adopt(self, result: PolicyFit, now: float) -> PolicySnapshot:
@@ -103,11 +114,18 @@ class RefitLoop:
         Modes to probe, in order (the largest first).
     probe_s : float
         Seconds per probed mode; 0 disables the probe.
+    growth_deliveries : int
+        The start-up growth: until ``interval_s`` has passed since the start, refit when the deliveries
+        seen reach this many, then at each doubling (30, 60, 120, ...), whatever ``min_interval_s``
+        says; 0: no growth.
+    growth_check_s : float
+        How often the loop wakes during the growth.
     """
 
     def __init__(self, *, clock: Clock, target: RefitTarget, worker: RefitWorker, observe: Observer | None = None,
                  interval_s: float = 300.0, min_interval_s: float = 30.0, check_every_s: float = 5.0,
-                 probe_modes: tuple[int, ...] = (), probe_s: float = 0.0) -> None:
+                 probe_modes: tuple[int, ...] = (), probe_s: float = 0.0, growth_deliveries: int = 0,
+                 growth_check_s: float = GROWTH_CHECK_S) -> None:
         self.clock = clock
         self.target = target
         self.worker = worker
@@ -118,6 +136,9 @@ class RefitLoop:
         self.probe_modes = probe_modes
         self.probe_s = probe_s
         self.probing = False
+        self.growth_deliveries = growth_deliveries
+        self.growth_check_s = min(growth_check_s, self.check_every_s)
+        self._next_growth = growth_deliveries
         self.record = RefitRecord()
         self._lock = asyncio.Lock()
         self._started_at: float | None = None
@@ -131,7 +152,8 @@ class RefitLoop:
         rc = config.refit
         return cls(clock=clock, target=target, worker=worker, observe=observe, interval_s=rc.interval_s,
                    min_interval_s=rc.min_interval_s, check_every_s=min(5.0, rc.drift_window_s / 4),
-                   probe_modes=tuple(sorted(config.all_modes, reverse=True)), probe_s=rc.probe_s)
+                   probe_modes=tuple(sorted(config.all_modes, reverse=True)), probe_s=rc.probe_s,
+                   growth_deliveries=rc.cold_start_deliveries)
 
     @property
     def executor_kind(self) -> str:
@@ -148,6 +170,12 @@ class RefitLoop:
             self._started_at = now
         if self.probing or self._quiesced:
             return None
+        if self.growing(now):
+            seen = self.target.deliveries_seen()
+            if seen >= self._next_growth:
+                while self._next_growth <= seen:
+                    self._next_growth *= 2
+                return f"growth deliveries={seen}"
         last = self.record.last_at
         if last is not None and now - last < self.min_interval_s:
             return None
@@ -155,6 +183,11 @@ class RefitLoop:
         if since >= self.interval_s:
             return "interval"
         return self.target.drift(now)
+
+    def growing(self, now: float) -> bool:
+        """In the start-up growth: ``growth_deliveries`` set and less than ``interval_s`` since the start."""
+        started = self._started_at if self._started_at is not None else now
+        return self.growth_deliveries > 0 and now - started < self.interval_s
 
     async def run_probe(self) -> RefitOutcome | None:
         """Run each of ``probe_modes`` alone for ``probe_s``, then refit (the first fit).
@@ -191,7 +224,7 @@ class RefitLoop:
 
     async def _loop(self) -> None:
         while True:
-            await self.clock.sleep(self.check_every_s)
+            await self.clock.sleep(self.growth_check_s if self.growing(self.clock.now()) else self.check_every_s)
             reason = self.due(self.clock.now())
             if reason is not None and not self._lock.locked():
                 try:

@@ -40,7 +40,9 @@ class WindowSource(Protocol):
 
 
 def refit_input(agent: WindowSource, now: float) -> RefitInput | str:
-    """The fit window ending ``now`` as a :class:`RefitInput`, or why there is not enough data."""
+    """The fit window ending ``now`` as a :class:`RefitInput`, or why there is not enough data. Below
+    ``refit.min_deliveries`` (but at least ``refit.cold_start_deliveries``) it asks for a cold-start fit,
+    while the policy in force is the start-up one or an earlier cold start."""
     cfg = agent.config
     t0 = now - cfg.refit.window_s
     c = agent.completions.since(t0)
@@ -54,9 +56,14 @@ def refit_input(agent: WindowSource, now: float) -> RefitInput | str:
     # the one copy made on the event loop: only the columns the fit uses, at their own widths
     d = agent.deliveries.since(t0, columns=columns, scratch=True)
     n = int(d["t"].size)
-    if n < cfg.refit.min_deliveries:
+    # below min_deliveries: a cold-start fit, while no regular fit (nor a warm policy) is in force
+    cold = n < cfg.refit.min_deliveries
+    if cold and not (0 < cfg.refit.cold_start_deliveries <= n and n >= 2
+                     and agent.policy.origin in ("startup", "cold")):
         return (f"{n} deliveries in the last refit.window_s = {cfg.refit.window_s:g} s; a refit needs "
-                f"refit.min_deliveries = {cfg.refit.min_deliveries}")
+                f"refit.min_deliveries = {cfg.refit.min_deliveries}"
+                + (f" (a cold-start fit refit.cold_start_deliveries = {cfg.refit.cold_start_deliveries}, "
+                   "before a regular fit)" if cfg.refit.cold_start_deliveries else ""))
     times = d["t"]
     # the mode trajectory is on the agent's clock: the fit reads it only against the agent's stamps
     changes = agent.modes.changes(float(times[0]), now)
@@ -100,7 +107,9 @@ def refit_input(agent: WindowSource, now: float) -> RefitInput | str:
         targets=cfg.targets.as_targets(),
         dwell_s=None if cfg.robots.dwell_s == "auto" else float(cfg.robots.dwell_s),
         hysteresis=None if cfg.robots.hysteresis == "auto" else int(cfg.robots.hysteresis),
-        max_commands_per_min=cfg.robots.max_commands_per_min, control=cfg.policy.control)
+        max_commands_per_min=cfg.robots.max_commands_per_min, control=cfg.policy.control,
+        cold=cold, cold_level=cfg.refit.cold_level, change_level=cfg.refit.change_level,
+        min_deliveries=cfg.refit.min_deliveries)
 
 
 def drift(agent: WindowSource, now: float) -> str | None:

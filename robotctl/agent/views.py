@@ -87,7 +87,9 @@ class AgentViews:
                        "deferred_until": act.deferred_until, "counts": act.counts(now),
                        "registered": a.fleet.robots_view()["robots"]},
             "control": self.control_view(),
-            "policy": {"version": current.version, "source": current.source,
+            "policy": {"version": current.version, "source": current.source, "origin": current.origin,
+                       "first_fit_after": (None if a.first_fit_after is None else
+                                           {"deliveries": a.first_fit_after[0], "seconds": a.first_fit_after[1]}),
                        "robots_at_level": list(current.policy.robots_at_level),
                        "control": current.control_view()},
             "totals": a.totals.to_dict(),

@@ -18,6 +18,13 @@ ROBOTCTL_SERVER_TOKEN or ROBOTCTL_SERVER_TOKEN_FILE). Without one the agent refu
 listens on a loopback address and server.insecure_loopback is true. --generate-token makes a token for this
 run and prints it once, after the address.
 
+Refits: at start the agent runs policy.startup and refits at growing windows (refit.cold_start_deliveries =
+30 deliveries, then 60, 120, 240, ...) until refit.interval_s has passed; below refit.min_deliveries a refit is
+a cold-start fit (one-phase model, exact intervals, policy optimised under their pessimistic end). Then it
+refits every refit.interval_s and early on drift, each time on the window since a change of the rates it
+locates (refit.change_level), else the whole refit.window_s. A policy saved by an earlier run is restored if
+younger than refit.warm_max_age_s. GET /v1/policy `origin`: startup | cold | regular | warm.
+
 The first line on standard output is the address the agent listens on (useful with --port 0).
 SIGTERM or SIGINT stops it gracefully: stop accepting, tell robots their default state, flush the log.
 Exit codes: 0 after a graceful stop, 2 for an invalid configuration (one line naming the key): no token,

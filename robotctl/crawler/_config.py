@@ -215,7 +215,8 @@ class DemoConfig:
         if static is not None:
             policy["startup"] = static
             refit = dict(raw.get("refit") or {})
-            refit.update({"interval_s": 1e9, "drift_bound": None, "min_deliveries": 10**9, "probe_s": 0.0})
+            refit.update({"interval_s": 1e9, "drift_bound": None, "min_deliveries": 10**9, "probe_s": 0.0,
+                          "cold_start_deliveries": 0})
             raw["refit"] = refit
         raw["policy"] = policy
         return AgentConfig.from_dict(raw, source="agent")

@@ -405,7 +405,8 @@ def _crawl_result(crawl: _Crawl, config: DemoConfig, kind: str, label: str, meas
         "lost": totals.get("lost"), "admitted": totals.get("admitted"),
         "refits": refit.get("attempts") if isinstance(refit, dict) else None,
         "refits_adopted": refit.get("adopted") if isinstance(refit, dict) else None,
-        "policy_version": snap.version, "policy_source": snap.source,
+        "policy_version": snap.version, "policy_source": snap.source, "policy_origin": snap.origin,
+        "first_fit_after": status.get("policy", {}).get("first_fit_after"),
         "fit": dict(snap.fit),
         "predicted_now": (snap.measures.to_dict() if snap.measures is not None else None),
     }

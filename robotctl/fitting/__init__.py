@@ -4,11 +4,21 @@ PH service law and obsolescence law (issue 3).
 The public names are re-exported from private modules: :func:`fit_model` runs the whole pipeline;
 :func:`map2_from_statistics` and :func:`h2_from_moments` fit from summary statistics alone;
 :class:`ModeTrajectory` lets it measure each mode's intervals on the mode's own clock;
-:func:`adjust_arrivals` completes a fit with the remembered arrivals of modes its window missed; the
+:func:`adjust_arrivals` completes a fit with the remembered arrivals of modes its window missed;
+:func:`locate_change` tests a window for one change of the per-mode rates and locates it;
+:func:`cold_start_model` builds a one-phase model with exact intervals from the first deliveries; the
 pipeline steps are pure functions with frozen results.
 """
 
 from ._arrivals import ArrivalAdjustment, adjust_arrivals
+from ._change import ChangePoint, locate_change
+from ._coldstart import (
+    ColdStartFit,
+    RateInterval,
+    cold_start_model,
+    exponential_rate_interval,
+    poisson_rate_interval,
+)
 from ._deliveries import (
     Batches,
     Deliveries,
@@ -35,6 +45,8 @@ __all__ = [
     "ArrivalAdjustment",
     "Batches",
     "Cf1",
+    "ChangePoint",
+    "ColdStartFit",
     "Deliveries",
     "FitOptions",
     "FitReport",
@@ -51,6 +63,7 @@ __all__ = [
     "ObsolescenceFit",
     "PhFit",
     "PhFitStatus",
+    "RateInterval",
     "SampleStats",
     "ServiceFit",
     "Threshold",
@@ -59,6 +72,8 @@ __all__ = [
     "choose_batch_resolution",
     "choose_censor_bound",
     "clock_intervals",
+    "cold_start_model",
+    "exponential_rate_interval",
     "extract_batches",
     "fit_decay",
     "fit_gap_mixture",
@@ -67,8 +82,10 @@ __all__ = [
     "fit_service",
     "gamma_reach",
     "h2_from_moments",
+    "locate_change",
     "map2_from_statistics",
     "mode_clock",
+    "poisson_rate_interval",
     "reconcile_modes",
     "sample_stats",
     "split_intervals",

@@ -37,7 +37,7 @@ def _config(tmp_path: Path, **refit: Any) -> AgentConfig:
         "robots": {"count": 4, "allow_unregistered": True},
         "costs": COSTS.to_dict(), "policy": {"startup": [4, 4, 3, 2, 1, 1]},
         "refit": {"interval_s": 1e9, "min_interval_s": 0, "window_s": 1e5, "drift_window_s": 600,
-                  "min_deliveries": 100, "executor": "thread", **refit},
+                  "min_deliveries": 100, "executor": "thread", "cold_start_deliveries": 0, **refit},
         "fit": {"mean_useful_life_s": 5.0},
         "log": {"dir": str(tmp_path / "log")},
     })

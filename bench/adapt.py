@@ -82,8 +82,9 @@ def write_trace(path: Path, change_s: float, end_s: float, policy: ThresholdPoli
     return deliveries
 
 
-def config(tmp: str, change_level: float | None) -> AgentConfig:
-    return AgentConfig.from_dict({"queue": {"capacity": K}, "robots": {"count": N, "hysteresis": 0, "dwell_s": 0},
+def config(tmp: str, change_level: float | None, damping: bool = False) -> AgentConfig:
+    robots: dict[str, object] = {"count": N} if damping else {"count": N, "hysteresis": 0, "dwell_s": 0}
+    return AgentConfig.from_dict({"queue": {"capacity": K}, "robots": robots,
                                   "costs": COSTS.to_dict(), "fit": {"mean_useful_life_s": 10.0},
                                   "policy": {"modes": list(MODES)},
                                   "refit": {"change_level": change_level}, "log": {"dir": tmp}})
@@ -115,7 +116,8 @@ def regret(result: ReplayResult, start: float, end: float, model: QueueModel, be
     return excess / (best * (end - start))
 
 
-def main(change_s: float = 30_000.0, end_s: float = 60_000.0) -> int:
+def main(change_s: float = 30_000.0, end_s: float = 60_000.0, *, damping: bool = False,
+         compare: bool = True) -> int:
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; figures are wall time")
     old, new = truth(RATE), truth(2 * RATE)
     t0 = time.perf_counter()
@@ -135,9 +137,10 @@ def main(change_s: float = 30_000.0, end_s: float = 60_000.0) -> int:
         t_read = time.perf_counter() - t0
         print(f"\n{'change test':<24}{'replay s':>9}{'cpu s':>7}{'refits':>8}{'adopted':>8}   policy at T+3000 s, "
               "its excess; regret T..end")
-        for label, level in (("change_level 0.01", 0.01), ("none (whole window)", None)):
+        runs = (("change_level 0.01", 0.01), ("none (whole window)", None))
+        for label, level in runs if compare else runs[:1]:
             t0, c0 = time.perf_counter(), time.process_time()
-            result = replay(table, config(str(Path(tmp) / label.split()[0]), level), evaluate_costs=False)
+            result = replay(table, config(str(Path(tmp) / label.split()[0]), level, damping), evaluate_costs=False)
             t_replay = t_read + time.perf_counter() - t0
             cpu = time.process_time() - c0
             at = in_force_at(result, change_s + 3000.0) or ThresholdPolicy.static(N, K)
@@ -155,7 +158,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("change_s", nargs="?", type=float, default=30_000.0, help="when the rates double (s)")
     parser.add_argument("end_s", nargs="?", type=float, default=60_000.0, help="end of the trace (s)")
+    parser.add_argument("--damping", action="store_true",
+                        help="leave robots.hysteresis and dwell_s at auto (chosen in the simulator at each refit)")
+    parser.add_argument("--no-compare", action="store_true", help="only the replay with the change test")
     args = parser.parse_args()
     if not 0 < args.change_s < args.end_s:
         parser.error(f"change_s = {args.change_s:g} must be above 0 and below end_s = {args.end_s:g}")
-    sys.exit(main(args.change_s, args.end_s))
+    sys.exit(main(args.change_s, args.end_s, damping=args.damping, compare=not args.no_compare))

@@ -139,12 +139,15 @@ BODIES = (VALUES.map(lambda v: json.dumps(v).encode())
                                             "reason": VALUES, "mode": VALUES}).map(lambda v: json.dumps(v).encode())
           | st.fixed_dictionaries({"mode": st.sampled_from(["command", "advise"]) | VALUES}).map(
               lambda v: json.dumps(v).encode())
+          | st.fixed_dictionaries({"actuation": st.sampled_from(["command", "advise"]) | VALUES}).map(
+              lambda v: json.dumps(v).encode())
           | st.binary(max_size=64)
           | st.integers(1, 600).map(lambda n: b"[" * n + b"]" * n))
 ROUTES = st.sampled_from([("POST", "/v1/deliveries"), ("POST", "/v1/completions"), ("POST", "/v1/obsolete"),
                           ("POST", "/v1/queue"), ("POST", "/v1/robots"), ("DELETE", "/v1/robots/{id}"),
                           ("GET", "/v1/robots/{id}/command?version={q}&wait_s={q}"), ("GET", "/v1/status"),
                           ("GET", "/v1/policy"), ("POST", "/v1/robots/{id}"), ("GET", "/v1/{id}"),
+                          ("POST", "/v1/override"), ("GET", "/v1/override"), ("POST", "/v1/actuation"),
                           ("POST", "/v1/control"), ("GET", "/v1/control"), ("POST", "/v1/mode")])
 AUTH = st.sampled_from([f"Bearer {TOKEN}"] * 6 + [f"bearer {TOKEN}", "", "Bearer", f"Basic {TOKEN}",
                                                   "Bearer wrong-wrong-wrong-wrong"])

@@ -75,7 +75,7 @@ def load_yaml(path: str) -> Any:
 
 
 def load_model_file(path: str) -> tuple[QueueModel, Costs]:
-    """A model file as in DESIGN.md: ``model:`` and ``costs:`` (costs default to all zero)."""
+    """A model file (docs/ARCHITECTURE.md, "Model file"): ``model:`` and ``costs:`` (costs default to all zero)."""
     doc = load_yaml(path)
     if not isinstance(doc, dict) or "model" not in doc:
         raise InputError(f"{path}: model", "is missing", "a model file has a top-level `model:` mapping "

@@ -6,7 +6,7 @@ Authentication (:func:`auth_middleware`)
     With a token, every route needs ``Authorization: Bearer <token>`` (the scheme in any case) except the
     canonical paths in ``app[PUBLIC_PATHS]`` (``/healthz``, ``/readyz``, ``/metrics``, ``/v1/openapi.json``: it
     describes the API, not the fleet). A route is guarded
-    unless it is listed there, so a new endpoint (``/v1/control``) is safe by default; to open one
+    unless it is listed there, so a new endpoint (``/v1/override``) is safe by default; to open one
     (``/v1/openapi.json``), add its canonical path to the set before the app starts. Unknown paths are
     guarded too (401 without the token, 404 with it), so they reveal nothing.
 Timeouts and bounds

@@ -20,7 +20,7 @@ Damping
     robot's budget moves the mode only as far as the budgets allow, and the rest waits until the
     oldest command of the blocking robot is 60 s old.
 Advice only
-    With :attr:`Actuator.advise` (``control.mode: advise``, shadow mode) the actuator records the target
+    With :attr:`Actuator.advise` (``robots.actuation: advise``, shadow mode) the actuator records the target
     r(i) but never changes a command: every robot keeps its default state, what it does without the
     agent, and the mode is the fleet as it runs (:meth:`Actuator.fleet_mode`), not the target.
 Commands and leases

@@ -17,11 +17,12 @@ Bodies (JSON):
     ``{"pages": 2}``: waiting pages dropped as stale.
 ``POST /v1/queue``
     ``{"length": 4}``: the indexer's own count of pages in the system, 0..K.
-``POST /v1/mode``
-    ``{"mode": "advise"}`` or ``{"mode": "command"}``.
+``POST /v1/actuation``
+    ``{"actuation": "advise"}`` or ``{"actuation": "command"}`` (the deprecated ``POST /v1/mode`` takes
+    ``{"mode": ...}``).
 ``POST /v1/robots``
     ``{"robot": "r1", "rank": 2, "default_state": "active"}``, every key optional.
-``POST /v1/control``
+``POST /v1/override`` (and the deprecated ``POST /v1/control``)
     ``{"action": "pause"|"pin"|"resume", "robots": 2, "duration_s": 600, "reason": "..."}``: ``robots``
     (active virtual robots, 0..N) only and always with ``pin``; ``duration_s`` optional with pause and pin.
 """
@@ -305,7 +306,7 @@ class ControlRequest(NamedTuple):
 
 
 def parse_control(obj: Any, *, max_robots: int) -> ControlRequest:
-    """``POST /v1/control``: pause, pin a fleet size (optionally for a duration) or resume."""
+    """``POST /v1/override``: pause, pin a fleet size (optionally for a duration) or resume."""
     keys = '"action": "pause"|"pin"|"resume", "robots": n, "duration_s": s, "reason": text'
     d = _object("", obj, ("action", "robots", "duration_s", "reason"), keys)
     action = d.get("action")
@@ -334,10 +335,11 @@ def parse_control(obj: Any, *, max_robots: int) -> ControlRequest:
     return ControlRequest(action, robots, duration, reason)
 
 
-def parse_mode(obj: Any) -> str:
-    """``{"mode": "command" | "advise"}`` -> the mode."""
-    body = _object("", obj, ("mode",), '"mode": "advise"')
-    mode = body.get("mode")
-    if mode not in ("command", "advise"):
-        raise InputError("mode", f"is {mode!r}", 'send {"mode": "command"} or {"mode": "advise"}')
-    return str(mode)
+def parse_actuation(obj: Any, *, key: str = "actuation") -> str:
+    """``{"actuation": "command" | "advise"}`` -> the actuation (``key="mode"``: the body of the deprecated
+    ``POST /v1/mode``)."""
+    body = _object("", obj, (key,), f'"{key}": "advise"')
+    actuation = body.get(key)
+    if actuation not in ("command", "advise"):
+        raise InputError(key, f"is {actuation!r}", f'send {{"{key}": "command"}} or {{"{key}": "advise"}}')
+    return str(actuation)

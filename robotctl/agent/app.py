@@ -14,14 +14,20 @@ Endpoints (JSON, versioned under ``/v1``; bodies in :mod:`agent.api`):
 ``GET /v1/robots/{id}/command``             long-poll: ``?version=n&wait_s=t``; answers at once when the
                                             command's version differs from ``n``
 ``POST /v1/refit``                          refit now and answer with the outcome
-``POST /v1/control``, ``GET /v1/control``   pause control, pin a fleet size (for a duration), resume
+``POST /v1/override``, ``GET /v1/override``  the override: pause control, pin a fleet size (for a duration),
+                                            resume
 ``GET /v1/policy``                          the policy in force, its fit and predicted measures
 ``GET /v1/status``                          queue, robots, counters, observed measures, last refit, log
-``GET /v1/mode``, ``POST /v1/mode``         ``{"mode": "command"|"advise"}``: whether the agent commands the
-                                            robots or only advises (shadow mode); switching needs the token
+``GET /v1/actuation``, ``POST ...``          ``{"actuation": "command"|"advise"}``: whether the agent commands
+                                            the robots or only advises (shadow mode); switching needs the token
 ``GET /healthz``, ``GET /readyz``           liveness; readiness (log open, not shutting down)
 ``GET /metrics``                            Prometheus exposition (:mod:`agent.metrics`)
 ==========================================  ===============================================================
+
+Deprecated for one release (:data:`DEPRECATED_PATHS`): ``/v1/control`` (now ``/v1/override``, its view with
+``mode`` for ``override``) and ``/v1/mode`` (now ``/v1/actuation``, ``mode`` for ``actuation``). They answer as
+before, with a ``Deprecation: true`` header and a ``Link`` to the successor, and the first use of each is
+logged (``event=deprecated_endpoint``).
 
 Errors are JSON ``{"error", "field", "hint"}``: 400 for invalid input (it changes nothing), 401 without
 the bearer token (every route but ``app[PUBLIC_PATHS]``: /healthz, /readyz, /metrics; see
@@ -76,11 +82,11 @@ from ._resources import check_config_memory
 from .actuator import ConflictError, ForbiddenError
 from .api import (
     NotFoundError,
+    parse_actuation,
     parse_completions,
     parse_control,
     parse_deliveries,
     parse_json,
-    parse_mode,
     parse_obsolete,
     parse_queue,
     parse_registration,
@@ -96,6 +102,7 @@ from .metrics import AgentMetrics
 from .openapi import openapi_handler
 from .refit import RefitLoop
 from .revisit import install as install_revisit
+from .views import control_view, mode_view
 from .worker import RefitWorker
 
 LOG = logging.getLogger("robotctl.agent.app")
@@ -248,17 +255,32 @@ async def _post_refit(request: web.Request) -> web.Response:
                               "policy": request.app[AGENT].policy.to_dict()})
 
 
-async def _post_control(request: web.Request) -> web.Response:
-    """Pause control, pin a fleet size or resume (robotctl/agent/control.py); guarded by the token like every POST."""
+async def _post_override(request: web.Request) -> web.Response:
+    """Pause control, pin a fleet size or resume (robotctl/agent/override.py); guarded by the token like every
+    POST."""
     agent = request.app[AGENT]
     req = parse_control(parse_json(await request.read()), max_robots=request.app[CONFIG].robots.n)
-    view = agent.control(req.action, req.robots, req.duration_s, req.reason)
+    view = agent.set_override(req.action, req.robots, req.duration_s, req.reason)
     await agent.commit()
     return json_response(view)
 
 
+async def _get_override(request: web.Request) -> web.Response:
+    return json_response(request.app[AGENT].override_view())
+
+
+async def _post_control(request: web.Request) -> web.Response:
+    """Deprecated ``POST /v1/control``: :func:`_post_override` with the old view (``mode`` for ``override``)."""
+    agent = request.app[AGENT]
+    req = parse_control(parse_json(await request.read()), max_robots=request.app[CONFIG].robots.n)
+    view = agent.set_override(req.action, req.robots, req.duration_s, req.reason)
+    await agent.commit()
+    return json_response(control_view(view))
+
+
 async def _get_control(request: web.Request) -> web.Response:
-    return json_response(request.app[AGENT].control_view())
+    """Deprecated ``GET /v1/control``: :func:`_get_override` with the old view."""
+    return json_response(control_view(request.app[AGENT].override_view()))
 
 
 async def _get_policy(request: web.Request) -> web.Response:
@@ -271,20 +293,65 @@ async def _get_status(request: web.Request) -> web.Response:
     return json_response(d)
 
 
+def _actuation_locked(request: web.Request) -> web.Response | None:
+    """A 403 unless ``server.token`` is set: with no token anyone who reaches the port could take the fleet
+    over or let it go."""
+    if request.app[CONFIG].server.token is not None:
+        return None
+    _count_bad(request)
+    return error_response(403, "server.token", "is not set, so the actuation cannot be switched at run time",
+                          "set server.token (ROBOTCTL_SERVER_TOKEN) and send it as a bearer token, or restart "
+                          "with robots.actuation set")
+
+
+async def _get_actuation(request: web.Request) -> web.Response:
+    return json_response(request.app[AGENT].fleet.actuation_view())
+
+
+async def _post_actuation(request: web.Request) -> web.Response:
+    """Switch between command and advise (shadow mode); refused (403) unless ``server.token`` is set."""
+    refused = _actuation_locked(request)
+    if refused is not None:
+        return refused
+    actuation = parse_actuation(parse_json(await request.read()))
+    return json_response(request.app[AGENT].set_actuation(actuation))
+
+
 async def _get_mode(request: web.Request) -> web.Response:
-    return json_response(request.app[AGENT].fleet.mode_view())
+    """Deprecated ``GET /v1/mode``: :func:`_get_actuation` with the old view (``mode`` for ``actuation``)."""
+    return json_response(mode_view(request.app[AGENT].fleet.actuation_view()))
 
 
 async def _post_mode(request: web.Request) -> web.Response:
-    """Switch between command and advise (shadow mode). Refused (403) unless ``server.token`` is set: with
-    no token anyone who reaches the port could take the fleet over or let it go."""
-    if request.app[CONFIG].server.token is None:
-        _count_bad(request)
-        return error_response(403, "server.token", "is not set, so the control mode cannot be switched at run "
-                               "time", "set server.token (ROBOTCTL_SERVER_TOKEN) and send it as a bearer token, "
-                               "or restart with control.mode set")
-    mode = parse_mode(parse_json(await request.read()))
-    return json_response(request.app[AGENT].set_mode(mode))
+    """Deprecated ``POST /v1/mode`` (body ``{"mode": ...}``): :func:`_post_actuation` with the old view."""
+    refused = _actuation_locked(request)
+    if refused is not None:
+        return refused
+    actuation = parse_actuation(parse_json(await request.read()), key="mode")
+    return json_response(mode_view(request.app[AGENT].set_actuation(actuation)))
+
+
+#: Deprecated paths and the paths that replace them: they answer for one release, with a ``Deprecation``
+#: header and a ``Link`` to the successor, and the agent logs their first use (docs/ARCHITECTURE.md).
+DEPRECATED_PATHS = {"/v1/mode": "/v1/actuation", "/v1/control": "/v1/override"}
+
+
+def _deprecated(path: str, handler: Callable[[web.Request], Awaitable[web.Response]]
+                ) -> Callable[[web.Request], Awaitable[web.Response]]:
+    successor = DEPRECATED_PATHS[path]
+    warned: set[str] = set()
+
+    async def answer(request: web.Request) -> web.Response:
+        if request.method not in warned:
+            warned.add(request.method)
+            LOG.warning("event=deprecated_endpoint path=%s method=%s use=%s", path, request.method, successor)
+        response = await handler(request)
+        response.headers["Deprecation"] = "true"
+        response.headers["Link"] = f'<{successor}>; rel="successor-version"'
+        return response
+
+    answer.__name__ = answer.__qualname__ = handler.__name__
+    return answer
 
 
 async def _healthz(request: web.Request) -> web.Response:
@@ -426,13 +493,17 @@ def create_app(config: AgentConfig, *, registry: CollectorRegistry | None = None
     r.add_delete("/v1/robots/{robot_id}", _delete_robot)
     r.add_get("/v1/robots/{robot_id}/command", _get_command)
     r.add_post("/v1/refit", _post_refit)
-    r.add_post("/v1/control", _post_control)
-    r.add_get("/v1/control", _get_control)
+    r.add_post("/v1/override", _post_override)
+    r.add_get("/v1/override", _get_override)
+    r.add_post("/v1/control", _deprecated("/v1/control", _post_control))
+    r.add_get("/v1/control", _deprecated("/v1/control", _get_control))
     r.add_get("/v1/policy", _get_policy)
     r.add_get("/v1/status", _get_status)
     r.add_get("/v1/openapi.json", openapi_handler)
-    r.add_get("/v1/mode", _get_mode)
-    r.add_post("/v1/mode", _post_mode)
+    r.add_get("/v1/actuation", _get_actuation)
+    r.add_post("/v1/actuation", _post_actuation)
+    r.add_get("/v1/mode", _deprecated("/v1/mode", _get_mode))
+    r.add_post("/v1/mode", _deprecated("/v1/mode", _post_mode))
     r.add_get("/healthz", _healthz)
     r.add_get("/readyz", _readyz)
     r.add_get("/metrics", make_aiohttp_handler(registry))
@@ -537,6 +608,7 @@ __all__ = [
     "AGENT",
     "CLOCK",
     "CONFIG",
+    "DEPRECATED_PATHS",
     "GUARD",
     "LONG_POLLS",
     "METRICS",

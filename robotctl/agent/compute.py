@@ -1,8 +1,11 @@
 """The refit's computation: from the recent window of the delivery log to a policy, as plain data.
 
 :func:`compute_refit` fits the model (``fitting.fit_model``, completed by ``fitting.adjust_arrivals``
-with the arrivals the agent remembers of modes the window misses) and optimises the thresholds
-(``policies.optimise``); with ``policy.control: mdp`` it then tries paper 001's MDP on the fitted model
+with the arrivals the agent remembers of modes the window misses; on the deliveries since a change of the
+rates when ``fitting.locate_change`` finds one, :func:`_change_stage`; or, for a cold start below
+``refit.min_deliveries``, ``fitting.cold_start_model`` with its policy optimised under the pessimistic
+end of its intervals, :func:`_cold_stage`) and optimises the thresholds
+(``policies.optimise``); with ``policy.kind: mdp`` it then tries paper 001's MDP on the fitted model
 (:func:`_mdp_stage`) and keeps the threshold optimum, saying why, where the MDP does not apply. It is one
 function of picklable data (:class:`RefitInput`), so that
 :mod:`agent.worker` can run it in a thread or a worker process, and it never raises: every failure is a
@@ -40,7 +43,7 @@ from .policy import DynamicDecision, PolicyFit, finite
 
 LOG = logging.getLogger("robotctl.agent.refit")
 
-#: Most value iterations of a refit's MDP (``policy.control: mdp``); one that has not converged by then
+#: Most value iterations of a refit's MDP (``policy.kind: mdp``); one that has not converged by then
 #: leaves the threshold optimum in force.
 MDP_MAX_ITERATIONS = 200_000
 
@@ -106,8 +109,8 @@ class RefitInput:
     targets : Targets or None
         ``targets:`` of the configuration: the policy of least robot time that meets them
         (``policies.optimise_for_targets``) instead of the cost optimum; the costs then only price it.
-    control : str
-        ``policy.control``: ``thresholds``, or ``mdp`` to adopt paper 001's MDP policy where the fitted
+    policy_kind : str
+        ``policy.kind``: ``thresholds``, or ``mdp`` to adopt paper 001's MDP policy where the fitted
         model meets its assumptions (:func:`_mdp_stage`).
     cold : bool
         A cold-start refit (fewer than ``refit.min_deliveries`` deliveries, before the first regular fit):
@@ -147,7 +150,7 @@ class RefitInput:
     dwell_s: float | None = 0.0
     hysteresis: int | None = 0
     max_commands_per_min: int = 0
-    control: str = "thresholds"
+    policy_kind: str = "thresholds"
     cold: bool = False
     cold_level: float = 0.9
     change_level: float | None = None
@@ -410,7 +413,7 @@ def _mdp_problem(model: QueueModel, inp: RefitInput) -> RobotsProblem:
 
 
 def _mdp_stage(inp: RefitInput, out: RefitOutcome) -> RefitOutcome:
-    """``policy.control: mdp``: paper 001's optimal dynamic policy on the fitted model, in force in place of
+    """``policy.kind: mdp``: paper 001's optimal dynamic policy on the fitted model, in force in place of
     the threshold optimum when the fitted traffic meets the paper's assumptions (Poisson deliveries of
     single pages per number of active robots, the modes consecutive, exponential service, no
     obsolescence, no response cost) and the value iteration converged with a single recurrent class.
@@ -421,7 +424,7 @@ def _mdp_stage(inp: RefitInput, out: RefitOutcome) -> RefitOutcome:
     (paper 001's actions), while a threshold policy may switch several robots at once, so the threshold
     optimum is often the cheaper of the two; the MDP is for fleets that can only be driven that way."""
     res = out.result
-    if inp.control != "mdp" or res is None or res.model is None or res.cost is None:
+    if inp.policy_kind != "mdp" or res is None or res.model is None or res.cost is None:
         return out
     from dataclasses import replace
 

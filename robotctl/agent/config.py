@@ -13,6 +13,10 @@ operator opted out (``server.insecure_loopback``).
 Unknown sections and keys are errors, in the file and in the environment alike: a typo must not fall
 back silently to a default.
 
+Renamed keys (:data:`DEPRECATED_KEYS`, the glossary of docs/ARCHITECTURE.md) are accepted for one release,
+in the file and in the environment, with one log line naming the new key: ``control.mode`` is now
+``robots.actuation`` (command or advise) and ``policy.control`` is ``policy.kind`` (thresholds or mdp).
+
 Every problem raises :class:`model.InputError` whose field is the key path (``refit.interval_s``),
 prefixed by where it came from (the file name or the environment variable).
 
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import logging
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -36,6 +41,7 @@ from robotctl.model import Admission, Costs, InputError, ThresholdPolicy
 from robotctl.policies import Targets
 
 ENV_PREFIX = "ROBOTCTL_"
+LOG = logging.getLogger("robotctl.agent.config")
 
 Check = Callable[[Any], Any]
 
@@ -421,6 +427,9 @@ class RobotsConfig(_Section):
     max_commands_per_min: int = _spec(0, _int(0), "park/resume commands a robot receives in any 60 s at most "
                                       "(0: no limit)")
     allow_unregistered: bool = _spec(False, _bool, "accept deliveries naming robots that never registered")
+    actuation: str = _spec("command", _choice("command", "advise"),
+                           "command: park and resume robots so that r(i) run; advise (shadow mode): fit, optimise "
+                           "and export r(i), never park or resume anyone (formerly control.mode)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -449,9 +458,10 @@ class PolicyConfig(_Section):
                                                  "before the first fit: all, a robot count, or r(0..K)")
     modes: tuple[int, ...] | None = _spec(None, _modes, "modes the optimiser may use (default min_active..N)")
     restore: bool = _spec(True, _bool, "resume the last adopted policy from the log directory at start")
-    control: str = _spec("thresholds", _choice("thresholds", "mdp"),
-                         "thresholds: r(i) from the queue length; mdp: paper 001's MDP policy at each delivery "
-                         "and completion where the fitted traffic meets its assumptions (else thresholds)")
+    kind: str = _spec("thresholds", _choice("thresholds", "mdp"),
+                      "the policy kind: thresholds, r(i) from the queue length; mdp, paper 001's MDP policy at each "
+                      "delivery and completion where the fitted traffic meets its assumptions, else thresholds "
+                      "(formerly policy.control)")
 
 
 def _open_fraction(v: Any) -> float:
@@ -549,14 +559,6 @@ class TargetsConfig(_Section):
         return Targets(self.max_loss, self.max_obsolete, self.max_starvation)
 
 
-@dataclass(frozen=True)
-class ControlConfig(_Section):
-    SECTION: ClassVar[str] = "control"
-    mode: str = _spec("command", _choice("command", "advise"),
-                      "command: park and resume robots so that r(i) run; advise (shadow mode): fit, optimise "
-                      "and export r(i), never park or resume anyone")
-
-
 def _fetch_law(v: Any) -> Any:
     """A fetch-time law: a mapping in one of the forms of robotctl.policies (checked here) or a YAML path."""
     if isinstance(v, str) and v:
@@ -594,7 +596,7 @@ class RevisitConfig(_Section):
 
 SECTIONS: dict[str, type[_Section]] = {
     "server": ServerConfig, "queue": QueueConfig, "robots": RobotsConfig, "policy": PolicyConfig,
-    "refit": RefitConfig, "fit": FitConfig, "log": LogConfig, "control": ControlConfig,
+    "refit": RefitConfig, "fit": FitConfig, "log": LogConfig,
     "revisit": RevisitConfig, "targets": TargetsConfig,
 }
 
@@ -615,7 +617,6 @@ class AgentConfig:
     refit: RefitConfig = field(default_factory=RefitConfig)
     fit: FitConfig = field(default_factory=FitConfig)
     log: LogConfig = field(default_factory=LogConfig)
-    control: ControlConfig = field(default_factory=ControlConfig)
     revisit: RevisitConfig = field(default_factory=RevisitConfig)
     targets: TargetsConfig = field(default_factory=TargetsConfig)
 
@@ -677,7 +678,7 @@ class AgentConfig:
     def from_dict(cls, raw: Any, *, source: str = "") -> AgentConfig:
         """From the YAML mapping; every error names ``source`` and the key."""
         try:
-            d = _mapping(raw)
+            d = _renamed(_mapping(raw))
             for key in d:
                 if key not in SECTIONS and key != "costs":
                     raise InputError(key_name(key), "is not a known section",
@@ -706,6 +707,44 @@ class AgentConfig:
         if redact and self.server.token is not None:
             out["server"]["token"] = "***"
         return out
+
+
+#: Renamed keys, (section, key) -> (section, key): the old spelling is accepted for one release, with a log
+#: line naming the new key (docs/ARCHITECTURE.md, glossary: actuation, policy kind).
+DEPRECATED_KEYS = {("control", "mode"): ("robots", "actuation"), ("policy", "control"): ("policy", "kind")}
+
+
+def _section_mapping(section: str, value: Any) -> dict[str, Any]:
+    """A section's value as a mapping (``robots`` may be given as a count or a list of ids)."""
+    if section == "robots" and isinstance(value, int) and not isinstance(value, bool):
+        return {"count": value}
+    if section == "robots" and isinstance(value, list):
+        return {"ids": value}
+    return dict(_mapping(value)) if value is not None else {}
+
+
+def _renamed(d: Mapping[Any, Any]) -> dict[Any, Any]:
+    """``d`` with every deprecated key moved to its new name (one warning each); a key given under both
+    names is an error, and a section that held only deprecated keys goes."""
+    out = dict(d)
+    for (section, key), (new_section, new_key) in DEPRECATED_KEYS.items():
+        old = out.get(section)
+        if not isinstance(old, Mapping) or key not in old:
+            continue
+        rest = {k: v for k, v in old.items() if k != key}
+        target = rest if new_section == section else _section_mapping(new_section, out.get(new_section))
+        if new_key in target:
+            raise InputError(f"{section}.{key}", f"is the deprecated name of {new_section}.{new_key}, which is "
+                             "also given", f"keep only {new_section}.{new_key}")
+        LOG.warning("event=config_deprecated key=%s.%s use=%s.%s", section, key, new_section, new_key)
+        target[new_key] = old[key]
+        out[new_section] = target
+        if new_section != section:
+            if rest or section in SECTIONS:
+                out[section] = rest
+            else:
+                del out[section]
+    return out
 
 
 def _costs(raw: Any) -> Costs:
@@ -737,7 +776,7 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     error; other ``ROBOTCTL_`` variables (``ROBOTCTL_CONFIG``) are not configuration keys and are left alone.
     """
     out: dict[str, dict[str, Any]] = {}
-    sections = [*SECTIONS, "costs"]
+    sections = [*SECTIONS, "costs", *{s for s, _ in DEPRECATED_KEYS if s not in SECTIONS}]
     for name, text in environ.items():
         if not name.startswith(ENV_PREFIX):
             continue
@@ -746,6 +785,13 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
         if section is None:
             continue
         key = rest[len(section) + 1:]
+        if (section, key) in DEPRECATED_KEYS:
+            section, key = DEPRECATED_KEYS[section, key]
+            new_name = f"{ENV_PREFIX}{section.upper()}_{key.upper()}"
+            if new_name in environ:
+                raise InputError(name, f"is the deprecated name of {new_name}, which is also set",
+                                 f"unset {name}")
+            LOG.warning("event=config_deprecated key=%s use=%s", name, new_name)
         known = ({f.name for f in fields(Costs)} if section == "costs"
                  else {f.name for f in fields(SECTIONS[section])})  # type: ignore[arg-type]
         if key not in known:
@@ -802,7 +848,10 @@ def load_config(path: str | Path | None = None, *, environ: Mapping[str, str] | 
         if doc is not None and not isinstance(doc, dict):
             raise InputError(source, f"must hold a mapping of sections, got {type(doc).__name__}",
                              "see config/sidecar.yaml")
-        raw = dict(doc or {})
+        try:  # the file's deprecated keys first, so that the environment and the flags override them
+            raw = _renamed(doc or {})
+        except InputError as exc:
+            raise InputError(f"{source}: {exc.field}", exc.problem, exc.hint) from None
     env = env_overrides(os.environ if environ is None else environ)
     for section, values in env.items():
         _merge(raw, section, values)
@@ -824,6 +873,7 @@ def documented_keys() -> dict[str, dict[str, str]]:
 
 
 __all__ = [
+    "DEPRECATED_KEYS",
     "ENV_PREFIX",
     "MAX_GROUP_SIZE",
     "MAX_NUMBER",
@@ -833,7 +883,6 @@ __all__ = [
     "TOKEN_MIN_LENGTH",
     "VERBATIM",
     "AgentConfig",
-    "ControlConfig",
     "FitConfig",
     "LogConfig",
     "PolicyConfig",

@@ -1,4 +1,4 @@
-"""Converters from the logs crawler operators have to trace columns (DESIGN.md: "trace files and converters").
+"""Converters from the logs crawler operators have to trace columns (docs/ARCHITECTURE.md, "Trace file").
 
 Each converter turns one file's bytes into a :class:`Converted`: delivery times (s since the Unix epoch, as
 the log states them), pages (1 per fetched document), bytes where the log gives a size, and the robot

@@ -1,4 +1,4 @@
-"""The agent's state and the walk of one delivery (DESIGN.md), without HTTP.
+"""The agent's state and the walk of one delivery (docs/ARCHITECTURE.md, "The walk of one delivery"), without HTTP.
 
 :class:`Agent` owns the queue view, the actuator, the policy holder, the recent samples for fitting
 and the observation windows, and writes every input to the delivery log. Each mutating method is
@@ -43,11 +43,11 @@ from .api import Completion, Delivery
 from .clock import Clock, Scheduler
 from .compute import RefitInput
 from .config import AgentConfig
-from .control import ControlOverride, ControlState
 from .fleet import Fleet
 from .journal import Journal
 from .log import DeliveryLog, DiscardLog, Durability
 from .modes import ModeHistory
+from .override import OperatorOverride, OverrideState
 from .policy import Event, PolicyFit, PolicySnapshot
 from .policy_store import POLICY_FILE, PolicyStore
 from .queue import (
@@ -113,7 +113,7 @@ class Agent:
                                  dwell_s=rc.dwell_s if isinstance(rc.dwell_s, float) else 0.0,
                                  max_commands_per_min=rc.max_commands_per_min,
                                  initial_mode=config.startup_policy().robots_at_level[0], listener=self._on_command)
-        if config.control.mode == "advise":
+        if config.robots.actuation == "advise":
             self.actuator.advise = True
             self.actuator.mode = self.actuator.fleet_mode()
         self.totals = Totals()
@@ -127,7 +127,7 @@ class Agent:
         self.first_fit_after: tuple[int, float] | None = None
         self._last_t = -math.inf
         self._scheduler = scheduler
-        self.override = ControlOverride(now)
+        self.override = OperatorOverride(now)
         self._ready = False
         self.modes = ModeHistory(now, self.actuator.mode, 2 * config.refit.window_s)
         self.views = AgentViews(self)
@@ -136,13 +136,14 @@ class Agent:
                            hold=self._hold_mode, reapply=self._queue_changed, desired=self.views.desired,
                            flush=self.journal.flush)
         # forwarded to the parts
-        self.register, self.set_mode, self.observe_fleet = self.fleet.register, self.fleet.set_mode, self.fleet.observe
+        self.register, self.set_actuation, self.observe_fleet = self.fleet.register, self.fleet.set_actuation, \
+            self.fleet.observe
         self.mode_exposure, self.mode_changes = self.modes.exposure, self.modes.changes
         v = self.views
         self.desired, self.observed, self.robot_counts, self.commands_issued = v.desired, v.observed, \
             v.robot_counts, v.commands_issued
-        self.policy_max_robots, self.control_view, self.policy_view, self.status = v.policy_max_robots, \
-            v.control_view, v.policy_view, v.status
+        self.policy_max_robots, self.override_view, self.policy_view, self.status = v.policy_max_robots, \
+            v.override_view, v.policy_view, v.status
         # commit: the log's own awaitable, handed over as it is (no extra coroutine on the ack path)
         self.commit, self.run_log_flusher, self.log_stats = self.log.commit, self.log.run_flusher, self.log.stats
 
@@ -276,21 +277,21 @@ class Agent:
             self._scheduler.call_at(act.deferred_until, self.tick)
         self.journal.flush()
 
-    def control(self, action: str, robots: int | None = None, duration_s: float | None = None,
-                reason: str = "") -> dict[str, Any]:
-        """The runtime override (:mod:`agent.control`): pause control (hold the fleet in force), pin
-        ``robots`` active virtual robots, or resume control by the policy; a pause or pin with
-        ``duration_s`` ends by itself. Returns :meth:`control_view`."""
+    def set_override(self, action: str, robots: int | None = None, duration_s: float | None = None,
+                     reason: str = "") -> dict[str, Any]:
+        """The override (:mod:`agent.override`): pause control (hold the fleet in force), pin ``robots``
+        active virtual robots, or resume control by the policy; a pause or pin with ``duration_s`` ends by
+        itself. Returns :meth:`override_view`."""
         now = self._stamp()
         until = self.override.request(action, robots, duration_s, reason, now, self.actuator.mode).until
         if until is not None and self._scheduler is not None:
             # the override's duration may have ended then: re-apply (which resumes control by the policy)
             self._scheduler.call_at(until, lambda: self._queue_changed(self._stamp()))
         self._queue_changed(now)
-        return self.control_view()
+        return self.override_view()
 
     @property
-    def control_state(self) -> ControlState:
+    def override_state(self) -> OverrideState:
         return self.override.state
 
     def tick(self) -> None:
@@ -352,7 +353,7 @@ class Agent:
 
     def _log_policy(self, now: float, snap: PolicySnapshot) -> None:
         self.journal.defer(self.journal.lines.policy(now, snap.version, snap.source, snap.policy.robots_at_level,
-                                                     snap.control))
+                                                     snap.kind))
 
     def refit_input(self, now: float, reason: str = "request") -> RefitInput | str:
         """The fit window as a :class:`RefitInput` (:func:`agent.refit_window.refit_input`), or why there is
@@ -389,7 +390,8 @@ class Agent:
 
     @property
     def advising(self) -> bool:
-        """True in advise mode (``control.mode: advise``): r(i) is computed and exported, never commanded."""
+        """True under actuation advise (``robots.actuation: advise``): r(i) is computed and exported, never
+        commanded."""
         return self.fleet.advising
 
     @property

@@ -155,40 +155,42 @@ class Fleet:
     # -- actuation: command, or advise (the fleet runs by itself) -------------------------------------
     @property
     def advising(self) -> bool:
-        """True in advise mode (``control.mode: advise``): r(i) is computed and exported, never commanded."""
+        """True under actuation advise (``robots.actuation: advise``): r(i) is computed and exported, never
+        commanded."""
         return self.actuator.advise
 
     @property
-    def control_mode(self) -> str:
+    def actuation(self) -> str:
+        """The actuation in force: ``command`` or ``advise``."""
         return "advise" if self.actuator.advise else "command"
 
-    def set_mode(self, mode: str) -> dict[str, Any]:
+    def set_actuation(self, actuation: str) -> dict[str, Any]:
         """Switch between ``command`` and ``advise`` at run time. Entering advise hands every robot its
         default state once (what it does without the agent) and then leaves them alone; entering command
-        applies r(i) at the current queue length at once. Returns the new control view."""
-        if mode not in ("command", "advise"):
-            raise InputError("mode", f"is {mode!r}", "use command or advise")
+        applies r(i) at the current queue length at once. Returns the new :meth:`actuation_view`."""
+        if actuation not in ("command", "advise"):
+            raise InputError("actuation", f"is {actuation!r}", "use command or advise")
         now = self._stamp()
-        if mode != self.control_mode:
-            if mode == "advise":
+        if actuation != self.actuation:
+            if actuation == "advise":
                 self.actuator.release(now)
                 self._follow(now, self.actuator.fleet_mode(), always_flush=True)
             else:
                 self.actuator.advise = False
                 self._reapply(now)
-            LOG.info("event=control_mode mode=%s", mode)
-        return self.mode_view()
+            LOG.info("event=actuation actuation=%s", actuation)
+        return self.actuation_view()
 
-    def mode_view(self) -> dict[str, Any]:
-        """``GET /v1/mode``: command or advise, the active virtual robots and r(i) now."""
-        return {"mode": self.control_mode, "active": self.actuator.mode, "desired": self._desired()}
+    def actuation_view(self) -> dict[str, Any]:
+        """``GET /v1/actuation``: command or advise, the active virtual robots (the mode) and r(i) now."""
+        return {"actuation": self.actuation, "active": self.actuator.mode, "desired": self._desired()}
 
     def observe(self, mode: int) -> None:
         """Advise mode: the fleet now runs ``mode`` virtual robots (seen from outside: a replayed trace's
         park and resume lines or ``active`` fields). The queue view, windows and exposure follow it as
         they follow a commanded change in command mode."""
         if not self.actuator.advise:
-            raise RuntimeError("Agent.observe_fleet: the agent commands the fleet (control.mode: command); "
+            raise RuntimeError("Agent.observe_fleet: the agent commands the fleet (robots.actuation: command); "
                                "the mode in force is its own")
         if mode != self.actuator.mode:
             self._follow(self._stamp(), mode)

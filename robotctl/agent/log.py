@@ -1,4 +1,4 @@
-"""The delivery log: append-only JSON Lines in DESIGN.md's trace format, rotated by size.
+"""The delivery log: append-only JSON Lines in the trace format (docs/ARCHITECTURE.md), rotated by size.
 
 Files are ``deliveries-00000001.jsonl``, ``deliveries-00000002.jsonl``, ... in one directory; the
 highest number is the one being written. ``robotctl fit`` reads them unchanged, one file at a time

@@ -7,13 +7,22 @@ Two kinds:
 - *Derived values* read at scrape time by :class:`AgentCollector` from the agent's state and from one
   :class:`~agent.policy.PolicySnapshot` (so a scrape never shows half of a policy update): the
   counters of deliveries, pages, bytes, completions, obsolete drops and losses; the queue length;
-  active and desired robots; ``robots_at_level`` and the thresholds; the control in force
-  (``policy_control{control="thresholds"|"mdp"}``) and where the policy came from
-  (``policy_origin{origin="startup"|"cold"|"regular"|"warm"}``); the fitted arrival rates and
+  active and desired robots; the actuation (``actuation{actuation="command"|"advise"}``) and the
+  override (``override{override="auto"|"paused"|"pinned"}``) in force; ``robots_at_level``, the
+  thresholds and the policy kind in force (``policy_kind{kind="thresholds"|"mdp"}``) and where the policy came
+  from (``policy_origin{origin="startup"|"cold"|"regular"|"warm"}``); the fitted arrival rates and
   correlations per mode and the fallback rungs; and each predicted measure next to its observed
   counterpart over the same window (label ``source="predicted"|"observed"``).
 
-Names follow ``robotctl_<subsystem>_<name>_<unit>``; counters end in ``_total``.
+Names follow ``robotctl_<subsystem>_<name>_<unit>``; counters end in ``_total``; the words are the
+glossary's (docs/ARCHITECTURE.md): a *mode* label is a number of active robots.
+
+Deprecated names (:data:`DEPRECATED_METRICS`), exported alongside the new ones for this release so that
+dashboards and alerts keep working while they move, and removed in the next: ``robotctl_control_mode{mode}``
+(now ``robotctl_actuation{actuation}``), ``robotctl_control_override{mode}`` (``robotctl_override{override}``),
+``robotctl_control_robots`` and ``robotctl_control_until_timestamp_seconds`` (``robotctl_override_robots``,
+``robotctl_override_until_timestamp_seconds``), ``robotctl_policy_control{control}``
+(``robotctl_policy_kind{kind}``).
 
 Two signals for two time scales. ``robotctl_desired_robots`` is r(i) at the current queue length, in
 virtual robots: it changes at every delivery and completion, which the robots follow by long-poll, far
@@ -46,12 +55,29 @@ from prometheus_client.registry import Collector
 from robotctl import __version__
 
 from .compute import RefitOutcome
-from .control import Override
 from .core import Agent
-from .policy import CONTROLS, ORIGINS
+from .override import Override
+from .policy import ORIGINS, POLICY_KINDS
 from .refit import RefitRecord
 
 NAMESPACE = "robotctl"
+
+#: Deprecated metric names and the names that replace them (both are exported for this release).
+DEPRECATED_METRICS = {
+    "robotctl_control_mode": "robotctl_actuation",
+    "robotctl_control_override": "robotctl_override",
+    "robotctl_control_robots": "robotctl_override_robots",
+    "robotctl_control_until_timestamp_seconds": "robotctl_override_until_timestamp_seconds",
+    "robotctl_policy_control": "robotctl_policy_kind",
+}
+#: Values of the actuation: the agent parks and resumes robots, or only advises (shadow mode).
+ACTUATIONS = ("command", "advise")
+
+
+def _deprecated(name: str) -> str:
+    """The start of a metric's help: "Deprecated: use <new name>. " for a deprecated name, else nothing."""
+    new = DEPRECATED_METRICS.get(f"{NAMESPACE}_{name}")
+    return "" if new is None else f"Deprecated: use {new}. "
 
 #: Buckets of the fit and solve histograms (seconds).
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
@@ -118,11 +144,17 @@ class AgentCollector(Collector):
 
         yield gauge("queue_length_pages", "Pages in the system (being indexed or waiting).", a.queue_length)
         yield gauge("queue_capacity_pages", "K, the buffer's capacity.", a.config.capacity)
-        yield gauge("active_robots", "Virtual robots active: commanded (control mode command) or running by "
-                    "themselves (advise).", a.mode)
-        control = gauge("control_mode", "1 for the control mode: command (robots parked and resumed) or advise "
-                        "(shadow mode: desired_robots is exported, nobody is parked).", labels=["mode"])
-        control.add_metric([a.fleet.control_mode], 1)
+        yield gauge("active_robots", "Virtual robots active (the mode): commanded (actuation command) or running "
+                    "by themselves (advise).", a.mode)
+        actuation = gauge("actuation", "1 for the actuation in force, 0 for the other: command (robots parked "
+                          "and resumed) or advise (shadow mode: desired_robots is exported, nobody is parked).",
+                          labels=["actuation"])
+        for name in ACTUATIONS:
+            actuation.add_metric([name], float(a.fleet.actuation == name))
+        yield actuation
+        control = gauge("control_mode", _deprecated("control_mode") + "1 for the actuation in force.",
+                        labels=["mode"])
+        control.add_metric([a.fleet.actuation], 1)
         yield control
         yield gauge("desired_robots", "r(i): virtual robots the policy wants at the current queue length.",
                     a.desired())
@@ -134,16 +166,19 @@ class AgentCollector(Collector):
 
         yield gauge("policy_max_robots", "Real robots the policy in force keeps active at its largest mode; "
                     "changes only when a policy is adopted: the pool an autoscaler sizes.", a.policy_max_robots())
-        ctl = a.control_state
-        override = gauge("control_override", "1 for who sets the active robots: auto (the policy), paused or "
-                         "pinned (POST /v1/control).", labels=["mode"])
-        for mode in Override:
-            override.add_metric([mode.value], float(ctl.mode is mode))
-        yield override
-        yield gauge("control_robots", "Active virtual robots held by an override (absent under the policy).",
-                    None if ctl.robots is None else float(ctl.robots))
-        yield gauge("control_until_timestamp_seconds", "Agent time an override ends by itself (NaN: until "
-                    "resumed).", ctl.until)
+        ctl = a.override_state
+        held = None if ctl.robots is None else float(ctl.robots)
+        for name, label in (("override", "override"), ("control_override", "mode")):
+            override = gauge(name, _deprecated(name) + "1 for who sets the active robots: auto (the policy), paused or "
+                             "pinned (POST /v1/override).", labels=[label])
+            for who in Override:
+                override.add_metric([who.value], float(ctl.override is who))
+            yield override
+        for prefix in ("override", "control"):
+            yield gauge(f"{prefix}_robots", _deprecated(f"{prefix}_robots") + "Active virtual robots held by an "
+                        "override (NaN under the policy).", held)
+            yield gauge(f"{prefix}_until_timestamp_seconds", _deprecated(f"{prefix}_until_timestamp_seconds") +
+                        "Agent time an override ends by itself (NaN: until resumed).", ctl.until)
         yield gauge("policy_version", "Version of the policy in force.", snap.version)
         yield gauge("policy_adopted_timestamp_seconds", "Agent time the policy in force was adopted.",
                     snap.adopted_at)
@@ -159,12 +194,13 @@ class AgentCollector(Collector):
         src = gauge("policy_source", "1 for where the policy in force came from.", labels=["source"])
         src.add_metric([snap.source], 1)
         yield src
-        kind = gauge("policy_control", "1 for the control in force: thresholds (r(i) from the queue length) or "
-                     "mdp (paper 001's MDP policy, policy.control: mdp, where the fitted traffic meets its "
-                     "assumptions); 0 for the other.", labels=["control"])
-        for name in CONTROLS:
-            kind.add_metric([name], float(snap.control == name))
-        yield kind
+        for name, label in (("policy_kind", "kind"), ("policy_control", "control")):
+            kind = gauge(name, _deprecated(name) + "1 for the policy kind in force: thresholds (r(i) from the queue "
+                         "length) or mdp (paper 001's MDP policy, policy.kind: mdp, where the fitted traffic meets "
+                         "its assumptions); 0 for the other.", labels=[label])
+            for value in POLICY_KINDS:
+                kind.add_metric([value], float(snap.kind == value))
+            yield kind
         origin = gauge("policy_origin", "1 for where the policy in force came from: startup (the configured "
                        "policy, before any fit), cold (a cold-start refit on the first deliveries), regular "
                        "(a regular refit) or warm (the last good policy of an earlier run); 0 for the others.",

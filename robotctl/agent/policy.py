@@ -13,7 +13,7 @@ each event, one method for both kinds of policy (:class:`Decision`): :class:`Thr
 r(i) at the queue length after the event (paper 000), resuming robots later by its hysteresis band;
 :class:`DynamicDecision` applies paper 001's MDP policy at each delivery and each page indexed, from the
 queue length *before* the event and the robots targeted then, exactly as
-:class:`robotctl.policies.DynamicController` does in the simulator (``policy.control: mdp``).
+:class:`robotctl.policies.DynamicController` does in the simulator (``policy.kind: mdp``).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from robotctl._json import finite
 from robotctl.model import CostBreakdown, InputError, Measures, QueueModel, ThresholdPolicy
 from robotctl.policies import DynamicController, DynamicPolicy, RobotsProblem
 
-#: Values of ``policy.control`` and of the control in force.
-CONTROLS = ("thresholds", "mdp")
+#: Values of ``policy.kind``, the policy kinds, and of the kind in force.
+POLICY_KINDS = ("thresholds", "mdp")
 
 #: Where the policy in force came from (:attr:`PolicySnapshot.origin`): the configured start-up policy (or a
 #: probe), a cold-start refit, a regular refit, or the last good policy of an earlier run (warm start).
@@ -162,9 +162,9 @@ class PolicyFit:
     window : tuple of float
         (start, end) of the window fitted.
     dynamic : DynamicDecision or None
-        Paper 001's MDP policy when it is in force (``policy.control: mdp`` and the fitted traffic meets
+        Paper 001's MDP policy when it is in force (``policy.kind: mdp`` and the fitted traffic meets
         its assumptions); ``policy`` is then the threshold optimum, kept for reference and as the fallback,
-        and ``measures`` and ``cost`` are the MDP policy's. ``fit["control"]`` says which control is in
+        and ``measures`` and ``cost`` are the MDP policy's. ``fit["control"]`` says which policy kind is in
         force and, when the MDP was asked for but not adopted, why.
     hysteresis : int
         Queue levels below its parking level at which a parked robot resumes (:class:`ThresholdDecision`;
@@ -184,8 +184,8 @@ class PolicyFit:
     hysteresis: int = 0
 
     @property
-    def control(self) -> str:
-        """``mdp`` when paper 001's MDP policy is in force, else ``thresholds``."""
+    def kind(self) -> str:
+        """The policy kind in force: ``mdp`` when paper 001's MDP policy decides, else ``thresholds``."""
         return "thresholds" if self.dynamic is None else "mdp"
 
     @property
@@ -271,8 +271,9 @@ class PolicySnapshot:
         return self.basis.window
 
     @property
-    def control(self) -> str:
-        return self.basis.control
+    def kind(self) -> str:
+        """The policy kind in force: ``thresholds`` or ``mdp``."""
+        return self.basis.kind
 
     @property
     def origin(self) -> str:
@@ -284,10 +285,10 @@ class PolicySnapshot:
             return "startup"
         return "cold" if self.fit.get("origin") == "cold" else "regular"
 
-    def control_view(self) -> dict[str, Any]:
+    def kind_view(self) -> dict[str, Any]:
         """``{"in_force": thresholds | mdp, "requested": ..., "reason": why the MDP is not in force}``."""
         info = dict(self.fit.get("control", {}))
-        return {"in_force": self.control, "requested": info.get("requested", "thresholds"),
+        return {"in_force": self.kind, "requested": info.get("requested", "thresholds"),
                 "reason": info.get("reason")}
 
     def to_dict(self) -> dict[str, Any]:
@@ -305,7 +306,8 @@ class PolicySnapshot:
             "cost": ({k: finite(v) for k, v in b.cost.to_dict().items()} if b.cost is not None else None),
             "fit": dict(b.fit),
             "window": {"start": b.window[0], "end": b.window[1], "deliveries": b.deliveries},
-            "policy_control": self.control_view(),
+            "policy_kind": self.kind_view(),
+            "policy_control": self.kind_view(),  # deprecated for one release: policy_kind
         }
 
     def to_state(self) -> dict[str, Any]:
@@ -336,8 +338,8 @@ class PolicyHolder:
 
 
 __all__ = [
-    "CONTROLS",
     "ORIGINS",
+    "POLICY_KINDS",
     "Decision",
     "DynamicDecision",
     "Event",

@@ -124,22 +124,22 @@ class PolicyStore:
         self.holder.swap(PolicySnapshot(int(state.get("version", 1)), "restored", now,
                                         replace(PolicyFit.of(policy, fit=fit, hysteresis=self.hysteresis_of(fit)),
                                                 dynamic=dynamic)))
-        LOG.info("event=policy_restored policy=%s control=%s", policy, "mdp" if dynamic else "thresholds")
+        LOG.info("event=policy_restored policy=%s kind=%s", policy, "mdp" if dynamic else "thresholds")
 
     def _restore_dynamic(self, state: Mapping[str, Any], fit: dict[str, Any]) -> DynamicDecision | None:
-        """The saved MDP policy when ``policy.control: mdp`` still asks for it and it fits the configuration;
+        """The saved MDP policy when ``policy.kind: mdp`` still asks for it and it fits the configuration;
         else None (the thresholds saved with it apply), with the reason in ``fit["control"]``."""
         saved = state.get("dynamic")
         if saved is None:
             return None
-        reason = "policy.control is thresholds"
-        if self.config.policy.control == "mdp":
+        reason = "policy.kind is thresholds"
+        if self.config.policy.kind == "mdp":
             try:
                 return DynamicDecision.from_state(saved, self.config.capacity, self.config.robots.n)
             except (InputError, KeyError, TypeError, ValueError) as exc:
                 reason = f"the saved MDP policy could not be restored: {exc}"
         LOG.warning("event=mdp_policy_not_restored reason=%r", reason)
-        fit["control"] = {**fit.get("control", {}), "requested": self.config.policy.control,
+        fit["control"] = {**fit.get("control", {}), "requested": self.config.policy.kind,
                           "in_force": "thresholds", "reason": reason}
         return None
 

@@ -276,8 +276,8 @@ class RefitLoop:
             rec.adopted += 1
             self.target.adopt(outcome.result, self.clock.now())
             control = outcome.result.fit.get("control", {})
-            LOG.info("event=refit_adopted reason=%s policy=%s control=%s deliveries=%d fit_s=%.3f solve_s=%.3f%s",
-                     reason, outcome.policy, outcome.result.control, outcome.deliveries, outcome.fit_seconds,
+            LOG.info("event=refit_adopted reason=%s policy=%s kind=%s deliveries=%d fit_s=%.3f solve_s=%.3f%s",
+                     reason, outcome.policy, outcome.result.kind, outcome.deliveries, outcome.fit_seconds,
                      outcome.solve_seconds,
                      f" mdp_not_adopted={control['reason']!r}" if control.get("reason") else "")
         else:

@@ -107,7 +107,7 @@ def refit_input(agent: WindowSource, now: float) -> RefitInput | str:
         targets=cfg.targets.as_targets(),
         dwell_s=None if cfg.robots.dwell_s == "auto" else float(cfg.robots.dwell_s),
         hysteresis=None if cfg.robots.hysteresis == "auto" else int(cfg.robots.hysteresis),
-        max_commands_per_min=cfg.robots.max_commands_per_min, control=cfg.policy.control,
+        max_commands_per_min=cfg.robots.max_commands_per_min, policy_kind=cfg.policy.kind,
         cold=cold, cold_level=cfg.refit.cold_level, change_level=cfg.refit.change_level,
         min_deliveries=cfg.refit.min_deliveries)
 

@@ -1,5 +1,5 @@
 """Replay's engine: the agent's own refit, optimise and decision code run on recorded events against a
-simulated clock (DESIGN.md, step 5 of the walk of one delivery).
+simulated clock (docs/ARCHITECTURE.md, "The walk of one refit", last paragraph).
 
 Nothing of the agent is re-implemented here. :func:`replay` builds the very :class:`~agent.core.Agent`
 and :class:`~agent.refit.RefitLoop` that ``robotctl serve`` runs, with three things injected:
@@ -9,7 +9,7 @@ and :class:`~agent.refit.RefitLoop` that ``robotctl serve`` runs, with three thi
 - the **event source**: each event of the :class:`~agent.sources.EventTable` goes to the agent's own
   methods (``deliver``, ``complete``, ``obsolete``, ``set_queue``), and its delivery log is a
   :class:`~agent.log.DiscardLog`;
-- the **fleet**: the agent runs in advise mode (``control.mode: advise``), so the number of active robots
+- the **fleet**: the agent runs with actuation advise (``robots.actuation: advise``), so the number of active robots
   is the recorded fleet's (park and resume lines, or the ``active`` field of deliveries; ``active`` when
   the trace records neither), and robotctl's policy r(i) is what it *would* command.
 
@@ -47,7 +47,7 @@ from robotctl.policies import DynamicController
 from .api import Completion, Delivery
 from .clock import ManualClock, cancel_and_wait
 from .compute import RefitOutcome, compute_refit
-from .config import AgentConfig, ControlConfig
+from .config import AgentConfig
 from .core import Agent
 from .log import DiscardLog
 from .policy import DynamicDecision, Event, ThresholdDecision
@@ -129,7 +129,7 @@ class ReplayWindow:
     live_policy : tuple of int or None
         The policy the live agent put in force after the same refit, when the trace is its own log.
     dynamic : DynamicDecision or None
-        Paper 001's MDP policy when the refit put it in force (``policy.control: mdp``); ``policy`` is then
+        Paper 001's MDP policy when the refit put it in force (``policy.kind: mdp``); ``policy`` is then
         the threshold optimum it replaced, and the window is simulated under the MDP policy.
     hysteresis : int
         The band the refit put in force with the thresholds (``robots.hysteresis``); the window is
@@ -296,7 +296,7 @@ class _Driver:
         self.table = table
         self.options = options
         self.progress = progress
-        self.config = dataclasses.replace(config, control=ControlConfig(mode="advise"))
+        self.config = dataclasses.replace(config, robots=dataclasses.replace(config.robots, actuation="advise"))
         self.clock = ManualClock(float(table.t[0]))
         self.agent = Agent(self.config, self.clock, log=DiscardLog(), persist=False)
         self.obs = _Observations()

@@ -1,4 +1,4 @@
-"""Trace files (DESIGN.md): JSON Lines, one event per line, or CSV with the same columns.
+"""Trace files (docs/ARCHITECTURE.md, "Trace file"): JSON Lines, one event per line, or CSV with the same columns.
 
 ``{"t": seconds, "event": "delivery"|"completion"|"obsolete"|"loss"|"park"|"resume", "robot": id,
 "pages": n, "bytes": n, "service_s": x}``; ``t`` is required, the rest where it applies (see

@@ -1,5 +1,11 @@
-"""What the agent shows: the JSON views of ``GET /v1/status``, ``/v1/policy`` and ``/v1/control``, and the
-values /metrics reads. Read-only: nothing here changes the agent."""
+"""What the agent shows: the JSON views of ``GET /v1/status``, ``/v1/policy`` and ``/v1/override``, and the
+values /metrics reads. Read-only: nothing here changes the agent.
+
+The views name things as the glossary does (docs/ARCHITECTURE.md): ``actuation`` (command or advise),
+``override`` (the override view), ``policy_kind`` (which policy kind decides). The keys they replace are
+still shown for one release: ``mode`` (the actuation), ``control`` (the override view with ``mode`` for
+``override``) and ``policy_control`` in the policy view; ``mode``, ``control`` and ``policy.control`` in the
+status."""
 
 from __future__ import annotations
 
@@ -10,6 +16,17 @@ from .queue import Observed, observed_measures
 
 if TYPE_CHECKING:
     from .core import Agent
+
+
+def control_view(override: dict[str, Any]) -> dict[str, Any]:
+    """The override view under its deprecated shape (``/v1/control``, the ``control`` keys): ``mode`` for
+    ``override``."""
+    return {"mode": override["override"], **{k: v for k, v in override.items() if k != "override"}}
+
+
+def mode_view(actuation: dict[str, Any]) -> dict[str, Any]:
+    """The actuation view under its deprecated shape (``/v1/mode``): ``mode`` for ``actuation``."""
+    return {"mode": actuation["actuation"], **{k: v for k, v in actuation.items() if k != "actuation"}}
 
 
 class AgentViews:
@@ -50,10 +67,11 @@ class AgentViews:
             top = snap.basis.dynamic.policy.robots
         else:
             top = max(snap.policy.robots_at_level)
-        return a.actuator.robots_up_to(max(top, a.control_state.robots or 0))
+        return a.actuator.robots_up_to(max(top, a.override_state.robots or 0))
 
-    def control_view(self) -> dict[str, Any]:
-        d = self.agent.control_state.to_dict()
+    def override_view(self) -> dict[str, Any]:
+        """``GET /v1/override``: the override in force, the active virtual robots and r(i) now."""
+        d = self.agent.override_state.to_dict()
         d["active_robots"] = self.agent.actuator.mode
         d["desired"] = self.desired()
         return d
@@ -65,8 +83,11 @@ class AgentViews:
         d["observed"] = self.observed().to_dict()
         d["queue"] = a.queue.length
         d["desired"] = self.desired()
-        d["mode"] = a.fleet.control_mode
-        d["control"] = self.control_view()
+        d["actuation"] = a.fleet.actuation
+        d["override"] = self.override_view()
+        # deprecated for one release: the same under their former names
+        d["mode"] = d["actuation"]
+        d["control"] = control_view(d["override"])
         return d
 
     def status(self) -> dict[str, Any]:
@@ -74,28 +95,32 @@ class AgentViews:
         now = a.clock.now()
         act = a.actuator
         current = a.holder.current
+        override = self.override_view()
         return {
             "t": now,
             "uptime_s": now - a.started_at,
             "ready": a.ready,
             "queue": {"length": a.queue.length, "capacity": a.config.capacity,
                       "admission": a.config.queue.admission},
-            "mode": a.fleet.control_mode,
+            "actuation": a.fleet.actuation,
+            "mode": a.fleet.actuation,  # deprecated: actuation
             "robots": {"virtual": a.config.robots.n, "mode": act.mode, "desired": self.desired(),
                        "dwell_s": act.dwell_s, "hysteresis": a.store.hysteresis_in_force(),
                        "max_commands_per_min": act.max_commands_per_min,
                        "deferred_until": act.deferred_until, "counts": act.counts(now),
                        "registered": a.fleet.robots_view()["robots"]},
-            "control": self.control_view(),
+            "override": override,
+            "control": control_view(override),  # deprecated: override
             "policy": {"version": current.version, "source": current.source, "origin": current.origin,
                        "first_fit_after": (None if a.first_fit_after is None else
                                            {"deliveries": a.first_fit_after[0], "seconds": a.first_fit_after[1]}),
                        "robots_at_level": list(current.policy.robots_at_level),
-                       "control": current.control_view()},
+                       "kind": current.kind_view(),
+                       "control": current.kind_view()},  # deprecated: kind
             "totals": a.totals.to_dict(),
             "observed": self.observed(now).to_dict(),
             "log": a.log.stats().__dict__,
         }
 
 
-__all__ = ["AgentViews"]
+__all__ = ["AgentViews", "control_view", "mode_view"]

@@ -76,7 +76,7 @@ def register(sub: Any) -> None:
                        description="Compare buffer rules on the traffic of a model file: loss, staleness, "
                                    "starvation, response time and cost J of obsolescence timers (paper 000), "
                                    "the best renovation law (paper 004), the best RED parameters and no rule.")
-    p.add_argument("model_file", metavar="MODEL.yaml", help="model file (DESIGN.md format); - reads standard input")
+    p.add_argument("model_file", metavar="MODEL.yaml", help="model file (docs/ARCHITECTURE.md); - reads standard input")
     p.add_argument("--policy", type=policy, default=None,
                    help="robots at queue length 0..K (e.g. 3,3,3,1,1,1); None: the optimum under timers")
     p.add_argument("--grid", type=_grid, default=4, help="renovation search: grid stage resolution 1/GRID")

@@ -74,16 +74,16 @@ def register(subparsers: Any) -> None:
     p.add_argument("--warmup", type=_non_negative, default=None, metavar="S",
                    help="seconds at the start of each run left out of the measures (default: demo.warmup_s, "
                         "at most a quarter of --duration when --duration is given)")
-    p.add_argument("--seed", type=_seed, default=None, metavar="N",
+    p.add_argument("--seed", type=_seed, default=None,
                    help="seed of the site and the robots, the same for every run (default: demo.seed, 1)")
     p.add_argument("--seed-url", dest="seed_urls", type=_url, action="append", default=None, metavar="URL",
                    help="crawl this real URL instead of the generated site (repeat for several)")
-    p.add_argument("--config", default=None, metavar="FILE",
+    p.add_argument("--config", default=None, metavar="DEMO.yaml",
                    help="a YAML file laid out as config/demo.yaml, merged over the defaults")
     p.add_argument("--baselines", action=argparse.BooleanOptionalAction, default=None,
                    help="run the best static fleet and all robots after robotctl's run (default: on, off with "
                         "--seed-url)")
-    p.add_argument("--port", type=port, default=0, metavar="P",
+    p.add_argument("--port", type=port, default=0, metavar="PORT",
                    help="the agent's port, where /metrics is served (0: a free port, printed)")
     p.add_argument("--workdir", default=None, metavar="DIR",
                    help="keep the agent's delivery logs and the SQLite indexes here (default: a temporary "

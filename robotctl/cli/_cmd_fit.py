@@ -1,4 +1,4 @@
-"""``robotctl fit``: a trace file to a model file (DESIGN.md) plus the fit's report."""
+"""``robotctl fit``: a trace file to a model file (docs/ARCHITECTURE.md, "Model file") plus the fit's report."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ example:
   robotctl fit examples/trace.jsonl.gz --config examples/sidecar.yaml --mode-field active | robotctl optimise -
       capacity, costs, the fleet's modes and the fit's settings from the sidecar's configuration
 
-What is read from the trace (DESIGN.md: JSON Lines, or CSV with the same columns):
+What is read from the trace (docs/ARCHITECTURE.md: JSON Lines, or CSV with the same columns):
   delivery events      t, pages (default 1), and the --mode-field column (number of active robots)
   service              service_s on any event (per page: service_s / pages); else bytes / pages of the
                        completions (or of the deliveries) divided by --processing-rate-bps
@@ -93,7 +93,7 @@ def register(sub: Any) -> None:
     p.add_argument("--mode-field", metavar="FIELD", default=None,
                    help="trace column holding the number of active robots at each delivery (the agent writes "
                         "`active`); default: one mode, 1" + own)
-    p.add_argument("--modes", type=_modes_arg, default=None, metavar="LIST",
+    p.add_argument("--modes", type=_modes_arg, default=None, metavar="MODES",
                    help="modes the model must define, e.g. 1-4 or 1,2,4 (default: the observed ones)" + own)
     p.add_argument("--processing-rate-bps", type=_positive, default=None, metavar="X",
                    help="indexer bytes per second: service time = page bytes / X (needed when the trace has sizes "

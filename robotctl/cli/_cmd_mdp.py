@@ -9,12 +9,12 @@ from ._parser import Formatter, lazy
 
 EXAMPLE = """\
 example:
-  robotctl mdp --robots 16 --capacity 5 --rate 0.1 --service-rate 1 --gamma 1
+  robotctl mdp --robots 16 --capacity 5 --arrival-rate 0.1 --service-rate 1 --gamma 1
       paper 001, Figure 2: cost 0.20907 (gamma P(starvation) + loss rate), between 4 and 14
       robots active; the best static fleet (9 robots) costs 0.32684, so dynamic control gains 56%
-  robotctl mdp --robots 10 --capacity 15 --rate 0.1 --gamma 2.4 --json | jq .switching_curves
+  robotctl mdp --robots 10 --capacity 15 --arrival-rate 0.1 --gamma 2.4 --json | jq .switching_curves
 
-Each active robot brings pages in a Poisson stream of rate --rate; one indexer serves them in
+Each active robot brings pages in a Poisson stream of rate --arrival-rate; one indexer serves them in
 exponential times of rate --service-rate; the buffer holds --capacity pages, the one being indexed
 included. At a delivery the robot that delivered is parked unless the policy keeps it; at a service
 completion the policy may wake one more robot. The policy minimises gamma P(starvation) + loss rate
@@ -36,16 +36,18 @@ def register(sub: Any) -> None:
                                    "exponential indexer with a buffer of K pages.")
     p.add_argument("--robots", required=True, type=whole_number(1, "the number of robots N", "16"),
                    help="N, robots available")
-    p.add_argument("--capacity", required=True, type=whole_number(1, "the capacity K", "5"),
+    p.add_argument("--capacity", required=True, type=whole_number(1, "the capacity K", "5"), metavar="K",
                    help="K, pages in the system, the one being indexed included")
-    p.add_argument("--rate", required=True, type=real_number(0, "the rate of one robot", "0.1", strict=True),
-                   help="lambda, pages per second brought by one active robot")
+    p.add_argument("--arrival-rate", required=True,
+                   type=real_number(0, "the arrival rate of one robot", "0.1", strict=True), metavar="L",
+                   help="lambda, pages per second brought by one active robot (formerly --rate)")
     p.add_argument("--service-rate", default=1.0,
                    type=real_number(0, "the service rate", "1", strict=True),
                    help="mu, pages per second the indexer serves")
     p.add_argument("--gamma", required=True, type=real_number(0, "the starvation weight", "1"),
                    help="weight of P(starvation) against the loss rate in the cost")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.deprecate("--rate", "--arrival-rate")
     p.set_defaults(func=lazy("robotctl.cli._run_mdp", "run_mdp"))
 
 

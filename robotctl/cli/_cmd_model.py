@@ -13,8 +13,9 @@ from ._parser import Formatter, lazy
 SOLVER_METHODS = ("auto", "block", "qbd", "sparse", "iterative")
 #: The threshold search's methods (``robotctl.policies.SEARCH_METHODS``; a test keeps the two equal).
 SEARCH_METHODS = ("auto", "exhaustive", "local")
-#: What ``optimise`` optimises: paper 000's thresholds or paper 001's dynamic control.
-CONTROLS = ("thresholds", "mdp")
+#: Policy kinds ``optimise`` searches: paper 000's thresholds or paper 001's dynamic control (the glossary's
+#: "policy kind", docs/ARCHITECTURE.md).
+POLICY_KINDS = ("thresholds", "mdp")
 #: Policy spaces of ``optimise`` (``robotctl.policies.SPACES``; a test keeps the two equal).
 SPACES = ("monotone", "all")
 
@@ -49,7 +50,7 @@ example:
   robotctl optimise config/paper-example.yaml --certify
       adds a lower bound from a full-information MDP: no policy, threshold or not, can cost less;
       gap_percent says how far the threshold optimum can be from the best policy of any form
-  robotctl optimise poisson-model.yaml --control mdp
+  robotctl optimise poisson-model.yaml --policy-kind mdp
       paper 001's dynamic control (wake or park one robot at each event) instead of thresholds, for a
       model of Poisson robots (one mode per number of robots, consecutive), exponential service, no
       obsolescence and no response cost; --method mdp is the same (see `robotctl mdp`)
@@ -110,7 +111,7 @@ def register(sub: Any) -> None:
                        formatter_class=Formatter,
                        description="Solve the queue exactly under one threshold policy and print the measures "
                                    "of paper 000 (Sections 4-5) and the cost J of its eq. (2).")
-    p.add_argument("model_file", metavar="MODEL.yaml", help="model file (DESIGN.md format); - reads standard input")
+    p.add_argument("model_file", metavar="MODEL.yaml", help="model file (docs/ARCHITECTURE.md); - reads standard input")
     p.add_argument("--policy", required=True, type=policy,
                    help="robots at queue length 0..K, comma-separated, non-increasing (e.g. 3,3,3,1,1,1)")
     p.add_argument("--method", choices=SOLVER_METHODS, default="auto", help="exact solver method")
@@ -125,17 +126,18 @@ def register(sub: Any) -> None:
     o = sub.add_parser("optimise", aliases=["optimize"], help="cost-optimal thresholds (exact)",
                        epilog=OPTIMISE_EXAMPLE, formatter_class=Formatter,
                        description="Find the threshold policy that minimises the cost J of paper 000, eq. (2).")
-    o.add_argument("model_file", metavar="MODEL.yaml", help="model file (DESIGN.md format); - reads standard input")
-    o.add_argument("--modes", type=_modes_arg, default=None,
+    o.add_argument("model_file", metavar="MODEL.yaml", help="model file (docs/ARCHITECTURE.md); - reads standard input")
+    o.add_argument("--modes", type=_modes_arg, default=None, metavar="MODES",
                    help="search only these modes, e.g. 3,1 (default: every subset of the model's modes)")
     o.add_argument("--all-subsets", action="store_true",
                    help="also print the best thresholds of every subset of modes and the static costs (Table 1)")
     o.add_argument("--search", choices=SEARCH_METHODS, default="auto",
                    help="exhaustive over every threshold vector, or local descent (for large K or many modes)")
     o.add_argument("--method", choices=(*SOLVER_METHODS, "mdp"), default="auto",
-                   help="exact solver method to recompute the optimum's measures with; mdp means --control mdp")
-    o.add_argument("--control", choices=CONTROLS, default="thresholds",
-                   help="thresholds: the best r(i) of paper 000; mdp: paper 001's dynamic control (Poisson robots)")
+                   help="exact solver method to recompute the optimum's measures with; mdp means --policy-kind mdp")
+    o.add_argument("--policy-kind", choices=POLICY_KINDS, default="thresholds",
+                   help="thresholds: the best r(i) of paper 000; mdp: paper 001's dynamic control (Poisson robots); "
+                        "formerly --control")
     o.add_argument("--certify", action="store_true",
                    help="also compute a lower bound on the cost of every policy (lower_bound, gap_percent)")
     o.add_argument("--max-loss", type=_fraction_arg, default=None, metavar="FRACTION",
@@ -153,7 +155,8 @@ def register(sub: Any) -> None:
     o.add_argument("--max-seconds", type=_seconds, default=20.0,
                    help="time budget of that ladder (a wider error bar when it runs out)")
     o.add_argument("--json", action="store_true", help="machine-readable output")
+    o.deprecate("--control", "--policy-kind")
     o.set_defaults(func=lazy("robotctl.cli._run_model", "run_optimise"))
 
 
-__all__ = ["CONTROLS", "MAX_MODES", "SEARCH_METHODS", "SOLVER_METHODS", "SPACES", "register"]
+__all__ = ["MAX_MODES", "POLICY_KINDS", "SEARCH_METHODS", "SOLVER_METHODS", "SPACES", "register"]

@@ -21,14 +21,14 @@ example:
   robotctl replay crawl.log.2.gz crawl.log.1 crawl.log --config sidecar.yaml --active 8 --report out.html
 
 What it does: every event goes to the agent's own code (the same Agent and refit loop as `robotctl
-serve`) on a clock set to the event's time; the agent runs in advise mode, so the fleet is the one
+serve`) on a clock set to the event's time; the agent runs with actuation advise, so the fleet is the one
 recorded (park/resume lines or the `active` field; --active when the trace records neither) and each
 refit's policy is what robotctl would have commanded. Refits happen where the agent's own log made
 them, else by refit.interval_s and the drift check. robotctl's decisions are what-if: their cost is
-estimated by simulating each window's fitted traffic under them (--sim-events), with confidence
+estimated by simulating each window's fitted traffic under them (--events), with confidence
 intervals; so is the best static fleet's; the recorded fleet's cost is observed on the trace.
 
-Input: JSON Lines or CSV trace files (DESIGN.md), gzip or not, several files or a directory of rotated
+Input: JSON Lines or CSV trace files (docs/ARCHITECTURE.md), gzip or not, several files or a directory of rotated
 logs; Scrapy logs, Heritrix crawl.log and WARC files (pip install 'robotctl[warc]') by --format or their
 first line. Files overlapping in time lose their repeated events; events out of order are sorted;
 gaps longer than --gap-s (default: chosen from the data) are left out of the observed cost. The output
@@ -64,13 +64,15 @@ def register(sub: Any) -> None:
                    help="active robots when the trace does not record them (default: robots.count)" + own)
     p.add_argument("--gap-s", type=_gap, default=None, metavar="S",
                    help="intervals without events longer than S are gaps (default: chosen from the data)" + own)
-    p.add_argument("--sim-events", type=_count, default=400_000, metavar="N",
-                   help="simulated events per evaluation of a fleet (split among the refit windows)")
+    p.add_argument("--events", type=_count, default=400_000, metavar="N",
+                   help="simulated events per evaluation of a fleet, split among the refit windows (formerly "
+                        "--sim-events)")
     p.add_argument("--level", type=confidence_level, default=0.95, help="confidence level of the intervals")
     p.add_argument("--seed", type=_seed, default=0, help="seed of the evaluation's simulations")
     p.add_argument("--report", metavar="OUT.html", default=None,
                    help="write an HTML report (plots need matplotlib: pip install 'robotctl[reports]')" + own)
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.deprecate("--sim-events", "--events")
     p.set_defaults(func=lazy("robotctl.cli._run_replay", "run_replay"))
 
 

@@ -46,17 +46,17 @@ def register(subparsers: Any) -> None:
                     "the delivery log, refit the model and re-optimise the thresholds, and park or resume "
                     "robots.",
         epilog=EPILOG, formatter_class=Formatter)
-    p.add_argument("--config", metavar="FILE", default=os.environ.get("ROBOTCTL_CONFIG"),
+    p.add_argument("--config", metavar="SIDECAR.yaml", default=os.environ.get("ROBOTCTL_CONFIG"),
                    help="YAML configuration (default: $ROBOTCTL_CONFIG; without one, queue.capacity must "
                         "come from the environment)")
     p.add_argument("--host", help="bind address (overrides server.host)")
-    p.add_argument("--port", type=port, help="TCP port, 0 for any free port (overrides server.port)")
+    p.add_argument("--port", type=port, metavar="PORT", help="TCP port, 0 for any free port (overrides server.port)")
     p.add_argument("--log-dir", help="delivery log and state directory (overrides log.dir)")
     p.add_argument("--generate-token", action="store_true",
                    help="make a random bearer token for this run and print it once (refused when a token is "
                         "configured)")
     p.add_argument("--advise", action="store_true",
-                   help="shadow mode (control.mode: advise): fit, optimise and export the desired robots on "
+                   help="shadow mode (robots.actuation: advise): fit, optimise and export the desired robots on "
                         "/metrics and /v1/policy, but never park or resume a robot")
     p.add_argument("--check", action="store_true", help="validate the configuration, print it and exit")
     p.add_argument("--json", action="store_true", help="with --check: print the configuration as JSON; "

@@ -45,11 +45,11 @@ def register(sub: Any) -> None:
                                    "threshold policy, and estimate every measure with a confidence interval "
                                    "by batch means.")
     p.add_argument("model_file", metavar="MODEL.yaml",
-                   help="model file (DESIGN.md format); - reads standard input")
+                   help="model file (docs/ARCHITECTURE.md); - reads standard input")
     p.add_argument("--policy", required=True, type=policy,
                    help="robots at queue length 0..K, comma-separated, non-increasing (e.g. 3,3,3,1,1,1)")
     length = p.add_mutually_exclusive_group()
-    length.add_argument("--events", type=_count_arg, default=None,
+    length.add_argument("--events", type=_count_arg, default=None, metavar="N",
                         help="events to measure after the warm-up; None: 1000000 unless --horizon-s")
     length.add_argument("--horizon-s", type=_positive_arg, default=None,
                         help="simulated seconds to measure after the warm-up, instead of --events")
@@ -63,7 +63,7 @@ def register(sub: Any) -> None:
     p.add_argument("--exact", action="store_true",
                    help="also solve exactly and say whether each exact value lies inside its interval")
     p.add_argument("--trace", metavar="OUT.jsonl", default=None,
-                   help="write the trace (DESIGN.md format, JSON Lines) to this file; None: no trace")
+                   help="write the trace (JSON Lines, docs/ARCHITECTURE.md) to this file; None: no trace")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=lazy("robotctl.cli._run_simulate", "run_simulate"))
 

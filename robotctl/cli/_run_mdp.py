@@ -1,4 +1,4 @@
-"""``robotctl mdp``, ``robotctl optimise --control mdp`` and ``--certify``: what they run."""
+"""``robotctl mdp``, ``robotctl optimise --policy-kind mdp`` and ``--certify``: what they run."""
 
 from __future__ import annotations
 
@@ -54,27 +54,27 @@ def dynamic_lines(opt: DynamicOptimum) -> list[str]:
 
 
 def run_mdp(args: argparse.Namespace) -> int:
-    problem = RobotsProblem.paper(args.robots, args.capacity, args.rate, args.service_rate, args.gamma)
+    problem = RobotsProblem.paper(args.robots, args.capacity, args.arrival_rate, args.service_rate, args.gamma)
     opt = solve_dynamic(problem)
     if args.json:
         print(json_text(dynamic_json(opt), indent=2))
     else:
-        print(f"paper 001: N = {args.robots} robots of {args.rate:g} pages/s each, K = {args.capacity}, "
+        print(f"paper 001: N = {args.robots} robots of {args.arrival_rate:g} pages/s each, K = {args.capacity}, "
               f"mu = {args.service_rate:g}, gamma = {args.gamma:g}")
         print("\n".join(dynamic_lines(opt)))
     return 0 if opt.success else 1
 
 
 def run_optimise_mdp(args: argparse.Namespace, model: QueueModel, costs: Costs) -> int:
-    """``robotctl optimise MODEL.yaml --control mdp``: paper 001's MDP on a Poisson/exponential model file."""
+    """``robotctl optimise MODEL.yaml --policy-kind mdp``: paper 001's MDP on a Poisson/exponential model file."""
     problem = RobotsProblem.from_model(model, costs)
     if args.modes or args.all_subsets or args.search != "auto":
         print("robotctl: warning: --modes, --all-subsets and --search steer the threshold search; "
-              "--control mdp ignores them", file=sys.stderr)
+              "--policy-kind mdp ignores them", file=sys.stderr)
     opt = solve_dynamic(problem)
     bound = mdp_lower_bound(model, costs) if args.certify else None
     if args.json:
-        out = {"control": "mdp", **dynamic_json(opt)}
+        out = {"policy_kind": "mdp", "control": "mdp", **dynamic_json(opt)}  # control: deprecated, policy_kind
         if bound is not None:
             out.update(certify_json(bound, opt.cost))
         print(json_text(out, indent=2))

@@ -175,7 +175,7 @@ def run_optimise(args: argparse.Namespace) -> int:
     if costs == Costs():
         raise InputError(f"{args.model_file}: costs", "are missing (or all zero), so every policy costs J = 0",
                          "add a costs: mapping (robotctl fit --costs FILE or --config SIDECAR.yaml writes one)")
-    if args.control == "mdp" or args.method == "mdp":
+    if args.policy_kind == "mdp" or args.method == "mdp":
         from ._run_mdp import run_optimise_mdp
 
         return run_optimise_mdp(args, model, costs)

@@ -48,7 +48,7 @@ def _simulate(s: MD1NSolution, events: int, seed: int) -> dict[str, Any]:
 
 def _text(s: MD1NSolution, sim: dict[str, Any] | None) -> list[str]:
     lines = [f"M/D/1/N with renovation (paper 004): lambda {s.arrival_rate:g}/s, d {s.mean_service:g} s, "
-             f"N = {s.places} waiting places, {s.renovation}",
+             f"K = {s.places + 1} (N = {s.places} waiting places), {s.renovation}",
              f"embedded chain at completions: {s.message}; f* = {s.f_star:.6g} s between completions"]
     est = sim["estimates"] if sim is not None else {}
     if sim is not None:
@@ -76,11 +76,11 @@ def _text(s: MD1NSolution, sim: dict[str, Any] | None) -> list[str]:
 
 def run_renovation(args: argparse.Namespace) -> int:
     renovation = Renovation(args.q, Conflict(args.option))
-    s = solve_md1n(args.arrival_rate, args.service_time, args.places, renovation)
+    s = solve_md1n(args.arrival_rate, args.service_time, args.capacity - 1, renovation)
     sim = None
-    if args.simulate is not None:
+    if args.events is not None:
         seed = args.seed if args.seed is not None else int(np.random.SeedSequence().entropy) % 2**63  # type: ignore[arg-type]
-        sim = _simulate(s, args.simulate, seed)
+        sim = _simulate(s, args.events, seed)
     if args.json:
         out = s.to_dict()
         if sim is not None:

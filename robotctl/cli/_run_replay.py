@@ -70,7 +70,7 @@ def text_lines(result: ReplayResult) -> list[str]:
 def run_replay(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     table = read_events(args.traces, fmt=args.format, gap_s=args.gap_s)
-    options = ReplayOptions(t_from=args.t_from, t_to=args.t_to, active=args.active, sim_events=args.sim_events,
+    options = ReplayOptions(t_from=args.t_from, t_to=args.t_to, active=args.active, sim_events=args.events,
                             level=args.level, seed=args.seed)
     with Progress(1000, "replaying") as bar:
         result = replay(table, config, options, progress=lambda f: bar.advance(int(f * 1000) - bar.done))

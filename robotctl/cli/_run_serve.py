@@ -32,7 +32,7 @@ def checked_config(args: argparse.Namespace) -> tuple[AgentConfig, str | None]:
     if args.log_dir is not None:
         overrides.setdefault("log", {})["dir"] = args.log_dir
     if args.advise:
-        overrides.setdefault("control", {})["mode"] = "advise"
+        overrides.setdefault("robots", {})["actuation"] = "advise"
     config = load_config(args.config, overrides=overrides)
     generated = None
     if args.generate_token:

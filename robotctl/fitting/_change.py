@@ -224,7 +224,7 @@ def locate_change(delivery_times: ArrayLike, modes: ArrayLike, mode_changes: Mod
     n = t.size
     if mode_changes is None:
         start = float(t[0]) if n else 0.0
-        mode_changes = ModeTrajectory([start], [1])
+        mode_changes = ModeTrajectory(np.array([start]), np.array([1], dtype=np.int64))
         m = np.ones(n, dtype=np.int64)
     m = m.astype(np.int64)
     end = float(end_s if end_s is not None else (mode_changes.end_s if mode_changes.end_s is not None

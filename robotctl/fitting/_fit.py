@@ -387,7 +387,7 @@ class ModelFit:
     options: FitOptions
 
     def to_dict(self) -> dict[str, Any]:
-        """The model file of DESIGN.md, ``{"model": ...}``, plus the fit under ``"report"``."""
+        """The model file (docs/ARCHITECTURE.md, "Model file"), ``{"model": ...}``, plus the fit under ``"report"``."""
         report = self.report.to_dict()
         report["status"] = self.status.value
         report["success"] = self.success

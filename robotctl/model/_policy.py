@@ -2,7 +2,7 @@
 
 A queue-length policy runs r(i) robots when i pages are in the system, i = 0..K (``robots_at_level``);
 any modes of the model, in any order. The paper's threshold policies are the non-increasing ones
-(:class:`ThresholdPolicy`, the canonical form of DESIGN.md): the paper's form lists modes
+(:class:`ThresholdPolicy`, the canonical form, docs/ARCHITECTURE.md "Policy"): the paper's form lists modes
 m_1 > m_2 > ... > m_n and thresholds j_1 <= ... <= j_{n-1}: with j_0 = -1 and j_n = K, level i in
 (j_{r-1}, j_r] runs m_r robots. The first mode is used at level 0 and the last at level K; intermediate
 modes may be empty (j_{r-1} = j_r), which is how the paper's Table 1 lists e.g. "3 or 2 or 1 | 2,2".

@@ -1,7 +1,7 @@
 """The engine of the discrete-event simulator: the state of one run of the controlled queue of paper 000
 and the loop that advances it.
 
-The system (paper 000, Section 2; DESIGN.md "Model semantics"): with l robots active, pages arrive by
+The system (paper 000, Section 2; docs/ARCHITECTURE.md "Model semantics"): with l robots active, pages arrive by
 the BMAP D_k^(l), whose directing phase nu carries over when l changes; one server indexes the page at
 the head in a PH(beta, S) time; every *waiting* page has its own PH(gamma, Gamma) useful life and leaves
 obsolete when it ends (the page in service cannot become obsolete); FIFO; at most K pages in the system,

@@ -15,8 +15,8 @@ the same instant, before the next event. A :data:`Controller` sees the queue len
 a :class:`StateFeedback` controller also sees the event's kind, the pages it brought, the queue length
 before it and the arrival phase (the state of an MDP policy such as paper 001's).
 
-What the simulator records is a trace in the format of DESIGN.md, one immutable :class:`TraceRow` per
-line, of the kinds :class:`TraceKind` (whose values are DESIGN.md's event names).
+What the simulator records is a trace in the format of docs/ARCHITECTURE.md, one immutable :class:`TraceRow` per
+line, of the kinds :class:`TraceKind` (whose values are the trace format's event names).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ class EventKind(enum.IntEnum):
 
 
 class TraceKind(enum.Enum):
-    """The kind of a trace row; the values are DESIGN.md's trace event names."""
+    """The kind of a trace row; the values are the trace format's event names (docs/ARCHITECTURE.md)."""
 
     #: a robot delivers a batch (``pages`` = pages offered, lost ones included)
     DELIVERY = "delivery"

@@ -1,4 +1,4 @@
-"""The model file format of DESIGN.md, as plain dicts (parsing YAML text is the caller's job).
+"""The model file format (docs/ARCHITECTURE.md, "Model file"), as plain dicts (parsing YAML text is the caller's job).
 
 ``model_from_dict`` turns the ``model:`` mapping into a :class:`QueueModel`, ``costs_from_dict`` the
 ``costs:`` mapping into :class:`Costs`; ``model_to_dict`` goes back. Unknown keys are errors: a typo

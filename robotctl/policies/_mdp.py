@@ -31,7 +31,7 @@ switching curves: at a departure from q pages one robot is activated iff r <= f_
 pages the robot is kept iff r <= f_1(q). :func:`static_fleet` is the static problem of Section 4: the
 fixed number of robots that minimises eq. (9) (Proposition 3).
 
-Two generalisations serve the model files of paper 000 (``robotctl optimise --control mdp``): a
+Two generalisations serve the model files of paper 000 (``robotctl optimise --policy-kind mdp``): a
 smallest number of active robots ``min_robots`` (the paper: 0), and any Poisson rate per number of
 active robots (the paper: lambda r), plus a cost per active robot per second (the paper: 0).
 """

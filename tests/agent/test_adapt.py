@@ -35,6 +35,20 @@ def _config(tmp_path: Path, **refit: Any) -> AgentConfig:
     })
 
 
+def _origin_metric(agent: Agent) -> dict[str, float]:
+    """``robotctl_policy_origin`` by its label, read back from a scrape of a fresh registry."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from robotctl.agent.metrics import AgentMetrics
+
+    registry = CollectorRegistry()
+    AgentMetrics(registry).attach(agent, lambda: None)
+    text = generate_latest(registry).decode()
+    return {s.labels["origin"]: s.value for fam in text_string_to_metric_families(text) for s in fam.samples
+            if s.name == "robotctl_policy_origin"}
+
+
 async def _advance(clock: ManualClock, t: float) -> None:
     """Move the clock to ``t``, stopping at each timer of the refit loop on the way and letting it run."""
     while (deadline := clock.next_deadline) is not None and deadline <= t:
@@ -85,6 +99,7 @@ async def test_default_agent_is_in_control_within_100_deliveries(tmp_path: Path)
     clock = ManualClock(0.0)
     agent = Agent(cfg, clock, log=DiscardLog(), persist=False)
     agent.open()
+    assert _origin_metric(agent) == {"startup": 1.0, "cold": 0.0, "regular": 0.0, "warm": 0.0}
     loop = RefitLoop.for_agent(cfg, clock=clock, target=agent, worker=RefitWorker(compute_refit, kind="inline"))
     seen = await _live(agent, clock, loop, TRUE_MODEL, 400, seed=5)
     first_cold = next(n for n, origin, _ in seen if origin == "cold")
@@ -97,7 +112,8 @@ async def test_default_agent_is_in_control_within_100_deliveries(tmp_path: Path)
     assert cost < startup, (cost, startup, cold_policy)
     print(f"first cold fit at {first_cold} deliveries; cold policy {cold_policy} costs {cost:.4g}, the start-up "
           f"fleet {startup:.4g}")
-    assert agent.status()["policy"]["origin"] == "regular"
+    assert agent.status()["policy"]["origin"] == agent.policy_view()["origin"] == "regular"
+    assert _origin_metric(agent)["regular"] == 1.0
     assert agent.status()["policy"]["first_fit_after"]["deliveries"] == agent.first_fit_after[0]
 
 
@@ -241,3 +257,50 @@ def test_cold_fit_not_made_over_a_warm_policy(tmp_path: Path) -> None:
     made = agent.refit_input(clock.now(), "growth")
     assert isinstance(made, str) and "min_deliveries" in made
     asyncio.run(agent.close())
+
+
+@pytest.mark.parametrize(("key", "value", "words"), [
+    ("cold_level", 1.0, "below 1"), ("cold_level", 0, "must be"), ("change_level", 1.5, "below 1"),
+    ("cold_start_deliveries", -1, "must be"), ("warm_max_age_s", -5, "must be"),
+])
+def test_new_refit_keys_are_validated_naming_the_key(tmp_path: Path, key: str, value: Any, words: str) -> None:
+    from robotctl import InputError
+
+    with pytest.raises(InputError) as err:
+        _config(tmp_path, **{key: value})
+    assert err.value.field == f"refit.{key}" and words in str(err.value)
+
+
+class _CountingTarget:
+    """A RefitTarget whose deliveries the test sets; it never drifts."""
+
+    def __init__(self) -> None:
+        self.seen = 0
+
+    def deliveries_seen(self) -> int:
+        return self.seen
+
+    def drift(self, now: float) -> str | None:
+        return None
+
+
+def test_growth_refits_at_each_doubling_until_the_interval() -> None:
+    clock = ManualClock(0.0)
+    target = _CountingTarget()
+    loop = RefitLoop(clock=clock, target=target, worker=RefitWorker(compute_refit, kind="inline"),  # type: ignore[arg-type]
+                     interval_s=300.0, min_interval_s=30.0, growth_deliveries=30)
+    due = []
+    for t, seen in ((1.0, 29), (2.0, 30), (2.5, 31), (3.0, 59), (4.0, 75), (5.0, 119), (6.0, 130), (7.0, 300)):
+        target.seen = seen
+        reason = loop.due(t)
+        due.append(reason)
+        if reason is not None:
+            loop.record.last_at = t  # as a refit would
+    assert due == [None, "growth deliveries=30", None, None, "growth deliveries=75", None,
+                   "growth deliveries=130", "growth deliveries=300"]
+    assert loop.growing(299.0) and not loop.growing(301.0)
+    target.seen = 10_000
+    assert loop.due(301.0) is None  # the growth is over: no refit for new deliveries ...
+    assert loop.due(308.0) == "interval"  # ... the regular schedule has taken over, interval_s after the last
+    loop.record.last_at = 308.0
+    assert loop.due(350.0) is None

@@ -1,5 +1,5 @@
-"""Shadow mode (control.mode: advise, issue 12): the live agent fits, optimises and exports the robots it
-would run, but never parks or resumes anyone; switching modes at run time needs the token."""
+"""Shadow mode (actuation advise, robots.actuation: advise, issue 12): the live agent fits, optimises and exports
+the robots it would run, but never parks or resumes anyone; switching the actuation at run time needs the token."""
 
 from __future__ import annotations
 
@@ -27,11 +27,11 @@ N = 4
 def _config(tmp_path: Path, **server: Any) -> AgentConfig:
     return AgentConfig.from_dict({
         "server": {"port": 0, "insecure_loopback": True, **server}, "queue": {"capacity": 5},
-        "robots": {"ids": [f"r{i}" for i in range(1, N + 1)], "lease_s": 1e6},
+        "robots": {"ids": [f"r{i}" for i in range(1, N + 1)], "lease_s": 1e6, "actuation": "advise"},
         "costs": {"loss": 5, "obsolescence": 10, "response": 2, "robot": 20, "starvation": 300},
         "refit": {"interval_s": 200, "window_s": 2000, "min_interval_s": 0, "min_deliveries": 200,
                   "drift_bound": None, "executor": "thread"},
-        "fit": {"mean_useful_life_s": 5.0}, "control": {"mode": "advise"},
+        "fit": {"mean_useful_life_s": 5.0},
         "log": {"dir": str(tmp_path / "log"), "fsync": "never"}})
 
 
@@ -84,7 +84,7 @@ async def test_advise_mode_never_parks_while_metrics_show_the_desired_count_chan
                 m = await _metrics(session, url)
                 desired.add(m["robotctl_desired_robots"])
                 active.add(m["robotctl_active_robots"])
-                assert m["robotctl_control_mode{mode=advise}"] == 1
+                assert m["robotctl_actuation{actuation=advise}"] == 1
                 assert m.get("robotctl_robot_commands_total{state=parked}", 0) == 0
                 assert m["robotctl_robots{state=parked}"] == 0
             assert all(h.state is RobotState.ACTIVE for h in handles), "a robot was parked in advise mode"
@@ -105,25 +105,25 @@ async def test_advise_mode_never_parks_while_metrics_show_the_desired_count_chan
             await h.close(deregister=False)
 
 
-async def test_switching_modes_needs_the_token(tmp_path: Path) -> None:
+async def test_switching_the_actuation_needs_the_token(tmp_path: Path) -> None:
     async with run_in_process(_config(tmp_path), clock=ManualClock(0.0)) as (url, app), \
             aiohttp.ClientSession() as session:
-        async with session.post(f"{url}/v1/mode", json={"mode": "command"}) as resp:
+        async with session.post(f"{url}/v1/actuation", json={"actuation": "command"}) as resp:
             assert resp.status == 403 and (await resp.json())["field"] == "server.token"
-        async with session.get(f"{url}/v1/mode") as resp:  # loopback without a token: open to read
-            assert (await resp.json())["mode"] == "advise"
+        async with session.get(f"{url}/v1/actuation") as resp:  # loopback without a token: open to read
+            assert (await resp.json())["actuation"] == "advise"
     secret = {"Authorization": "Bearer s3cret-s3cret-s3cret"}
     async with run_in_process(_config(tmp_path, token="s3cret-s3cret-s3cret"), clock=ManualClock(0.0)) as (url, app), \
             aiohttp.ClientSession() as session:
         agent = app[AGENT]
         for i in range(1, N + 1):
             agent.register(f"r{i}", None, None)
-        async with session.post(f"{url}/v1/mode", json={"mode": "command"}) as resp:
+        async with session.post(f"{url}/v1/actuation", json={"actuation": "command"}) as resp:
             assert resp.status == 401
-        async with session.post(f"{url}/v1/mode", json={"mode": "sideways"}, headers=secret) as resp:
-            assert resp.status == 400 and (await resp.json())["field"] == "mode"
-        async with session.post(f"{url}/v1/mode", json={"mode": "command"}, headers=secret) as resp:
-            assert resp.status == 200 and (await resp.json())["mode"] == "command"
+        async with session.post(f"{url}/v1/actuation", json={"actuation": "sideways"}, headers=secret) as resp:
+            assert resp.status == 400 and (await resp.json())["field"] == "actuation"
+        async with session.post(f"{url}/v1/actuation", json={"actuation": "command"}, headers=secret) as resp:
+            assert resp.status == 200 and (await resp.json())["actuation"] == "command"
         assert not agent.advising
 
 
@@ -137,13 +137,13 @@ def test_entering_advise_hands_robots_their_default_state_once(tmp_path: Path) -
         agent.register(f"r{i}", None, "active" if i < N else "parked")
     assert agent.mode == 2 and [agent.actuator.robots[f"r{i}"].command.value for i in range(1, N + 1)] == [
         "active", "active", "parked", "parked"]
-    view = agent.set_mode("advise")
+    view = agent.set_actuation("advise")
     # r3 goes back to its default (active), r4's default is parked: three virtual robots run by themselves
-    assert view == {"mode": "advise", "active": 3, "desired": 2}
+    assert view == {"actuation": "advise", "active": 3, "desired": 2}
     before = dict(agent.actuator.commands_issued)
     clock.advance(1.0)
     agent.deliver([Delivery(None, 5, None, None)])  # the queue fills: r(i) = 1, nobody is told
     assert agent.desired() == 1 and agent.mode == 3 and agent.actuator.commands_issued == before
     with pytest.raises(RuntimeError, match="commands the fleet"):
         Agent(cfg, clock, log=DiscardLog(), persist=False).observe_fleet(1)
-    assert agent.set_mode("command")["active"] == 1  # back in command: r(5) = 1 at once
+    assert agent.set_actuation("command")["active"] == 1  # back in command: r(5) = 1 at once

@@ -20,6 +20,7 @@ from robotctl.agent import load_model_file
 from robotctl.agent.app import AGENT, REFIT, run_in_process
 from robotctl.agent.clock import ManualClock
 from robotctl.agent.config import AgentConfig
+from robotctl.agent.metrics import DEPRECATED_METRICS
 from robotctl.agent.policy import PolicyFit
 from robotctl.agent.refit import RefitInput, RefitOutcome, RefitStage, fit_summary
 from robotctl.policies import optimise
@@ -85,6 +86,14 @@ async def test_every_metric_used_in_deploy_is_exported(tmp_path: Path) -> None:
         assert not missing, f"{where} uses metrics the agent does not export: {missing}"
     assert {"robotctl_loss_ratio", "robotctl_fit_arrival_pages_per_second",
             "robotctl_desired_robots", "robotctl_policy_max_robots"} <= exported
+    # the deprecated names are still exported for this release, next to the names that replace them
+    assert set(DEPRECATED_METRICS) | set(DEPRECATED_METRICS.values()) <= exported
+
+
+def test_deploy_uses_no_deprecated_metric() -> None:
+    for where, names in _referenced().items():
+        old = sorted(names & set(DEPRECATED_METRICS))
+        assert not old, f"{where} uses deprecated metrics: {[(n, DEPRECATED_METRICS[n]) for n in old]}"
 
 
 def _docs(path: Path) -> list[Any]:

@@ -1,4 +1,4 @@
-"""``policy.control: mdp``: the refit adopts paper 001's MDP policy where the fitted traffic meets its
+"""``policy.kind: mdp``: the refit adopts paper 001's MDP policy where the fitted traffic meets its
 assumptions (else the thresholds, with the reason), the agent core takes the same decisions as the
 simulator's DynamicController on the same events, through the one actuator path, across a restart."""
 
@@ -30,7 +30,7 @@ def _config(tmp_path: Path, kind: str = "mdp", **sections: Any) -> AgentConfig:
     raw: dict[str, Any] = {
         "server": {"port": 0, "insecure_loopback": True}, "queue": {"capacity": 5},
         "robots": {"count": 4, "allow_unregistered": True, "dwell_s": 0},
-        "costs": COSTS.to_dict(), "policy": {"control": kind},
+        "costs": COSTS.to_dict(), "policy": {"kind": kind},
         "refit": {"interval_s": 1e9, "min_interval_s": 0, "window_s": 1e5, "drift_window_s": 600,
                   "min_deliveries": 100, "executor": "thread"},
         "log": {"dir": str(tmp_path / "log")},
@@ -72,8 +72,8 @@ def _fitted_agent(tmp_path: Path, model: QueueModel, *, seconds: float = 3000.0,
     return agent, clock, out
 
 
-def _control_metric(agent: Agent) -> dict[str, float]:
-    """``robotctl_policy_control`` by its label, read back from a scrape of a fresh registry."""
+def _kind_metric(agent: Agent) -> dict[str, float]:
+    """``robotctl_policy_kind`` by its label, read back from a scrape of a fresh registry."""
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.parser import text_string_to_metric_families
 
@@ -82,14 +82,14 @@ def _control_metric(agent: Agent) -> dict[str, float]:
     registry = CollectorRegistry()
     AgentMetrics(registry).attach(agent, lambda: None)
     text = generate_latest(registry).decode()
-    return {s.labels["control"]: s.value for fam in text_string_to_metric_families(text) for s in fam.samples
-            if s.name == "robotctl_policy_control"}
+    return {s.labels["kind"]: s.value for fam in text_string_to_metric_families(text) for s in fam.samples
+            if s.name == "robotctl_policy_kind"}
 
 
-def test_policy_control_is_validated_naming_the_key(tmp_path: Path) -> None:
-    assert _config(tmp_path, "thresholds").policy.control == "thresholds"
-    assert AgentConfig.from_dict({"queue": {"capacity": 5}}).policy.control == "thresholds"
-    with pytest.raises(InputError, match=r"^policy\.control: is 'dynamic'; use one of: thresholds, mdp$"):
+def test_policy_kind_is_validated_naming_the_key(tmp_path: Path) -> None:
+    assert _config(tmp_path, "thresholds").policy.kind == "thresholds"
+    assert AgentConfig.from_dict({"queue": {"capacity": 5}}).policy.kind == "thresholds"
+    with pytest.raises(InputError, match=r"^policy\.kind: is 'dynamic'; use one of: thresholds, mdp$"):
         _config(tmp_path, "dynamic")
 
 
@@ -97,15 +97,15 @@ async def test_poisson_traffic_runs_the_mdp_policy_as_the_simulator_does(tmp_pat
     agent, clock, out = _fitted_agent(tmp_path, PROBLEM.to_model())
     snap = agent.policy
     control = out.fit["control"]
-    assert snap.control == "mdp" and control["in_force"] == "mdp" and control["reason"] is None, control
+    assert snap.kind == "mdp" and control["in_force"] == "mdp" and control["reason"] is None, control
     assert isinstance(snap.decision, DynamicDecision) and snap.decision.min_robots == 1
     assert snap.decision.policy.robots == 4 and snap.decision.policy.capacity == 5
     # the published measures and cost are the MDP policy's (checked against its chain in tests/policies)
     assert snap.cost is not None and snap.cost.total == pytest.approx(control["mdp"]["cost"], rel=1e-12)
     view = agent.policy_view()
-    assert view["policy_control"] == {"in_force": "mdp", "requested": "mdp", "reason": None}
-    assert agent.status()["policy"]["control"]["in_force"] == "mdp"
-    assert _control_metric(agent) == {"thresholds": 0.0, "mdp": 1.0}
+    assert view["policy_kind"] == {"in_force": "mdp", "requested": "mdp", "reason": None}
+    assert agent.status()["policy"]["kind"]["in_force"] == "mdp"
+    assert _kind_metric(agent) == {"thresholds": 0.0, "mdp": 1.0}
     # an independent route: the simulator's DynamicController on the same events, from the same state
     agent.set_queue(0)
     start = agent.actuator.target
@@ -138,7 +138,7 @@ def test_consecutive_refits_under_the_mdp_keep_it_in_force(tmp_path: Path) -> No
     agent, clock, _ = _fitted_agent(tmp_path, PROBLEM.to_model(), seconds=2000.0)
     for round_ in range(2):
         snap = agent.policy
-        assert snap.control == "mdp" and isinstance(snap.decision, DynamicDecision)
+        assert snap.kind == "mdp" and isinstance(snap.decision, DynamicDecision)
         agent.set_queue(0)
         ctl = DynamicController(snap.decision.policy, agent.actuator.target)
         sim = Simulation(PROBLEM.to_model(), ctl, np.random.default_rng(20 + round_), record=True)
@@ -211,14 +211,14 @@ def test_traffic_outside_the_assumptions_keeps_the_thresholds_and_says_why(
     agent, _, out = _fitted_agent(tmp_path, model(), seconds=2000.0)
     snap = agent.policy
     control = out.fit["control"]
-    assert snap.control == "thresholds" and snap.basis.dynamic is None
+    assert snap.kind == "thresholds" and snap.basis.dynamic is None
     assert control["requested"] == "mdp" and control["in_force"] == "thresholds"
     assert field in control["reason"] and words in control["reason"], control["reason"]
     assert out.message == f"adopted (thresholds: {control['reason']})"
-    assert agent.policy_view()["policy_control"]["reason"] == control["reason"]
-    assert agent.status()["policy"]["control"]["reason"] == control["reason"]
-    assert _control_metric(agent) == {"thresholds": 1.0, "mdp": 0.0}
-    # the thresholds decide, as under policy.control: thresholds
+    assert agent.policy_view()["policy_kind"]["reason"] == control["reason"]
+    assert agent.status()["policy"]["kind"]["reason"] == control["reason"]
+    assert _kind_metric(agent) == {"thresholds": 1.0, "mdp": 0.0}
+    # the thresholds decide, as under policy.kind: thresholds
     r = snap.policy.robots_at_level
     assert agent.actuator.target == r[agent.queue.length]
 
@@ -234,7 +234,7 @@ def test_a_response_cost_keeps_the_thresholds(tmp_path: Path) -> None:
 async def test_a_restart_restores_the_mdp_policy_or_falls_back_cleanly(tmp_path: Path) -> None:
     agent, clock, _ = _fitted_agent(tmp_path, PROBLEM.to_model(), seconds=1500.0)
     saved = agent.policy
-    assert saved.control == "mdp"
+    assert saved.kind == "mdp"
     await agent.close()
     state = json.loads((tmp_path / "log" / POLICY_FILE).read_text())
     assert state["dynamic"]["min_robots"] == 1
@@ -242,7 +242,7 @@ async def test_a_restart_restores_the_mdp_policy_or_falls_back_cleanly(tmp_path:
     again = Agent(_config(tmp_path), clock)
     again.open()
     snap = again.policy
-    assert snap.source == "restored" and snap.control == "mdp"
+    assert snap.source == "restored" and snap.kind == "mdp"
     assert isinstance(snap.decision, DynamicDecision)
     assert np.array_equal(snap.decision.policy.keep, saved.decision.policy.keep)  # type: ignore[attr-defined]
     assert np.array_equal(snap.decision.policy.activate, saved.decision.policy.activate)  # type: ignore[attr-defined]
@@ -252,8 +252,8 @@ async def test_a_restart_restores_the_mdp_policy_or_falls_back_cleanly(tmp_path:
     # the operator switched back to thresholds: the thresholds saved with it apply, and the view says why
     plain = Agent(_config(tmp_path, "thresholds"), clock)
     plain.open()
-    assert plain.policy.control == "thresholds"
-    assert plain.policy_view()["policy_control"]["reason"] == "policy.control is thresholds"
+    assert plain.policy.kind == "thresholds"
+    assert plain.policy_view()["policy_kind"]["reason"] == "policy.kind is thresholds"
     assert plain.actuator.target == plain.policy.policy.robots_at_level[plain.queue.length]
     await plain.close()
 
@@ -263,17 +263,17 @@ async def test_a_restart_restores_the_mdp_policy_or_falls_back_cleanly(tmp_path:
     (tmp_path / "log" / POLICY_FILE).write_text(json.dumps(state))
     broken = Agent(_config(tmp_path), clock)
     broken.open()
-    assert broken.policy.control == "thresholds" and broken.policy.source == "restored"
-    assert "could not be restored" in broken.policy_view()["policy_control"]["reason"]
+    assert broken.policy.kind == "thresholds" and broken.policy.source == "restored"
+    assert "could not be restored" in broken.policy_view()["policy_kind"]["reason"]
     await broken.close()
 
 
 def test_advise_mode_commands_nothing_under_the_mdp(tmp_path: Path) -> None:
-    agent, clock, _ = _fitted_agent(tmp_path, PROBLEM.to_model(), seconds=1500.0, control={"mode": "advise"})
+    agent, clock, _ = _fitted_agent(tmp_path, PROBLEM.to_model(), seconds=1500.0, robots={"actuation": "advise"})
     robots = [f"robot-{k}" for k in range(1, 5)]
     for rid in robots:
         agent.register(rid, None, None)
-    assert agent.policy.control == "mdp" and agent.advising
+    assert agent.policy.kind == "mdp" and agent.advising
     targets = set()
     sim = Simulation(PROBLEM.to_model(), ThresholdPolicy.static(4, 5), np.random.default_rng(9), record=True)
     sim.advance(t_end=500.0)
@@ -295,7 +295,8 @@ def test_replay_runs_the_mdp_policy(tmp_path: Path) -> None:
               **({"service_s": r.service_s} if r.service_s is not None else {})} for r in rows]
     path = tmp_path / "trace.jsonl"
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    cfg = _config(tmp_path, refit={"interval_s": 1000.0, "min_interval_s": 0})
+    # the regular schedule only: a cold-start fit (the start-up growth) keeps the thresholds by design
+    cfg = _config(tmp_path, refit={"interval_s": 1000.0, "min_interval_s": 0, "cold_start_deliveries": 0})
     result = replay(read_events([str(path)]), cfg, ReplayOptions(sim_events=20_000, min_sim_events=5000))
     assert result.windows, result.message
     assert all(w.dynamic is not None and w.fit["control"]["in_force"] == "mdp" for w in result.windows)

@@ -199,8 +199,17 @@ async def test_every_operation_answers_as_documented(caller: tuple[Caller, Any])
     assert (await call("POST", fetched, "/v1/robots/nobody/fetched", report))[0] == 404
     assert (await call("GET", "/v1/revisit"))[1]["pages"] == ["/a", "/b", "/c", "/d"]
     assert (await call("POST", "/v1/revisit/replan"))[1]["replanned"] in (True, False)
-    assert (await call("POST", "/v1/control", body={"action": "pin", "robots": 2, "duration_s": 60}))[1]["mode"] == \
-        "pinned"
+    pin = {"action": "pin", "robots": 2, "duration_s": 60}
+    assert (await call("POST", "/v1/override", body=pin))[1]["override"] == "pinned"
+    assert (await call("POST", "/v1/override", body={"action": "pin"}))[0] == 400
+    assert (await call("GET", "/v1/override"))[1]["robots"] == 2
+    assert (await call("POST", "/v1/override", body={"action": "resume"}))[1]["override"] == "auto"
+    assert (await call("POST", "/v1/actuation", body={"actuation": "advise"}))[1]["actuation"] == "advise"
+    assert (await call("POST", "/v1/actuation", body={"actuation": "sideways"}))[0] == 400
+    assert (await call("GET", "/v1/actuation"))[1]["actuation"] == "advise"
+    assert (await call("POST", "/v1/actuation", body={"actuation": "command"}))[1]["actuation"] == "command"
+    # the deprecated paths, as they answered before (mode for override and for actuation)
+    assert (await call("POST", "/v1/control", body=pin))[1]["mode"] == "pinned"
     assert (await call("POST", "/v1/control", body={"action": "pin"}))[0] == 400
     assert (await call("GET", "/v1/control"))[1]["robots"] == 2
     assert (await call("POST", "/v1/control", body={"action": "resume"}))[1]["mode"] == "auto"

@@ -86,7 +86,7 @@ def test_replay_of_a_simulated_trace_finds_the_true_optimum_and_predicts_its_cos
     config = AgentConfig.from_dict({
         "queue": {"capacity": 5}, "robots": 4, "costs": COSTS.to_dict(),
         "refit": {"interval_s": 1800, "window_s": 7200, "min_interval_s": 0, "drift_bound": None,
-                  "min_deliveries": 2000},
+                  "min_deliveries": 2000, "cold_start_deliveries": 0},  # the regular schedule: 8 refits
         "fit": {"mean_useful_life_s": None}, "log": {"dir": str(tmp_path / "unused")}})
     result = replay(read_events([str(path)]), config, ReplayOptions(sim_events=60_000, seed=1))
     assert result.success and len(result.windows) == 8

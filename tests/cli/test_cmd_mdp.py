@@ -1,4 +1,4 @@
-"""`robotctl mdp`, `robotctl optimise --control mdp` and `--certify`, in process."""
+"""`robotctl mdp`, `robotctl optimise --policy-kind mdp` and `--certify`, in process."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from robotctl.policies import RobotsProblem, solve_dynamic
 CONFIG = Path(__file__).resolve().parents[2] / "config"
 EXAMPLE = CONFIG / "paper-example.yaml"
 FIGURE_2 = CONFIG / "paper001-figure2.yaml"
-FIGURE_2_ARGS = ["mdp", "--robots", "16", "--capacity", "5", "--rate", "0.1", "--service-rate", "1", "--gamma", "1"]
+FIGURE_2_ARGS = ["mdp", "--robots", "16", "--capacity", "5", "--arrival-rate", "0.1", "--service-rate", "1",
+                 "--gamma", "1"]
 
 
 def test_mdp_json_has_the_issue_keys(capsys: pytest.CaptureFixture[str]) -> None:
@@ -41,16 +42,16 @@ def test_mdp_text(capsys: pytest.CaptureFixture[str]) -> None:
     assert "gain of dynamic control: 56.33%" in text
 
 
-@pytest.mark.parametrize("flag", [["--control", "mdp"], ["--method", "mdp"]])
+@pytest.mark.parametrize("flag", [["--policy-kind", "mdp"], ["--method", "mdp"]])
 def test_optimise_control_mdp_on_a_poisson_model_file(capsys: pytest.CaptureFixture[str], flag: list[str]) -> None:
     """The same problem as a model file (linear Poisson modes 1..16, gamma as the starvation cost)."""
     assert main(["optimise", str(FIGURE_2), *flag, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["control"] == "mdp" and round(out["cost"], 5) == 0.20907
+    assert out["policy_kind"] == out["control"] == "mdp" and round(out["cost"], 5) == 0.20907
 
 
 def test_optimise_mdp_rejects_paper_000s_model_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["optimise", str(EXAMPLE), "--control", "mdp"]) == 2
+    assert main(["optimise", str(EXAMPLE), "--policy-kind", "mdp"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "model.obsolescence" in err[0] and "threshold search" in err[0]
 
@@ -76,7 +77,8 @@ def test_certify_a_poisson_model_is_tight(capsys: pytest.CaptureFixture[str]) ->
     assert out["gap_percent"] == pytest.approx(0.0, abs=1e-6)
 
 
-@pytest.mark.parametrize(("args", "needle"), [(["--robots", "0"], "--robots"), (["--rate", "-1"], "--rate"),
+@pytest.mark.parametrize(("args", "needle"), [(["--robots", "0"], "--robots"),
+                                              (["--arrival-rate", "-1"], "--arrival-rate"),
                                               (["--gamma", "x"], "--gamma")])
 def test_mdp_bad_arguments_exit_2(capsys: pytest.CaptureFixture[str], args: list[str], needle: str) -> None:
     base = dict(zip(FIGURE_2_ARGS[1::2], FIGURE_2_ARGS[2::2]))

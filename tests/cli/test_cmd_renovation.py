@@ -11,7 +11,7 @@ from robotctl.cli import main
 from robotctl.model import Conflict, Renovation, solve_md1n
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "paper-example.yaml"
-PAPER = ["--arrival-rate", "1.1", "--service-time", "1", "--places", "5"]
+PAPER = ["--arrival-rate", "1.1", "--service-time", "1", "--capacity", "6"]
 
 
 def test_renovation_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
@@ -34,7 +34,7 @@ def test_renovation_without_renovation_is_blocking_only(capsys: pytest.CaptureFi
 
 
 def test_renovation_text_with_simulation(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["renovation", *PAPER, "--q", "0.5,0.5", "--simulate", "100000", "--seed", "5"]) == 0
+    assert main(["renovation", *PAPER, "--q", "0.5,0.5", "--events", "100000", "--seed", "5"]) == 0
     text = capsys.readouterr().out
     assert "paper 004" in text and "simulated 100,000 events (seed 5)" in text
     assert "1 - 1/(lambda f*)" in text and "P_6" in text
@@ -54,7 +54,7 @@ def test_renovation_bad_input_exits_2(capsys: pytest.CaptureFixture[str], args: 
 
 
 def test_renovation_places_beyond_q_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["renovation", "--arrival-rate", "1", "--service-time", "1", "--places", "2", "--q",
+    assert main(["renovation", "--arrival-rate", "1", "--service-time", "1", "--capacity", "3", "--q",
                  "0.25,0.25,0.25,0.25"]) == 2
     assert "q: has 4 entries but 2 waiting places" in capsys.readouterr().err
 
@@ -67,7 +67,7 @@ def test_solve_with_renovation_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert out["buffer"]["timers"] is False
     m = out["measures"]
     assert m["p_blocked"] + m["p_renovated"] + m["p_served"] == pytest.approx(1.0)
-    # the keys of solve's JSON contract (DESIGN.md), with the same meaning under timers only
+    # the keys of solve's JSON contract (docs/ARCHITECTURE.md), with the same meaning under timers only
     assert m["p_loss"] + m["p_obsolete"] + m["p_success"] == pytest.approx(1.0)
     assert {"arrival_rate", "p_starvation", "mean_active_robots", "mean_response_served"} <= set(m)
     assert out["cost"] == pytest.approx(sum(out["cost_terms"].values()))

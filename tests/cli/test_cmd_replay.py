@@ -43,7 +43,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
 
 def test_json_has_the_issues_shape(files: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
     trace, config = files
-    assert main(["replay", trace, "--config", config, "--json", "--sim-events", "40000"]) == 0
+    assert main(["replay", trace, "--config", config, "--json", "--events", "40000"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["windows"] and {"t_start", "t_end", "fit", "policy", "predicted"} <= set(d["windows"][0])
     w = d["windows"][0]
@@ -60,7 +60,7 @@ def test_html_report_holds_the_plots_and_the_comparison(files: tuple[str, str], 
     pytest.importorskip("matplotlib")
     trace, config = files
     out = tmp_path / "report.html"
-    assert main(["replay", trace, "--config", config, "--report", str(out), "--sim-events", "40000"]) == 0
+    assert main(["replay", trace, "--config", config, "--report", str(out), "--events", "40000"]) == 0
     text = capsys.readouterr().out
     assert "robotctl" in text and "best_static" in text and f"report: {out}" in text
     html = out.read_text()
@@ -85,7 +85,7 @@ def test_without_matplotlib_the_report_says_how_to_install(files: tuple[str, str
     uninstall("matplotlib")
     trace, config = files
     out = tmp_path / "report.html"
-    assert main(["replay", trace, "--config", config, "--report", str(out), "--sim-events", "20000"]) == 0
+    assert main(["replay", trace, "--config", config, "--report", str(out), "--events", "20000"]) == 0
     err = capsys.readouterr().err
     assert "pip install 'robotctl[reports]'" in err
     html = out.read_text()
@@ -95,7 +95,7 @@ def test_without_matplotlib_the_report_says_how_to_install(files: tuple[str, str
 def test_from_and_to_select_the_stretch_replayed(files: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
     trace, config = files
     assert main(["replay", trace, "--config", config, "--json", "--from", "1200", "--to", "3000",
-                 "--sim-events", "20000"]) == 0
+                 "--events", "20000"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["span"][1] <= 3000 and d["windows"]
     assert all(1200 <= w["t_end"] <= 3000 for w in d["windows"])  # no refit before --from

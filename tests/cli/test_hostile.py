@@ -24,7 +24,7 @@ def _model(arrivals: str, *, capacity: int = 3, extra: str = "costs: {loss: 1, r
 
 
 def one_line_exit_2(code: int, err: str, field: str) -> None:
-    """The contract of DESIGN.md: exit 2, one line on standard error that names the field."""
+    """The contract of docs/ARCHITECTURE.md: exit 2, one line on standard error that names the field."""
     assert code == 2, err
     lines = err.strip().splitlines()
     assert len(lines) == 1, err

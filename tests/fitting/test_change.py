@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from robotctl import InputError
 from robotctl.fitting import ModeTrajectory, locate_change
@@ -123,3 +125,19 @@ def test_bad_input_names_the_field(kwargs: dict, field: str) -> None:
     with pytest.raises(InputError) as err:
         locate_change(**kwargs)
     assert err.value.field == field
+
+
+@settings(max_examples=150, deadline=None)
+@given(times=st.lists(st.floats(allow_nan=True, allow_infinity=True, width=32), max_size=80),
+       mode=st.integers(-2, 5), level=st.floats(allow_nan=True, allow_infinity=True),
+       min_side=st.integers(-1, 30))
+def test_any_input_is_a_result_or_an_input_error(times: list[float], mode: int, level: float,
+                                                 min_side: int) -> None:
+    """Whatever arrives, locate_change answers with a ChangePoint or an InputError naming a field."""
+    try:
+        cp = locate_change(sorted(t for t in times if t == t) + [t for t in times if t != t], [mode] * len(times),
+                           level=level, min_side=min_side)
+    except InputError as exc:
+        assert exc.field
+    else:
+        assert 0.0 <= cp.p_value <= 1.0 and cp.detected == (cp.p_value < cp.level)

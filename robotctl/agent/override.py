@@ -1,11 +1,12 @@
-"""The runtime override of control (``POST /v1/control``): an operator pauses control (the fleet in force
-stays as it is), pins a fleet size, optionally for a duration, or resumes control by the policy.
+"""The override (``POST /v1/override``; the glossary's word, docs/ARCHITECTURE.md): an operator pauses
+control (the fleet in force stays as it is), pins a fleet size, optionally for a duration, or resumes
+control by the policy.
 
 While an override holds, the agent ignores r(i) and keeps the held number of active virtual robots,
 applied at once (no dwell, no rate limit: an operator's word is final); when its duration ends, control
-by the policy resumes by itself. The state is on ``GET /v1/control``, ``GET /v1/status``, /metrics
-(``robotctl_control_override{mode}``, ``robotctl_control_robots``, ``robotctl_control_until_timestamp_seconds``)
-and in the log (``event=control``).
+by the policy resumes by itself. The state is on ``GET /v1/override``, ``GET /v1/status``, /metrics
+(``robotctl_override{override}``, ``robotctl_override_robots``, ``robotctl_override_until_timestamp_seconds``)
+and in the log (``event=override``).
 """
 
 from __future__ import annotations
@@ -29,17 +30,18 @@ class Override(enum.Enum):
     PINNED = "pinned"
 
 
-#: ``action`` of POST /v1/control -> the mode it sets
+#: ``action`` of POST /v1/override -> the override it sets
 ACTIONS = {"resume": Override.AUTO, "pause": Override.PAUSED, "pin": Override.PINNED}
 
 
 @dataclass(frozen=True)
-class ControlState:
+class OverrideState:
     """The override in force.
 
     Attributes
     ----------
-    mode : Override
+    override : Override
+        Who sets the active robots: the policy (auto), nobody (paused) or the operator (pinned).
     robots : int or None
         The active virtual robots held (paused: the mode when paused; pinned: the pinned count).
     since : float
@@ -50,7 +52,7 @@ class ControlState:
         Free text from the request, for the log and the dashboard.
     """
 
-    mode: Override = Override.AUTO
+    override: Override = Override.AUTO
     robots: int | None = None
     since: float = 0.0
     until: float | None = None
@@ -58,41 +60,41 @@ class ControlState:
 
     @property
     def overridden(self) -> bool:
-        return self.mode is not Override.AUTO
+        return self.override is not Override.AUTO
 
     def expired(self, now: float) -> bool:
         return self.overridden and self.until is not None and now >= self.until
 
     def to_dict(self) -> dict[str, Any]:
-        return {"mode": self.mode.value, "robots": self.robots, "since": self.since, "until": self.until,
+        return {"override": self.override.value, "robots": self.robots, "since": self.since, "until": self.until,
                 "reason": self.reason}
 
 
-class ControlOverride:
+class OperatorOverride:
     """The override in force (:attr:`state`), changed by a request or by the end of its duration; each
-    change is logged (``event=control``)."""
+    change is logged (``event=override``)."""
 
     def __init__(self, now: float) -> None:
-        self.state = ControlState(since=now)
+        self.state = OverrideState(since=now)
 
     def request(self, action: str, robots: int | None, duration_s: float | None, reason: str, now: float,
-                active: int) -> ControlState:
+                active: int) -> OverrideState:
         """``action`` (a key of :data:`ACTIONS`) at ``now``, with ``active`` virtual robots in force."""
-        mode = ACTIONS[action]
-        held = {Override.AUTO: None, Override.PAUSED: active, Override.PINNED: robots}[mode]
-        self._set(ControlState(mode, held, now, None if duration_s is None else now + duration_s, reason), now)
+        override = ACTIONS[action]
+        held = {Override.AUTO: None, Override.PAUSED: active, Override.PINNED: robots}[override]
+        self._set(OverrideState(override, held, now, None if duration_s is None else now + duration_s, reason), now)
         return self.state
 
-    def at(self, now: float) -> ControlState:
+    def at(self, now: float) -> OverrideState:
         """The override in force at ``now``: control by the policy again once its duration has ended."""
         if self.state.expired(now):
-            self._set(ControlState(since=now, reason="duration ended"), now)
+            self._set(OverrideState(since=now, reason="duration ended"), now)
         return self.state
 
-    def _set(self, state: ControlState, now: float) -> None:
+    def _set(self, state: OverrideState, now: float) -> None:
         self.state = state
-        LOG.info("event=control mode=%s robots=%s until=%s reason=%r t=%s", state.mode.value, state.robots,
-                 state.until, state.reason, now)
+        LOG.info("event=override override=%s robots=%s until=%s reason=%r t=%s", state.override.value,
+                 state.robots, state.until, state.reason, now)
 
 
-__all__ = ["ACTIONS", "ControlOverride", "ControlState", "Override"]
+__all__ = ["ACTIONS", "OperatorOverride", "Override", "OverrideState"]

@@ -415,7 +415,7 @@ class RobotctlExtension:
         slot.concurrency = conc if cap is None else min(conc, cap)
         hold = self.pushback.hold_until(key) - now
         if hold > 0:  # nothing to this server before Retry-After: one request per hold, the first after it
-            slot.delay, slot.lastseen = max(delay, hold), time.time()
+            slot.delay, slot.lastseen = max(delay, hold), _downloader_clock()
             if jitter is not None:
                 slot.jitter = 0.0
         else:
@@ -485,6 +485,15 @@ class RobotctlExtension:
                         "%.2g pages/s whatever the robots; the robots can only act across sites. Lower "
                         "DOWNLOAD_DELAY (e.g. to 0) and let robotctl pace the crawl", delay, 1.0 / delay,
                         extra=self._log_extra)
+
+
+def _downloader_clock() -> float:
+    """Now on the clock of the downloader's ``slot.lastseen``: ``time.monotonic`` since Scrapy 2.14 (which
+    imports it into the downloader's module), ``time.time`` before."""
+    import scrapy.core.downloader as downloader
+
+    clock = getattr(downloader, "monotonic", None) or time.time
+    return float(clock())
 
 
 def _quiet_agent_log() -> None:

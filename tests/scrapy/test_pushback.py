@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 import email.utils
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -51,3 +58,31 @@ def test_a_cap_is_always_between_one_and_the_concurrency(events: list[tuple[int,
         assert cap is None or 1 <= cap < 16
         if status in (429, 503):
             assert cap is not None and p.hold_until("s") >= t
+
+
+HARNESS = Path(__file__).with_name("pushback_harness.py")
+
+
+def _crawl(mode: str, tmp_path: Path) -> dict[str, Any]:
+    out = tmp_path / f"{mode}.json"
+    proc = subprocess.run([sys.executable, str(HARNESS), mode, str(out)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result: dict[str, Any] = json.loads(out.read_text())
+    return result
+
+
+@pytest.mark.scrapy
+@pytest.mark.slow
+def test_a_crawl_under_the_addon_backs_off_and_gives_up_no_request(tmp_path: Path) -> None:
+    """120 pages from a server that answers 429 (Retry-After: 1) beyond 2 requests at once, 8 concurrent
+    requests, Scrapy's 2 retries: without robotctl most requests are given up; with the add-on none."""
+    pytest.importorskip("scrapy")
+    plain = _crawl("plain", tmp_path)
+    assert plain["stats"].get("retry/max_reached", 0) > 10 and plain["served"] < 120  # the site pushes back
+    run = _crawl("addon", tmp_path)
+    stats = run["stats"]
+    assert run["served"] == 120 and stats["item_scraped_count"] == 120
+    assert stats.get("retry/max_reached", 0) == 0 and stats["robotctl/requests_given_up"] == 0
+    assert stats["robotctl/pushbacks"] > 0
+    assert run["refused"] < plain["refused"]

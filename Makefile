@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 export OPENBLAS_NUM_THREADS ?= 1
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: demo test bench lint clean servers scrapy-demo scrapy-compare
+.PHONY: demo test bench lint clean servers scrapy-demo scrapy-compare deploy-check
 # root installs system packages directly; anyone else through sudo
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -40,6 +40,21 @@ servers:
 # only the installed layout (robotctl.model, ...) is importable, as for a user.
 test: $(STAMP) servers
 	$(BIN)/pytest -q
+
+# deploy/ validated offline: the manifests in deploy/README.md's order against Kubernetes' schemas
+# (kubernetes-validate) and KEDA's CRD, the agent started with the manifest's configuration and a token
+# made as documented, the dashboard's and the rules' metric names against a live agent's /metrics, and
+# with Debian's promtool (installed by `make servers`; skipped with a note when absent) the Prometheus
+# configuration, the rules and their unit tests. prometheus-kubernetes.yml is not checked: Debian's build
+# has no Kubernetes discovery (deploy/README.md).
+deploy-check: $(STAMP)
+	$(BIN)/kubernetes-validate --strict --quiet -k 1.30.0 deploy/kubernetes/*.yaml
+	$(BIN)/pytest -q -m "not server" tests/agent/test_deploy.py
+	@if command -v promtool >/dev/null 2>&1; then \
+	  promtool check config deploy/prometheus/prometheus.yml && \
+	  promtool check rules deploy/prometheus/rules.yml && \
+	  promtool test rules deploy/prometheus/rules_test.yml; \
+	else echo "promtool not installed (make servers installs it): Prometheus files not checked"; fi
 
 bench: $(STAMP)
 	for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done

@@ -7,8 +7,9 @@ one (8,8,8,8,1,1,1), both exact. The trace is simulated under the old optimum (t
 queue restarts empty at ``T``), written as JSON lines and replayed with the agent's own code
 (``agent.replay``: the refit loop on simulated time, advise mode) twice: with the change test
 (``refit.change_level`` 0.01, the default) and without it (null: every refit fits the whole window, the
-behaviour before issue 28). The damping is off in both (``robots.hysteresis`` and ``dwell_s`` 0: the
-hysteresis helper's business, and the replay's slowest part).
+behaviour before issue 28). The damping is off in both (``robots.hysteresis`` and ``dwell_s`` 0); with
+``--damping`` it is ``auto`` (the exact hysteresis policy chosen at each refit), and a policy in force is
+then costed as that hysteresis policy (``robotctl.model.solve_hysteresis``) against the threshold optimum.
 
 Printed for each: the policy in force ``T`` + 3000 s and its exact excess cost over the new optimum under
 the new truth (``robotctl.model.solve``), and the time-weighted regret from ``T`` to the end,
@@ -42,6 +43,7 @@ from robotctl.model import (  # noqa: E402
     BMAP,
     PH,
     Costs,
+    HysteresisPolicy,
     ModeArrivals,
     QueueModel,
     Simulation,
@@ -49,6 +51,7 @@ from robotctl.model import (  # noqa: E402
     TraceKind,
     cost_of,
     solve,
+    solve_hysteresis,
 )
 from robotctl.policies import optimise  # noqa: E402
 
@@ -90,28 +93,40 @@ def config(tmp: str, change_level: float | None, damping: bool = False) -> Agent
                                   "refit": {"change_level": change_level}, "log": {"dir": tmp}})
 
 
-def in_force_at(result: ReplayResult, t: float) -> ThresholdPolicy | None:
+Decided = tuple[tuple[int, ...], tuple[int, ...] | None]
+
+
+def in_force_at(result: ReplayResult, t: float) -> Decided | None:
+    """r(i) in force at ``t`` and, when the refit chose an exact hysteresis policy, its resume vector."""
     found = None
     for w in result.windows:
         if w.in_force[0] <= t:
-            found = w.policy
+            found = (w.policy.robots_at_level, w.resume)
     return found
+
+
+def exact_cost(model: QueueModel, decided: Decided) -> float:
+    """J under ``model``: of the threshold policy, or of the hysteresis policy (park, resume) exactly."""
+    park, resume = decided
+    if resume is None:
+        return cost_of(solve(model, ThresholdPolicy(park)).measures, COSTS).total
+    return cost_of(solve_hysteresis(model, HysteresisPolicy(park, resume)).measures, COSTS).total
 
 
 def regret(result: ReplayResult, start: float, end: float, model: QueueModel, best: float,
            before: ThresholdPolicy) -> float:
     """Time-weighted regret over [start, end]: the policy in force at each instant costed exactly."""
-    cache: dict[tuple[int, ...], float] = {}
+    cache: dict[Decided, float] = {}
 
-    def cost(p: ThresholdPolicy) -> float:
-        if p.robots_at_level not in cache:
-            cache[p.robots_at_level] = cost_of(solve(model, p).measures, COSTS).total
-        return cache[p.robots_at_level]
+    def cost(p: Decided) -> float:
+        if p not in cache:
+            cache[p] = exact_cost(model, p)
+        return cache[p]
 
     edges = [start, *sorted(w.in_force[0] for w in result.windows if start < w.in_force[0] < end), end]
     excess = 0.0
     for a, b in zip(edges[:-1], edges[1:], strict=True):
-        p = in_force_at(result, a) or before
+        p = in_force_at(result, a) or (before.robots_at_level, None)
         excess += (cost(p) - best) * (b - a)
     return excess / (best * (end - start))
 
@@ -143,11 +158,12 @@ def main(change_s: float = 30_000.0, end_s: float = 60_000.0, *, damping: bool =
             result = replay(table, config(str(Path(tmp) / label.split()[0]), level, damping), evaluate_costs=False)
             t_replay = t_read + time.perf_counter() - t0
             cpu = time.process_time() - c0
-            at = in_force_at(result, change_s + 3000.0) or ThresholdPolicy.static(N, K)
-            excess = cost_of(solve(new, at).measures, COSTS).total / j_star - 1
+            at = in_force_at(result, change_s + 3000.0) or (ThresholdPolicy.static(N, K).robots_at_level, None)
+            excess = exact_cost(new, at) / j_star - 1
             r = regret(result, change_s, end_s, new, j_star, old_best.policy)
             cut = sum(1 for w in result.windows if w.fit.get("change", {}).get("detected"))
-            print(f"{label:<24}{t_replay:9.1f}{cpu:7.1f}{len(result.attempts):8d}{len(result.windows):8d}   {at} "
+            shown = ",".join(map(str, at[0])) + ("" if at[1] is None else " resume " + ",".join(map(str, at[1])))
+            print(f"{label:<24}{t_replay:9.1f}{cpu:7.1f}{len(result.attempts):8d}{len(result.windows):8d}   {shown} "
                   f"{100 * excess:+.1f}%; {100 * r:.2f}%   ({cut} refits on a window cut at a change; target 5% "
                   f"and 5%: {'met' if excess <= 0.05 and r <= 0.05 else 'MISSED'}; replay target 120 s: "
                   f"{'met' if t_replay <= 120 else 'MISSED'})")

@@ -92,7 +92,7 @@ def test_wheel_installs_only_robotctl(tmp_path: Path) -> None:
 
 def _heavy_after(code: str, cwd: Path) -> list[str]:
     probe = (f"{code}\nimport json, sys\n"
-             "print(json.dumps(sorted(m for m in ('numpy', 'scipy', 'aiohttp', 'yaml', 'prometheus_client') "
+             "print(json.dumps(sorted(m for m in ('numpy', 'scipy', 'aiohttp', 'yaml', 'prometheus_client', 'asyncio') "
              "if m in sys.modules)))")
     out = _python(probe, cwd)
     assert out.returncode == 0, out.stderr
@@ -112,7 +112,7 @@ def test_help_imports_nothing_heavy(tmp_path: Path) -> None:
 
 
 def test_client_does_not_import_the_model(tmp_path: Path) -> None:
-    assert _heavy_after("import robotctl.agent.client", tmp_path) == ["aiohttp"]
+    assert _heavy_after("import robotctl.agent.client", tmp_path) == ["aiohttp", "asyncio"]
 
 
 def test_cli_method_lists_match_the_libraries() -> None:

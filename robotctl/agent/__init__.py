@@ -21,8 +21,8 @@ if typing.TYPE_CHECKING:
     from .config import AgentConfig, load_config
     from .log import check_directory
     from .replay import ReplayOptions, ReplayResult, replay
-    from .sources import read_events
-    from .trace import EVENT_KINDS, TraceArrays, TraceEvent, read_trace_arrays, write_trace
+    from .sources import check_recognised, read_events
+    from .trace import EVENT_KINDS, TraceArrays, TraceEvent, read_trace_arrays, read_trace_bytes, write_trace
 
 #: Where each public name lives; its submodule is imported the first time the name is asked for.
 _WHERE = {
@@ -43,6 +43,7 @@ _WHERE = {
     "TraceArrays": ".trace",
     "TraceEvent": ".trace",
     "check_config_memory": "._resources",
+    "check_recognised": ".sources",
     "check_directory": ".log",
     "check_solve_memory": "._resources",
     "create_app": ".app",
@@ -53,6 +54,7 @@ _WHERE = {
     "read_events": ".sources",
     "read_pages": "._pages",
     "read_trace_arrays": ".trace",
+    "read_trace_bytes": ".trace",
     "replay": ".replay",
     "run_in_process": ".app",
     "serve": ".app",
@@ -79,6 +81,7 @@ __all__ = [
     "TraceEvent",
     "check_config_memory",
     "check_directory",
+    "check_recognised",
     "check_solve_memory",
     "create_app",
     "load_config",
@@ -88,6 +91,7 @@ __all__ = [
     "read_events",
     "read_pages",
     "read_trace_arrays",
+    "read_trace_bytes",
     "replay",
     "run_in_process",
     "serve",

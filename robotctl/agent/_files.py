@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import Any
 
@@ -40,9 +41,27 @@ def read_text(path: str) -> str:
 
 
 class _Loader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that refuses documents with more than :data:`MAX_YAML_ALIASES` aliases."""
+    """``yaml.SafeLoader`` that refuses documents with more than :data:`MAX_YAML_ALIASES` aliases and
+    mappings that repeat a key (YAML keeps the last silently), and reads ``2e6`` as a number (YAML 1.1 wants
+    a dot, ``2.0e6``; the hints of this project write ``2e6``)."""
 
     aliases = 0
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, Any] = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node)
+                except TypeError:
+                    continue  # an unhashable key: the base class says so
+                if first is not key_node:
+                    raise yaml.constructor.ConstructorError(
+                        "while reading a mapping", node.start_mark,
+                        f"the key {key!r} appears twice (first at line {first.start_mark.line + 1}); "
+                        "YAML would keep the last silently", key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
@@ -53,9 +72,19 @@ class _Loader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
 
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"))
+
+
 def load_yaml(path: str) -> Any:
     """The YAML document in ``path``; every problem is an :class:`InputError` of one line."""
-    text = read_text(path)
+    return load_yaml_text(read_text(path), path)
+
+
+def load_yaml_text(text: str, path: str) -> Any:
+    """The YAML document ``text`` (from ``path``, named in errors); see :func:`load_yaml`."""
     if "\x00" in text:
         raise InputError(path, "holds a NUL character, so it is not a text file", "give a YAML text file")
     loader = _Loader(text)
@@ -66,10 +95,13 @@ def load_yaml(path: str) -> Any:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc)
         problem = " ".join(str(problem).split())
-        raise InputError(path, f"is not valid YAML{where}: {problem}",
-                         "fix the syntax (indentation, brackets, colons)") from exc
+        hint = ("keep one of them" if "appears twice" in problem
+                else "fix the syntax (indentation, brackets, colons)")
+        raise InputError(path, f"is not valid YAML{where}: {problem}", hint) from exc
     except RecursionError as exc:
         raise InputError(path, "nests too deeply", "write a flat YAML mapping") from exc
+    except ValueError as exc:  # an integer past Python's 4,300 digits
+        raise InputError(path, "holds a number with more than 4,300 digits", "no size is that large") from exc
     finally:
         loader.dispose()
 

@@ -37,7 +37,7 @@ import hmac
 import logging
 import signal
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from aiohttp import web
@@ -123,12 +123,51 @@ def auth_middleware(*, token: str | None, on_refused: Callable[[web.Request], No
 
 
 # -- bodies -------------------------------------------------------------------------------------------
-def body_middleware(*, timeout_s: float) -> Any:
+def _too_large(limit: int, declared: int) -> web.Response:
+    resp = error_response(413, "body", f"declares Content-Length {declared}, more than server.max_body_bytes = "
+                          f"{limit}", "send smaller batches")
+    resp.force_close()  # the body is never read: the connection cannot carry another request
+    return resp
+
+
+def expect_handler(max_body_bytes: int) -> Callable[[web.Request], Coroutine[Any, Any, web.StreamResponse | None]]:
+    """The routes' ``Expect:`` handler: ``100 Continue`` only for a body the agent would take; 413 at once for
+    a declared ``Content-Length`` over ``max_body_bytes``, 417 for an expectation other than 100-continue."""
+
+    async def handle(request: web.Request) -> web.StreamResponse | None:
+        expect = request.headers.get("Expect", "")
+        if expect.lower() != "100-continue":
+            resp = error_response(417, "Expect", f"{expect!r} is not supported", "send Expect: 100-continue or none")
+            resp.force_close()
+            return resp
+        declared = request.content_length
+        if declared is not None and declared > max_body_bytes:
+            return _too_large(max_body_bytes, declared)
+        if request.version >= (1, 1):
+            await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            request.writer.output_size = 0
+        return None
+
+    return handle
+
+
+def install_expect_handler(app: web.Application, max_body_bytes: int) -> None:
+    """Put :func:`expect_handler` on every route of ``app`` (call it once the routes are added)."""
+    handle = expect_handler(max_body_bytes)
+    for route in app.router.routes():
+        route._expect_handler = handle  # aiohttp has no setter (add_route takes it); every route gets it
+
+
+def body_middleware(*, timeout_s: float, max_body_bytes: int | None = None) -> Any:
     """Read every request body within ``timeout_s`` before the handler runs (it then reads the cached bytes):
-    408 when it does not arrive, 400 when it cannot be decoded; a client that leaves is logged, not failed."""
+    413 at once for a declared ``Content-Length`` over ``max_body_bytes`` (nothing of it is waited for), 408
+    when it does not arrive, 400 when it cannot be decoded; a client that leaves is logged, not failed."""
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        declared = request.content_length
+        if max_body_bytes is not None and declared is not None and declared > max_body_bytes:
+            return _too_large(max_body_bytes, declared)
         if request.body_exists:
             try:
                 async with asyncio.timeout(timeout_s):

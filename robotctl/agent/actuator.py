@@ -19,6 +19,9 @@ Damping
     > 0 caps the park/resume commands each robot receives in any 60 s: a change that would exceed a
     robot's budget moves the mode only as far as the budgets allow, and the rest waits until the
     oldest command of the blocking robot is 60 s old.
+Registered robots only
+    The mode never exceeds the virtual robots that hold a registered robot (:meth:`Actuator.registered_slots`):
+    with 2 of 4 robots registered, r(i) = 4 makes the mode 2, and a robot that registers later raises it.
 Advice only
     With :attr:`Actuator.advise` (``robots.actuation: advise``, shadow mode) the actuator records the target
     r(i) but never changes a command: every robot keeps its default state, what it does without the
@@ -191,6 +194,15 @@ class Actuator:
         unlisted = max(0, min(mode, self.n_virtual) - self._n_fixed_slots)
         return listed + unlisted * self.group_size
 
+    def registered_slots(self) -> int:
+        """Virtual robots that hold at least one registered robot: the most the mode can be (the agent never
+        counts on a robot that is not registered; ranks handed out on registration fill the slots from 1).
+        N when no robot is registered at all: robots that never register run freely, and the agent cannot
+        tell how many there are."""
+        if not self.robots:
+            return self.n_virtual
+        return len({r.slot for r in self.robots.values()})
+
     @property
     def max_rank(self) -> int:
         return self._n_fixed + (self.n_virtual - self._n_fixed_slots) * self.group_size
@@ -313,6 +325,7 @@ class Actuator:
         if self.advise:
             self.deferred_until = None
             return False
+        target = min(target, self.registered_slots())  # no robot that is not registered is counted on
         if target == self.mode:
             self.deferred_until = None
             return False
@@ -353,6 +366,7 @@ class Actuator:
         """Apply ``target`` at once, past any dwell (an operator's override); True when the mode changed."""
         self.target = target
         self.deferred_until = None
+        target = min(target, self.registered_slots())
         if target == self.mode:
             return False
         self._apply(target, now, reason)
@@ -474,7 +488,9 @@ class Actuator:
         n = 0
         for rec in records:
             try:
-                robot = self.register(str(rec["robot"]), now, rank=int(rec["rank"]),
+                if not isinstance(rec["robot"], str):
+                    continue  # str(None) would be the id "None"
+                robot = self.register(rec["robot"], now, rank=int(rec["rank"]),
                                       default_state=Command(rec.get("default_state", self.default_state.value)))
                 digest = rec.get("key_sha256")
                 robot.key_hash = bytes.fromhex(digest) if isinstance(digest, str) else None

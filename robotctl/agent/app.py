@@ -73,6 +73,7 @@ from ._http import (
     dumps,
     endpoint_label,
     error_response,
+    install_expect_handler,
     json_response,
     quiet_protocol_errors,
     runner_for,
@@ -159,10 +160,13 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
             return error_response(404, "path", "names no endpoint", "see the endpoints in robotctl/agent/README.md")
         return error_response(exc.status, "request", exc.reason, exc.text or "")
     except LogWriteError as exc:
-        LOG.error("event=log_write_failed request=%s path=%s error=%s", next(_request_ids),
+        # the log itself says so once per fault (event=log_unwritable), not once per refused request
+        LOG.debug("event=log_write_failed request=%s path=%s error=%s", next(_request_ids),
                   endpoint_label(request), exc)
         return error_response(503, "log", f"the delivery log cannot be written ({exc.strerror or exc})",
-                              "nothing was acknowledged; retry once the disk has room")
+                              "nothing was acknowledged; retry in a second (the agent retries by itself "
+                              "and accepts again once log.dir is writable and has room)",
+                              headers={"Retry-After": "1"})
     except asyncio.CancelledError:
         raise
     except Exception:
@@ -362,6 +366,10 @@ async def _readyz(request: web.Request) -> web.Response:
     agent = request.app.get(AGENT)
     if agent is None or not agent.ready:
         return json_response({"status": "not ready"}, status=503)
+    fault = agent.log_fault()
+    if fault is not None:  # deliveries are answered 503 now: so is readiness
+        return json_response({"status": "not ready", "log": f"the delivery log cannot be written ({fault})"},
+                             status=503)
     return json_response({"status": "ready"})
 
 
@@ -461,7 +469,8 @@ def create_app(config: AgentConfig, *, registry: CollectorRegistry | None = None
     app = web.Application(client_max_size=config.server.max_body_bytes,
                           middlewares=[guard.middleware, error_middleware,
                                        auth_middleware(token=config.server.token, on_refused=_count_bad),
-                                       body_middleware(timeout_s=config.server.body_timeout_s)])
+                                       body_middleware(timeout_s=config.server.body_timeout_s,
+                                                       max_body_bytes=config.server.max_body_bytes)])
     app[PUBLIC_PATHS] = set(DEFAULT_PUBLIC_PATHS)
     app[GUARD] = guard
     app[LONG_POLLS] = LongPollGate(config.server.max_long_polls)
@@ -508,6 +517,7 @@ def create_app(config: AgentConfig, *, registry: CollectorRegistry | None = None
     r.add_get("/readyz", _readyz)
     r.add_get("/metrics", make_aiohttp_handler(registry))
     install_revisit(app, config, clock, agent.robot_ids)  # revisit.pages set: /v1/robots/{id}/next, /v1/revisit
+    install_expect_handler(app, config.server.max_body_bytes)  # no "100 Continue" to a body that is refused
     return app
 
 

@@ -36,6 +36,7 @@ import contextlib
 import enum
 import inspect
 import logging
+import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -287,6 +288,7 @@ class RobotHandle:
     async def _poll_loop(self) -> None:
         clock = self._client.clock
         backoff = 0.05
+        reregistered = False  # the last step was a re-registration after a 404
         while self._life is HandleLife.OPEN:
             remaining = self._last_ok + self.lease_s - clock.now()
             wait_s = self.lease_s / 2 if self.poll_wait_s is None else min(self.poll_wait_s, self.lease_s / 2)
@@ -300,11 +302,17 @@ class RobotHandle:
                 self.polls += 1
                 self._apply(view)
                 backoff = 0.05
-            except RobotUnknownError:
+                reregistered = False
+            except RobotUnknownError as unknown:
+                if reregistered:  # registered again, yet still unknown to the next poll: back off
+                    await self._failed(unknown, backoff)
+                    backoff = min(backoff * 2, max(0.05, self.lease_s / 4))
                 try:
                     view = await self._client._register(self.robot_id, self.rank, self.default_state.value,
                                                         self._key)
                     self._apply(view)
+                    reregistered = True
+                    continue
                 except AgentError as exc:
                     await self._failed(exc, backoff)
                     backoff = min(backoff * 2, max(0.05, self.lease_s / 4))
@@ -340,7 +348,7 @@ class RobotHandle:
             await _cancel(self._task)
             if deregister:
                 client = self._client
-                await _race(_quietly(client._request("DELETE", f"/v1/robots/{self.robot_id}",
+                await _race(_quietly(client._request("DELETE", f"/v1/robots/{_quote(self.robot_id)}",
                                                      robot_id=self.robot_id, timeout_s=client.close_timeout_s,
                                                      headers=_key_header(self._key))),
                             client.clock.sleep(client.close_timeout_s))
@@ -594,10 +602,15 @@ class AgentClient:
     async def _command(self, robot_id: str, version: int, wait_s: float, key: str | None = None
                        ) -> dict[str, Any]:
         result: dict[str, Any] = await self._request(
-            "GET", f"/v1/robots/{robot_id}/command", params={"version": str(version),
+            "GET", f"/v1/robots/{_quote(robot_id)}/command", params={"version": str(version),
                                                              "wait_s": f"{wait_s:g}"},
             timeout_s=None, robot_id=robot_id, headers=_key_header(key))
         return result
+
+
+def _quote(robot_id: str) -> str:
+    """A robot id as one path segment (``team/1`` is ``team%2F1``, not two segments)."""
+    return urllib.parse.quote(robot_id, safe="")
 
 
 def _error_text(body: Any) -> str:

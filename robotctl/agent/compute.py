@@ -61,6 +61,9 @@ class RefitStage(enum.Enum):
     SOLVE = "solve"
     #: the computation took longer than refit.timeout_s
     TIMEOUT = "timeout"
+    #: the fitted model's price of the policy in force disagrees with its observed cost (``misfit``): the
+    #: policy in force stays (issue 27's model check)
+    CHECK = "check"
 
 
 @dataclass(frozen=True, eq=False)
@@ -102,16 +105,32 @@ class RefitInput:
         useful life when ``mean_useful_life_s`` is not configured.
     previous_fit : mapping
         The fit summary of the policy in force (where remembered modes were last observed).
-    dwell_s, hysteresis, max_commands_per_min
-        ``robots.dwell_s``, ``robots.hysteresis`` (None: auto, chosen for the adopted policy in the
-        simulator by :func:`agent.damping.choose_damping`; the fit summary's ``damping`` holds the choice
-        and its price) and ``robots.max_commands_per_min``.
+    dwell_s, hysteresis, max_commands_per_min, max_commands_per_robot_min
+        ``robots.dwell_s`` (None: auto, 0 with the exact choice), ``robots.hysteresis`` (None: auto, the
+        exact hysteresis policy of :func:`policies.choose_hysteresis` within the budget
+        ``robots.max_commands_per_robot_min``; the fit summary's ``damping`` holds the choice and its
+        predicted commands and cost) and ``robots.max_commands_per_min``.
     targets : Targets or None
         ``targets:`` of the configuration: the policy of least robot time that meets them
         (``policies.optimise_for_targets``) instead of the cost optimum; the costs then only price it.
     policy_kind : str
         ``policy.kind``: ``thresholds``, or ``mdp`` to adopt paper 001's MDP policy where the fitted
         model meets its assumptions (:func:`_mdp_stage`).
+    policy_in_force : ThresholdPolicy or None
+        The policy that was in force over the window (the model check prices it; with a joint fit a new
+        optimum replaces it only when it is cheaper beyond the fit's uncertainty).
+    observed_cost : tuple of float or None
+        (cost, low, high): the policy in force's cost observed on the window, with its interval.
+    current_policy : ThresholdPolicy or None
+        robotctl's policy now (in advise mode the one it recommends, which may differ from the fleet's):
+        with a joint fit a new optimum replaces it only when it is cheaper beyond the fit's uncertainty
+        (``policy_in_force`` when None).
+    joint_init : fitting.JointParams or None
+        The previous window's joint estimate (``fit.options.arrivals: joint``): the EM starts from it.
+    check_level : float
+        Level of the model check's and the cost intervals (the check's false-alarm rate is 1 - level).
+    check_draws : int
+        Parameter draws behind the cost intervals of a joint fit.
     cold : bool
         A cold-start refit (fewer than ``refit.min_deliveries`` deliveries, before the first regular fit):
         the one-phase model of ``fitting.cold_start_model`` with exact intervals at ``cold_level``, and
@@ -150,7 +169,14 @@ class RefitInput:
     dwell_s: float | None = 0.0
     hysteresis: int | None = 0
     max_commands_per_min: int = 0
+    max_commands_per_robot_min: float | None = None
     policy_kind: str = "thresholds"
+    policy_in_force: ThresholdPolicy | None = None
+    observed_cost: tuple[float, float, float] | None = None
+    current_policy: ThresholdPolicy | None = None
+    joint_init: Any = None
+    check_level: float = 0.95
+    check_draws: int = 30
     cold: bool = False
     cold_level: float = 0.9
     change_level: float | None = None
@@ -278,6 +304,14 @@ class _Fitted:
     model: QueueModel
     summary: dict[str, Any]
     seconds: float
+    joint: Any = None
+    #: the joint fit's inverse observed information, computed once for the check and the adoption
+    cache: dict[str, Any] = field(default_factory=dict)
+
+    def covariance(self) -> Any:
+        if "covariance" not in self.cache:
+            self.cache["covariance"] = self.joint.covariance()
+        return self.cache["covariance"]
 
 
 def _fit_stage(inp: RefitInput, fit_fn: FitFn) -> _Fitted | RefitOutcome:
@@ -293,6 +327,8 @@ def _fit_stage(inp: RefitInput, fit_fn: FitFn) -> _Fitted | RefitOutcome:
             time_in_modes["mode_changes"] = ModeTrajectory(epochs, modes, end_s=inp.window[1])
         elif inp.rate_from_exposure:
             time_in_modes["mode_exposure_s"] = dict(inp.mode_exposure_s)
+        if inp.joint_init is not None:
+            time_in_modes["joint_init"] = inp.joint_init
         fit = fit_fn(inp.delivery_times, pages=inp.pages, modes=inp.modes, all_modes=inp.all_modes,
                      service_times=inp.service_times, sizes_bytes=inp.sizes_bytes,
                      processing_rate_bps=inp.processing_rate_bps, mean_useful_life_s=inp.mean_useful_life_s,
@@ -323,7 +359,61 @@ def _fit_stage(inp: RefitInput, fit_fn: FitFn) -> _Fitted | RefitOutcome:
     else:  # a stand-in fit (tests): its arrivals as they are
         sources = {m: "fitted" for m in fitted.arrivals.modes}
     seconds = time.perf_counter() - t0
-    return _Fitted(fitted, fit_summary(fitted, fit, sources, inp.window[1], inp.previous_fit), seconds)
+    joint = getattr(fit, "joint", None)
+    summary = fit_summary(fitted, fit, sources, inp.window[1], inp.previous_fit)
+    if joint is not None:
+        summary["joint"] = {"phases": joint.params.phases, "structure": joint.params.structure,
+                            "loglik": finite(joint.loglik), "bic": finite(joint.bic), "iterations": joint.iterations}
+    return _Fitted(fitted, summary, seconds, joint)
+
+
+def _check_stage(inp: RefitInput, fitted: _Fitted) -> RefitOutcome | None:
+    """Issue 27's model check: price the policy in force under the fitted model (with the joint fit's
+    parameter uncertainty when there is one) and compare with its observed cost on the window. The verdict
+    goes in the summary's ``check``; with a joint fit (whose price has an interval from the parameters'
+    uncertainty) a ``misfit`` is a failed refit (stage ``check``), so the agent keeps its last good policy
+    and says why; with the per-mode fit (a point price) it is reported only."""
+    from robotctl.fitting import PricedCost, model_check, price_interval
+
+    if inp.policy_in_force is None or inp.observed_cost is None:
+        fitted.summary["check"] = {"status": "uncertain", "recorded_predicted": None, "recorded_observed": None,
+                                   "message": "uncertain: no policy in force with an observed cost over the window"}
+        return None
+    cost, lo, hi = (float(x) for x in inp.observed_cost)
+    observed = PricedCost(cost, (lo, hi), inp.check_level)
+    try:
+        if fitted.joint is not None:
+            predicted = price_interval(fitted.joint, fitted.model, inp.policy_in_force, inp.costs,
+                                       covariance=fitted.covariance(),
+                                       draws=inp.check_draws, level=inp.check_level)
+        else:
+            price = float(cost_of(_solve_policy(fitted.model, inp.policy_in_force), inp.costs).total)
+            predicted = PricedCost(price, (price, price), inp.check_level)
+    except InputError as exc:
+        fitted.summary["check"] = {"status": "uncertain", "recorded_predicted": None,
+                                   "recorded_observed": observed.to_dict(),
+                                   "message": f"uncertain: the policy in force cannot be priced under the fit: {exc}"}
+        return None
+    check = model_check(predicted, observed, level=inp.check_level)
+    fitted.summary["check"] = {k: (finite(v) if isinstance(v, float) else v) for k, v in check.to_dict().items()}
+    if check.status == "misfit" and fitted.joint is None:
+        # the per-mode fit has no parameter uncertainty: its price is a point, so the check is reported
+        # (GET /v1/policy, the refit log) but does not refuse the fit
+        LOG.warning("event=fit_misfit enforced=false message=%r", check.message)
+        fitted.summary["check"]["message"] += " (reported only: the per-mode fit has no parameter uncertainty)"
+        return None
+    if check.status == "misfit":
+        LOG.warning("event=fit_misfit message=%r", check.message)
+        return RefitOutcome(False, RefitStage.CHECK, check.message, fit_seconds=fitted.seconds,
+                            deliveries=int(inp.delivery_times.size))
+    return None
+
+
+def _solve_policy(model: QueueModel, policy: ThresholdPolicy) -> Any:
+    """The stationary measures of ``policy`` under ``model``."""
+    from robotctl.model import solve
+
+    return solve(model, policy).measures
 
 
 def _targets_stage(inp: RefitInput, targets: Targets, fitted: _Fitted) -> RefitOutcome:
@@ -371,8 +461,53 @@ def _optimise_stage(inp: RefitInput, fitted: _Fitted, optimise_fn: OptimiseFn) -
                             fit_seconds=fitted.seconds, solve_seconds=solve_s, deliveries=n)
     result = PolicyFit(best.policy, tuple(best.modes), tuple(best.thresholds), best.measures, best.cost,
                        fitted.summary, fitted.model, n, inp.window)
-    return RefitOutcome(True, RefitStage.DONE, "adopted", result, fit_seconds=fitted.seconds,
-                        solve_seconds=solve_s, deliveries=n)
+    message = "adopted"
+    if fitted.joint is not None:
+        result, message = _beyond_uncertainty(inp, fitted, result)
+    return RefitOutcome(True, RefitStage.DONE, message, result, fit_seconds=fitted.seconds,
+                        solve_seconds=time.perf_counter() - t1, deliveries=n)
+
+
+def _beyond_uncertainty(inp: RefitInput, fitted: _Fitted, result: PolicyFit) -> tuple[PolicyFit, str]:
+    """Issue 27, step 3: the new optimum's cost interval from the joint fit's uncertainty
+    (``fit["predicted"]``), and the policy in force kept unless the new one beats it beyond that
+    uncertainty (the paired saving's interval above 0), so the fleet does not flap between near-equal
+    policies."""
+    from dataclasses import replace
+
+    from robotctl.fitting import compare_policies, price_interval
+
+    summary = dict(result.fit)
+    current = inp.current_policy if inp.current_policy is not None else inp.policy_in_force
+    try:
+        if current is None or current == result.policy:
+            priced = price_interval(fitted.joint, fitted.model, result.policy, inp.costs,
+                                    covariance=fitted.covariance(), draws=inp.check_draws, level=inp.check_level)
+            summary["predicted"] = {"cost": finite(priced.cost), "cost_interval": [finite(x) for x in priced.interval]}
+            return replace(result, fit=summary), "adopted"
+        cmp = compare_policies(fitted.joint, fitted.model, result.policy, current, inp.costs,
+                               covariance=fitted.covariance(),
+                               draws=inp.check_draws, level=inp.check_level)
+    except InputError as exc:
+        summary["predicted"] = {"cost": finite(float(result.cost.total)) if result.cost else None,
+                                "cost_interval": None, "message": f"no interval: {exc}"}
+        return replace(result, fit=summary), "adopted"
+    summary["predicted"] = {"cost": finite(cmp.new.cost), "cost_interval": [finite(x) for x in cmp.new.interval]}
+    summary["decision"] = {"saving": finite(cmp.saving.cost),
+                           "saving_interval": [finite(x) for x in cmp.saving.interval], "decisive": cmp.decisive}
+    if cmp.decisive:
+        return replace(result, fit=summary), "adopted"
+    measures = _solve_policy(fitted.model, current)
+    cost = cost_of(measures, inp.costs)
+    summary["predicted"] = {"cost": finite(cmp.current.cost),
+                            "cost_interval": [finite(x) for x in cmp.current.interval]}
+    summary["decision"]["status"] = "uncertain"
+    why = (f"kept the policy in force: the new optimum would save {cmp.saving.cost:.4g} "
+           f"[{cmp.saving.interval[0]:.4g}, {cmp.saving.interval[1]:.4g}], within the fit's uncertainty")
+    summary["decision"]["reason"] = why
+    kept = replace(result, policy=current, modes=tuple(getattr(current, "modes", ())),
+                   thresholds=tuple(getattr(current, "thresholds", ())), measures=measures, cost=cost, fit=summary)
+    return kept, why
 
 
 def _exponential_service(inp: RefitInput, law: PH) -> PH:
@@ -429,7 +564,8 @@ def _mdp_stage(inp: RefitInput, out: RefitOutcome) -> RefitOutcome:
     from dataclasses import replace
 
     t0 = time.perf_counter()
-    info: dict[str, Any] = {"requested": "mdp", "in_force": "thresholds", "reason": None}
+    # reason_code: a fixed set for the metric robotctl_policy_kind_reason (metrics.POLICY_KIND_REASONS)
+    info: dict[str, Any] = {"requested": "mdp", "in_force": "thresholds", "reason": None, "reason_code": None}
     dynamic = None
     try:
         if inp.targets is not None:
@@ -440,6 +576,7 @@ def _mdp_stage(inp: RefitInput, out: RefitOutcome) -> RefitOutcome:
     except InputError as exc:
         info["reason"] = (str(exc) if exc.field == "targets"
                           else f"the fitted model does not meet paper 001's assumptions: {exc}")
+        info["reason_code"] = "targets_set" if exc.field == "targets" else "assumptions_not_met"
     else:
         measures = opt.measures()
         cost = cost_of(measures, inp.costs)
@@ -449,8 +586,10 @@ def _mdp_stage(inp: RefitInput, out: RefitOutcome) -> RefitOutcome:
                        "robots": problem.robots}
         if not opt.success:
             info["reason"] = f"the MDP was not solved: {opt.message} ({opt.iterations} iterations)"
+            info["reason_code"] = "mdp_unsolved"
         else:
             info["in_force"] = "mdp"
+            info["reason_code"] = "as_configured"
             dynamic = DynamicDecision(opt.policy, problem.min_robots, problem)
     seconds = time.perf_counter() - t0
     fit = dict(res.fit)
@@ -476,6 +615,8 @@ def _with_damping(inp: RefitInput, out: RefitOutcome) -> RefitOutcome:
     fixed = replace(res, hysteresis=inp.hysteresis or 0)
     if (inp.dwell_s is not None and inp.hysteresis is not None) or res.model is None or res.measures is None:
         return replace(out, result=fixed)
+    if inp.hysteresis is None:
+        return _with_exact_hysteresis(inp, out)
     from .damping import choose_damping
 
     try:
@@ -512,8 +653,10 @@ def _cut_at(inp: RefitInput, at: float) -> RefitInput:
         exposure = {}
         for m, d in zip(changes[1].tolist(), (ends - changes[0]).tolist(), strict=True):
             exposure[int(m)] = exposure.get(int(m), 0.0) + float(d)
+    # the cost observed for the model check was measured over the whole window, not the cut one: no check
     return replace(inp, delivery_times=inp.delivery_times[k:], pages=inp.pages[k:], modes=inp.modes[k:],
-                   window=(float(at), inp.window[1]), mode_changes=changes, mode_exposure_s=exposure)
+                   window=(float(at), inp.window[1]), mode_changes=changes, mode_exposure_s=exposure,
+                   policy_in_force=None, observed_cost=None)
 
 
 def _change_stage(inp: RefitInput) -> tuple[RefitInput, dict[str, Any]] | RefitOutcome:
@@ -597,6 +740,48 @@ def _cold_stage(inp: RefitInput, optimise_fn: OptimiseFn) -> RefitOutcome:
     return replace(out, result=result, message="adopted (cold start)")
 
 
+def _with_exact_hysteresis(inp: RefitInput, out: RefitOutcome) -> RefitOutcome:
+    """``robots.hysteresis: auto``: the hysteresis policy chosen exactly for the fitted model
+    (:func:`policies.choose_hysteresis`: J + costs.command x commands, within
+    ``robots.max_commands_per_robot_min``; the static fleets are candidates, so it never costs more than
+    the best of them). No dwell is needed (``dwell_s: auto`` is 0): the commands are in the model."""
+    from dataclasses import replace
+
+    from robotctl.policies import choose_hysteresis
+
+    res = out.result
+    assert res is not None and res.model is not None
+    start = time.perf_counter()
+    try:
+        choice = choose_hysteresis(res.model, inp.costs, res.policy.robots_at_level,
+                                   max_commands_per_robot_min=inp.max_commands_per_robot_min)
+    except Exception:  # advice on top of the threshold optimum: a failure leaves it in force
+        LOG.exception("event=hysteresis_failed")
+        return replace(out, result=replace(res, hysteresis=0))
+    seconds = time.perf_counter() - start
+    best = choice.best
+    fit = dict(res.fit)
+    fit["damping"] = {"method": "exact", "park": list(best.policy.park), "resume": list(best.policy.resume),
+                      "hysteresis": 0, "dwell_s": 0.0 if inp.dwell_s is None else inp.dwell_s,
+                      "max_commands_per_robot_min": inp.max_commands_per_robot_min,
+                      "within_budget": choice.within_budget,
+                      "commands_per_robot_per_min": finite(best.commands_per_robot_min),
+                      "cost": finite(best.cost.total),
+                      "undamped_commands_per_robot_per_min": finite(choice.threshold.commands_per_robot_min),
+                      "undamped_cost": finite(choice.threshold.cost.total),
+                      "static_cost": finite(choice.static.cost.total), "policies_solved": choice.evaluated,
+                      "seconds": seconds}
+    park = ThresholdPolicy(best.policy.park)
+    chosen = replace(res, policy=park, modes=park.modes, thresholds=park.thresholds, fit=fit, hysteresis=0,
+                     resume=None if best.policy.is_threshold else best.policy.resume,
+                     measures=best.measures, cost=best.cost)
+    LOG.info("event=hysteresis_chosen commands_per_robot_min=%.3f cost=%.6g threshold_commands=%.3f "
+             "threshold_cost=%.6g static_cost=%.6g seconds=%.3f", best.commands_per_robot_min, best.cost.total,
+             choice.threshold.commands_per_robot_min, choice.threshold.cost.total, choice.static.cost.total,
+             seconds)
+    return replace(out, result=chosen, solve_seconds=out.solve_seconds + seconds)
+
+
 def compute_refit(inp: RefitInput, *, fit_fn: FitFn | None = None,
                   optimise_fn: OptimiseFn | None = None) -> RefitOutcome:
     """Fit the window and optimise; never raises.
@@ -624,6 +809,9 @@ def compute_refit(inp: RefitInput, *, fit_fn: FitFn | None = None,
     fitted = _fit_stage(inp, fit_fn)
     if isinstance(fitted, RefitOutcome):
         return fitted
+    misfit = _check_stage(inp, fitted)
+    if misfit is not None:
+        return misfit
     return _with_origin(_with_damping(inp, _mdp_stage(inp, _optimise_stage(inp, fitted, optimise_fn))),
                         "regular", change)
 

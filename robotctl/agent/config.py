@@ -77,6 +77,10 @@ def _int(minimum: int | None = None, maximum: int | None = MAX_WHOLE) -> Check:
     return check
 
 
+#: Most connections ``server.max_connections`` may ask for (the kernel's default ceiling of descriptors per
+#: process, ``fs.nr_open``); more is a typo.
+MAX_CONNECTIONS = 1 << 20
+
 #: Largest number any key takes (a billion: thirty years of seconds, a gigabyte per second): larger ones are
 #: typos, and a timeout of 1e308 s overflows the event loop's timers.
 MAX_NUMBER = 1e9
@@ -134,6 +138,21 @@ def _mapping(v: Any) -> Mapping[str, Any]:
     if not isinstance(v, Mapping):
         raise InputError("", f"must be a mapping, got {type(v).__name__}", "write it as key: value lines")
     return dict(v)
+
+
+def _fit_options(v: Any) -> Mapping[str, Any]:
+    """``fit.options`` checked as the fit will take them (an unknown option or a bad value would fail every
+    refit, long after the start)."""
+    from robotctl.fitting import FitOptions
+
+    d = _mapping(v)
+    try:
+        FitOptions.from_mapping(d)
+    except InputError as exc:
+        raise InputError("." + exc.field.removeprefix("options").lstrip("."), exc.problem, exc.hint) from None
+    except TypeError as exc:
+        raise InputError("", f"cannot be used ({exc})", "see robotctl.fitting.FitOptions") from None
+    return d
 
 
 def _hysteresis(v: Any) -> int | str:
@@ -325,7 +344,8 @@ class ServerConfig(_Section):
     header_timeout_s: float = _spec(10.0, _float(positive=True),
                                     "a connection must send a request's headers within this long")
     body_timeout_s: float = _spec(30.0, _float(positive=True), "a request's body must arrive within this long")
-    max_connections: int = _spec(4096, _int(16), "most open connections (also held below the file limit)")
+    max_connections: int = _spec(4096, _int(16, MAX_CONNECTIONS),
+                                 "most open connections (also held below the file limit)")
     max_long_polls: int = _spec(3072, _int(1), "most command long-polls waiting at once (503 above)")
     max_body_bytes: int = _spec(1 << 20, _int(1024), "largest request body accepted")
     max_batch: int = _spec(10_000, _int(1), "most deliveries (or completions) in one request")
@@ -419,11 +439,16 @@ class RobotsConfig(_Section):
     lease_s: float = _spec(10.0, _float(positive=True), "a command is valid this long without contact")
     dwell_s: float | str = _spec("auto", _dwell,
                                  "minimum time between two changes of the active count: seconds (0: off) or auto "
-                                 "(after each fit, the largest that costs at most 2% in the simulator)")
+                                 "(0 with hysteresis: auto, whose commands are in the model; else after each "
+                                 "fit the largest that costs at most 2% in the simulator)")
     hysteresis: int | str = _spec("auto", _hysteresis,
-                                  "a parked robot resumes only once the queue is this many levels below where "
-                                  "r(i) alone would resume it: levels (0: off) or auto (after each fit, the "
-                                  "largest that costs at most 2% in the simulator)")
+                                  "auto: after each fit, the park and resume vectors chosen exactly (robots in "
+                                  "the model's state; J + costs.command x commands, within "
+                                  "max_commands_per_robot_min); a number: a parked robot resumes only once the "
+                                  "queue is this many levels below where r(i) alone would resume it (0: off)")
+    max_commands_per_robot_min: float = _spec(10.0, _float(),
+                                              "with hysteresis: auto, the most park/resume commands per robot "
+                                              "per minute the chosen policy may be predicted to send")
     max_commands_per_min: int = _spec(0, _int(0), "park/resume commands a robot receives in any 60 s at most "
                                       "(0: no limit)")
     allow_unregistered: bool = _spec(False, _bool, "accept deliveries naming robots that never registered")
@@ -481,10 +506,10 @@ class RefitConfig(_Section):
     max_samples: int = _spec(200_000, _int(100), "most recent deliveries kept for fitting")
     min_interval_s: float = _spec(30.0, _float(), "no refit sooner than this after the previous one")
     drift_bound: float | None = _spec(0.5, _optional(_float(positive=True)),
-                                      "refit early when an observed mode rate differs by this "
-                                      "relative amount")
+                                      "refit early when the pages of the drift window differ by this "
+                                      "relative amount from those the fitted rates predict")
     drift_window_s: float = _spec(60.0, _float(positive=True), "window of the drift check")
-    drift_min_pages: int = _spec(50, _int(1), "pages needed in a mode before its drift counts")
+    drift_min_pages: int = _spec(50, _int(1), "pages needed in the drift window before its drift counts")
     executor: str = _spec("auto", _choice("auto", "process", "thread"),
                           "where fit and optimise run, off the event loop: a worker process (niced), a thread, "
                           "or auto: the process under robotctl serve, a thread inside another program")
@@ -517,7 +542,7 @@ class FitConfig(_Section):
                                      "fit each mode on its own clock from the mode trajectory (rate = pages "
                                      "delivered in the mode / time spent in it)")
     remember_modes: bool = _spec(True, _bool, "a mode not observed in the window keeps its last observed fit")
-    options: Mapping[str, Any] = _spec({}, _mapping, "passed to fitting.fit_model(options=...)")
+    options: Mapping[str, Any] = _spec({}, _fit_options, "passed to fitting.fit_model(options=...)")
 
 
 @dataclass(frozen=True)
@@ -634,6 +659,11 @@ class AgentConfig:
         elif isinstance(s, int) and s > N:
             raise InputError("policy.startup", f"asks for {s} robots but robots.count = {N}",
                              "use at most robots.count")
+        r0 = s[0] if isinstance(s, tuple) else s if isinstance(s, int) else N
+        if r0 == 0 and self.robots.actuation == "command":
+            raise InputError("policy.startup", "parks every robot at an empty queue: no page would ever be "
+                             "delivered, so the queue, the fit and the policy would never move",
+                             "keep at least one robot active at queue length 0 (or run robots.actuation: advise)")
         if self.policy.modes is not None:
             bad = [m for m in self.policy.modes if m > N or m < self.robots.min_active]
             if bad:
@@ -768,12 +798,27 @@ VERBATIM = frozenset({("server", "token"), ("server", "token_file")})
 _YAML_NULLS = frozenset({"", "~", "null", "Null", "NULL"})
 
 
+#: ``ROBOTCTL_*`` variables that are not configuration keys: the config file's path and the robot workers' and
+#: Scrapy integration's own settings (the sidecar's environment may hold them too).
+NOT_CONFIG = frozenset({"CONFIG", "URL", "TOKEN", "ROBOT_ID", "ROBOT_PREFIX", "ROBOTS", "DEFAULT_STATE",
+                        "DELIVERY_SIGNAL", "ENABLED", "FLUSH_INTERVAL_S", "SERVICE_FIELD", "BYTES_FIELD",
+                        "RETRY_INTERVAL_S", "TIMEOUT_S", "POLL_WAIT_S", "MAX_PENDING", "MAX_BATCH"})
+
+
+def _yaml_scalar(text: str) -> Any:
+    """One YAML value as the config file reads it (``2e6`` a number, as in the file)."""
+    from ._files import load_yaml_text
+
+    return load_yaml_text(text, "value")
+
+
 def env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     """``ROBOTCTL_<SECTION>_<KEY>`` variables as ``{section: {key: value}}`` (values parsed as YAML scalars,
     except the keys in :data:`VERBATIM`, taken as they are).
 
-    A variable whose name starts with ``ROBOTCTL_`` and a known section but names no key of it is an
-    error; other ``ROBOTCTL_`` variables (``ROBOTCTL_CONFIG``) are not configuration keys and are left alone.
+    A variable whose name starts with ``ROBOTCTL_`` and names no key of a known section is an error (a
+    typo must not be ignored), except the names in :data:`NOT_CONFIG` (``ROBOTCTL_CONFIG``, the robot
+    workers' own settings), which are left alone.
     """
     out: dict[str, dict[str, Any]] = {}
     sections = [*SECTIONS, "costs", *{s for s, _ in DEPRECATED_KEYS if s not in SECTIONS}]
@@ -783,7 +828,11 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
         rest = name[len(ENV_PREFIX):].lower()
         section = next((s for s in sections if rest.startswith(s + "_")), None)
         if section is None:
-            continue
+            if name[len(ENV_PREFIX):] in NOT_CONFIG:
+                continue
+            raise InputError(name, "names no section of the configuration",
+                             "sections: " + ", ".join(f"{ENV_PREFIX}{x.upper()}_*" for x in sorted(sections))
+                             + "; unset it if it is meant for something else")
         key = rest[len(section) + 1:]
         if (section, key) in DEPRECATED_KEYS:
             section, key = DEPRECATED_KEYS[section, key]
@@ -806,7 +855,7 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
             out.setdefault(section, {})[key] = text
             continue
         try:
-            value = yaml.safe_load(text) if text != "" else None
+            value = _yaml_scalar(text) if text != "" else None
         except yaml.YAMLError as exc:
             raise InputError(name, f"is not a valid YAML value: {text!r}",
                              "quote it or fix the brackets") from exc
@@ -879,6 +928,7 @@ __all__ = [
     "MAX_NUMBER",
     "MAX_ROBOTS",
     "MAX_WHOLE",
+    "NOT_CONFIG",
     "SECTIONS",
     "TOKEN_MIN_LENGTH",
     "VERBATIM",

@@ -73,6 +73,9 @@ from .views import AgentViews
 LOG = logging.getLogger("robotctl.agent")
 
 
+#: A log whose last line is further ahead of the clock than this at the start is a clock set back.
+CLOCK_STEP_S = 1.0
+
 class Agent:
     """See the module docstring.
 
@@ -126,9 +129,13 @@ class Agent:
         #: (deliveries seen, seconds since start) when the first fitted policy was adopted
         self.first_fit_after: tuple[int, float] | None = None
         self._last_t = -math.inf
+        self.clock_steps = 0  # the log found ahead of the clock at the start (a clock set back)
+        self.clock_step_s = 0.0  # the last such step, seconds (negative: back)
+        self.state_files_set_aside = 0  # robots.json and policy.json set aside as corrupt at the start
         self._scheduler = scheduler
         self.override = OperatorOverride(now)
         self._ready = False
+        self._robots_missing = False  # the last robots_missing log line said so
         self.modes = ModeHistory(now, self.actuator.mode, 2 * config.refit.window_s)
         self.views = AgentViews(self)
         self.fleet = Fleet(self.actuator, clock, long_poll_max_s=config.server.long_poll_max_s,
@@ -146,15 +153,30 @@ class Agent:
             v.override_view, v.policy_view, v.status
         # commit: the log's own awaitable, handed over as it is (no extra coroutine on the ack path)
         self.commit, self.run_log_flusher, self.log_stats = self.log.commit, self.log.run_flusher, self.log.stats
+        # why the log cannot be written now, or None, after one more try of the failed step (at most once a
+        # second): /readyz asks, so the agent is ready again by itself once the disk is
+        self.log_fault = self.log.retry
 
     # -- life cycle ----------------------------------------------------------------------------------
     def open(self) -> None:
         """Open the log, recover the queue view and recent samples from it, restore robots and the last
         adopted policy; then start the time integrals."""
-        recovered = recover(self.log, self.log.open(), self.config, self.deliveries, self.completions)
+        segments = self.log.open()
+        before = self.clock.now()
+        recovered = recover(self.log, segments, self.config, self.deliveries, self.completions,
+                            not_after=before + CLOCK_STEP_S)
         if recovered is not None:
             self.queue, last_t, self.totals.recovered_deliveries = recovered
-            self._last_t = max(self._last_t, last_t)
+            if last_t > before + CLOCK_STEP_S:
+                # the log is ahead of the clock: the clock was set back since (or a line was stamped in the
+                # future). Said once and counted; the stamps go on from the clock, not from the log's
+                # maximum, which would pin every later acknowledgement to one instant.
+                self.clock_steps += 1
+                self.clock_step_s = before - last_t
+                LOG.warning("event=clock_step direction=back seconds=%.3f last_logged_t=%r now=%r "
+                            "action=stamps_follow_the_clock", last_t - before, last_t, before)
+            else:
+                self._last_t = max(self._last_t, last_t)
         now = self._stamp()
         self.store.restore(now)
         snap = self.holder.current
@@ -163,7 +185,8 @@ class Agent:
         self.actuator.mode = self.actuator.target = snap.decision.target(Event.OTHER, (), q,
                                                                          r[min(q, len(r) - 1)])
         if self.persist:
-            restore_robots(self.state_dir / ROBOTS_FILE, self.actuator, now)
+            self.state_files_set_aside = restore_robots(self.state_dir / ROBOTS_FILE, self.actuator, now)
+        self.state_files_set_aside += self.store.set_aside
         if self.actuator.advise:
             self.actuator.mode = self.actuator.fleet_mode()
         for w in (self.window, self.drift_window):
@@ -178,7 +201,7 @@ class Agent:
         now = self._stamp()
         self.actuator.shutdown(now)
         self.journal.flush()
-        self.fleet.save()
+        await self.fleet.saved()
         await self.log.close()
 
     def _header(self) -> bytes:
@@ -360,7 +383,24 @@ class Agent:
         not enough data. The cut is logged (a ``refit`` line with ``reason``), so that a replay of the log
         refits at the same instants, on the same windows, as the live agent did."""
         self._log_refit(now, reason)
+        self._warn_missing()
         return refit_input(self, now)
+
+    def _warn_missing(self) -> None:
+        """One log line when some robots but fewer than robots.count provides for are registered (at a refit,
+        when it starts being so), and one when they all are again."""
+        act = self.actuator
+        # none registered at all: the robots run unregistered, and the agent counts on the whole fleet
+        missing = 0 < len(act.robots) < act.max_rank
+        if missing != self._robots_missing:
+            self._robots_missing = missing
+            if missing:
+                LOG.warning("event=robots_missing registered=%d count=%d virtual=%d/%d: the policy is solved "
+                            "for the registered robots only; register the others or lower robots.count",
+                            len(act.robots), act.max_rank, min(act.registered_slots(), self.config.robots.n),
+                            self.config.robots.n)
+            else:
+                LOG.info("event=robots_complete registered=%d", len(act.robots))
 
     def _log_refit(self, now: float, reason: str) -> None:
         self.journal.refit(now, reason)

@@ -5,6 +5,8 @@ HTTP layer and the :class:`~agent.core.Agent` call, with the agent's steps hande
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, KeysView
 from pathlib import Path
@@ -15,7 +17,7 @@ from robotctl.model import InputError
 from .actuator import Actuator, Command, Robot
 from .api import NotFoundError
 from .clock import Clock
-from .recovery import save_robots
+from .recovery import save_robots, write_robot_records
 
 LOG = logging.getLogger("robotctl.agent")
 
@@ -51,6 +53,8 @@ class Fleet:
         self.long_poll_max_s = long_poll_max_s
         self.robots_file = robots_file
         self._stamp, self._hold, self._reapply, self._desired, self._flush = stamp, hold, reapply, desired, flush
+        self._stale = False  # robots.json is behind the registry
+        self._writer: asyncio.Task[None] | None = None
 
     # -- robots --------------------------------------------------------------------------------------
     @property
@@ -68,6 +72,32 @@ class Fleet:
         return self.actuator.lease_s
 
     def save(self) -> None:
+        """Save the registry to robots.json: at once without an event loop; with one, in a thread, coalesced
+        (a registration marks the file stale and returns; one writer thread writes the latest registry, again
+        if it changed meanwhile), so that a registration costs neither an fsync nor a rewrite of the whole
+        fleet on the loop (41 ms per registration at 3,417 robots before)."""
+        if self.robots_file is None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            save_robots(self.robots_file, self.actuator)
+            return
+        self._stale = True
+        if self._writer is None or self._writer.done():
+            self._writer = loop.create_task(self._write_while_stale(self.robots_file))
+
+    async def _write_while_stale(self, path: Path) -> None:
+        while self._stale:
+            self._stale = False
+            records = self.actuator.to_records()  # the snapshot, on the loop; the JSON and the fsync off it
+            await asyncio.to_thread(write_robot_records, path, records)
+
+    async def saved(self) -> None:
+        """Done once the registry's last change is in robots.json (the close awaits it, then saves once more)."""
+        if self._writer is not None:
+            with contextlib.suppress(Exception):
+                await self._writer
         if self.robots_file is not None:
             save_robots(self.robots_file, self.actuator)
 
@@ -196,9 +226,13 @@ class Fleet:
             self._follow(self._stamp(), mode)
 
     def changed(self, now: float) -> None:
-        """Advise mode: robots registered or left, so the fleet that runs by itself may have changed."""
+        """Robots registered or left. Advise mode: the fleet that runs by itself may have changed. Command mode:
+        the mode never exceeds the registered robots (:meth:`Actuator.registered_slots`), so r(i) is applied
+        again."""
         if self.actuator.advise:
             self._follow(now, self.actuator.fleet_mode())
+        else:
+            self._reapply(now)
 
     def _follow(self, now: float, mode: int, *, always_flush: bool = False) -> None:
         """The mode is ``mode`` by the fleet's own doing: record the change (if any) and write its line."""

@@ -31,11 +31,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import errno
 import json
 import logging
 import math
 import os
 import re
+import stat
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -125,6 +128,28 @@ _MAX_SERVICE_S_PER_PAGE = 86_400.0
 #: Quarantined lines in which each is logged on its own (then one summary per file).
 _LOGGED_PER_FILE = 10
 QUARANTINE_FILE = "quarantine.jsonl"
+#: A file being created by a rotation (renamed to its final name once its header is in place).
+TMP_SUFFIX = ".new"
+#: Seconds between two attempts to write a log that could not be written (a rotation, a full disk).
+RETRY_INTERVAL_S = 1.0
+#: Free space below which a full disk is taken as still full.
+_MIN_FREE_BYTES = 64 << 10
+
+
+def set_aside(path: Path, why: str) -> Path | None:
+    """Rename ``path`` (a corrupt state file, or a directory, FIFO or link where a file belongs) out of
+    the way, to ``NAME.bad-N``, with one warning; returns the new name, or None when it cannot be moved."""
+    for n in range(1, 1000):
+        target = path.with_name(f"{path.name}.bad-{n}")
+        if not os.path.lexists(target):
+            break
+    try:
+        os.rename(path, target)
+    except OSError as exc:
+        LOG.error("event=state_file_not_set_aside file=%s why=%s error=%s", path, why, exc.strerror or exc)
+        return None
+    LOG.warning("event=state_file_set_aside file=%s why=%s to=%s", path.name, why, target.name)
+    return target
 
 
 def _number(v: Any, *, integer: bool = False, minimum: float = 0.0, maximum: float = _MAX_T) -> bool:
@@ -198,6 +223,12 @@ class LogStats:
     fsync: str
     fsyncs: int
     quarantined: int = 0
+    #: why the log cannot be written now (deliveries get 503, /readyz is 503), or None
+    fault: str | None = None
+    #: times the log became unwritable since the start
+    faults: int = 0
+    #: files set aside at the start (a directory, FIFO or link where a log file belongs)
+    set_aside: int = 0
 
 
 class DeliveryLog:
@@ -237,6 +268,12 @@ class DeliveryLog:
         self._sync_task: asyncio.Future[None] | None = None
         self._executor: ThreadPoolExecutor | None = None
         self.quarantined = 0  # lines moved to the quarantine file since open
+        self.set_aside_count = 0  # files renamed out of the way at open
+        self.faults = 0  # times the log became unwritable since open
+        self._fault: str | None = None
+        self._in_flight: dict[int, int] = {}  # descriptors a background fsync uses, with how many
+        self._retired: set[int] = set()  # descriptors to close once their fsync is done
+        self._next_retry = 0.0
         self._newest: tuple[Path, list[dict[str, Any]]] | None = None
 
     # -- life cycle ----------------------------------------------------------------------------------
@@ -246,6 +283,7 @@ class DeliveryLog:
         Returns the existing files, oldest first, for recovery; read them before appending.
         """
         self.directory.mkdir(parents=True, exist_ok=True)
+        self._set_aside_strangers()
         segments = list_segments(self.directory)
         if segments:
             newest = segments[-1]
@@ -261,6 +299,29 @@ class DeliveryLog:
         self._files = len(list_segments(self.directory))
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="robotctl-fsync")
         return segments
+
+    def _set_aside_strangers(self) -> None:
+        """Before anything is read: a name of the log (a file, ``quarantine.jsonl``) held by something that
+        is not a regular file (a directory, a FIFO that would block the read forever, a link to a device) is
+        renamed out of the way with a warning and counted; a file a rotation left half made is removed (its
+        content is a header only: the rotation had not succeeded)."""
+        for p in sorted(self.directory.iterdir()):
+            name = p.name
+            if name.startswith(PREFIX) and name.endswith(SUFFIX + TMP_SUFFIX):
+                with contextlib.suppress(OSError):
+                    if stat.S_ISREG(os.lstat(p).st_mode):
+                        p.unlink()
+                        LOG.warning("event=log_partial_rotation_removed file=%s", name)
+                continue
+            if not (_NAME.match(name) or name == QUARANTINE_FILE):
+                continue
+            try:
+                regular = stat.S_ISREG(os.stat(p).st_mode)  # follows a link: what a read would open
+            except OSError:
+                regular = False  # a dangling link
+            if not regular:
+                self.set_aside_count += 1
+                set_aside(p, "is not a regular file")
 
     def records(self, path: Path) -> list[dict[str, Any]]:
         """The valid records of one of the files :meth:`open` returned, oldest first; every line that does not
@@ -292,16 +353,24 @@ class DeliveryLog:
                              "text": raw.rstrip(b"\n").decode("utf-8", "backslashreplace")}) + "\n"
                  for n, raw, reason in bad]
         qpath = self.directory / QUARANTINE_FILE
-        with open(qpath, "a", encoding="utf-8") as fh:
-            fh.writelines(lines)
-            fh.flush()
-            os.fsync(fh.fileno())
         tmp = path.with_name(path.name + ".scrub")
-        with open(tmp, "wb") as fh:
-            fh.writelines(kept)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        try:
+            with open(qpath, "a", encoding="utf-8") as fh:
+                fh.writelines(lines)
+                fh.flush()
+                os.fsync(fh.fileno())
+            with open(tmp, "wb") as fh:
+                fh.writelines(kept)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except OSError as exc:
+            # a full disk (or a quarantine file that cannot be written): the bad lines stay where they are
+            # and are skipped in memory; the next start tries again. Nothing valid is lost.
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            LOG.error("event=log_quarantine_failed file=%s lines=%d error=%s action=skipped_in_place",
+                      path.name, len(bad), exc.strerror or exc)
         self.quarantined += len(bad)
         for n, _, reason in bad[:_LOGGED_PER_FILE]:
             LOG.warning("event=log_line_quarantined file=%s line=%d reason=%s to=%s", path.name, n, reason,
@@ -332,29 +401,141 @@ class DeliveryLog:
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._size = os.fstat(self._fd).st_size
         self._files += 1
+        self._sync_directory()
+        if write_header and self.header is not None:
+            self._write(self.header())
+
+    def _sync_directory(self) -> None:
         with contextlib.suppress(OSError):
             dfd = os.open(self.directory, os.O_RDONLY)
             try:
                 os.fsync(dfd)
             finally:
                 os.close(dfd)
-        if write_header and self.header is not None:
-            self._write(self.header())
+
+    def _open_next(self) -> tuple[int, int]:
+        """Create the next file with its header line in place, as one step: the header is written to a
+        temporary name that is then renamed, so that a kill or a full disk never leaves a file without its
+        queue checkpoint. Returns (descriptor, size); the current file is not touched."""
+        final = self.directory / segment_name(self._seq + 1)
+        tmp = final.with_name(final.name + TMP_SUFFIX)
+        header = self.header() if self.header is not None else b""
+        fd = os.open(tmp, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            done = 0
+            while done < len(header):
+                done += os.write(fd, header[done:])
+            if self.durability is not Durability.NEVER:
+                os.fsync(fd)
+            if os.path.lexists(final):  # something else holds the name: keep it, under another name
+                set_aside(final, "occupies the next log file's name")
+            os.rename(tmp, final)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        return fd, len(header)
 
     def _rotate(self) -> None:
+        """Move to the next file. The next file is opened (header included) before the current one is
+        closed: when that fails (directory read-only, disk full, no descriptors left) the current file stays
+        open and in use, and :class:`LogWriteError` says why."""
+        try:
+            if self.durability is not Durability.NEVER:
+                os.fsync(self._fd)
+                self._fsyncs += 1
+            fd, size = self._open_next()
+        except OSError as exc:
+            raise LogWriteError(exc.errno, exc.strerror) from exc
+        old, self._fd = self._fd, fd
+        self._release(old)
+        self._seq += 1
+        self._size = size
+        self._written += size
         if self.durability is not Durability.NEVER:
-            os.fsync(self._fd)
-            self._fsyncs += 1
-        os.close(self._fd)
-        self._synced = self._written
-        self._start_file()
+            self._synced = self._written
+        self._sync_directory()
         segments = list_segments(self.directory)
-        for old in segments[: max(0, len(segments) - self.keep_files)]:
+        for old_path in segments[: max(0, len(segments) - self.keep_files)]:
             with contextlib.suppress(OSError):
-                old.unlink()
-                LOG.info("event=log_file_deleted file=%s", old.name)
+                old_path.unlink()
+                LOG.info("event=log_file_deleted file=%s", old_path.name)
         self._files = min(len(segments), self.keep_files)
         LOG.info("event=log_rotated file=%s", segment_name(self._seq))
+
+    def _release(self, fd: int) -> None:
+        """Close a retired descriptor, or, while a background fsync still uses it, once that is done (a
+        descriptor closed under an fsync could be reused by a socket)."""
+        if fd in self._in_flight:
+            self._retired.add(fd)
+            return
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+    async def _fsync_in_thread(self, fd: int) -> None:
+        """fsync ``fd`` in the log's thread. The descriptor stays open until that fsync is done, even when
+        the awaiting task is cancelled (a shutdown) or the file is rotated meanwhile."""
+        fut = asyncio.get_running_loop().run_in_executor(self._executor, os.fsync, fd)
+        self._in_flight[fd] = self._in_flight.get(fd, 0) + 1
+        fut.add_done_callback(lambda f: self._fsync_done(fd, f))
+        await asyncio.shield(fut)
+
+    def _fsync_done(self, fd: int, fut: asyncio.Future[None]) -> None:
+        if not fut.cancelled():
+            fut.exception()  # retrieved here: the awaiting task may have been cancelled
+        left = self._in_flight.get(fd, 0) - 1
+        if left > 0:
+            self._in_flight[fd] = left
+            return
+        self._in_flight.pop(fd, None)
+        if fd in self._retired:
+            self._retired.discard(fd)
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    # -- faults --------------------------------------------------------------------------------------
+    @property
+    def fault(self) -> str | None:
+        """Why the log cannot be written now (a failed rotation or write), or None. While it is set the
+        agent answers 503 to what must be logged and /readyz says not ready; :meth:`retry` clears it."""
+        return self._fault
+
+    def _set_fault(self, what: str, exc: OSError) -> None:
+        reason = f"{what}: {exc.strerror or exc}"
+        if self._fault is None:  # one line per fault, not one per refused request
+            LOG.error("event=log_unwritable what=%s file=%s error=%s action=answering_503_and_retrying "
+                      "hint=%s", what, self.current_path.name, exc.strerror or exc,
+                      "free space or make log.dir writable; writes resume by themselves")
+            self.faults += 1
+        self._fault = reason
+        self._next_retry = time.monotonic() + RETRY_INTERVAL_S
+
+    def _clear_fault(self) -> None:
+        if self._fault is not None:
+            LOG.warning("event=log_writable_again file=%s was=%s", self.current_path.name, self._fault)
+            self._fault = None
+
+    def retry(self) -> str | None:
+        """Try again what failed (at most every :data:`RETRY_INTERVAL_S`): the rotation, or whether the disk
+        has room again. Returns the fault left, or None. /readyz calls it, so the agent becomes ready again
+        by itself within seconds of the directory becoming writable, with or without traffic."""
+        if self._fault is None or self._fd < 0:
+            return self._fault
+        if time.monotonic() < self._next_retry:
+            return self._fault
+        try:
+            if self._size > 0 and self._size >= self.max_bytes:
+                self._rotate()
+            else:
+                st = os.statvfs(self.directory)
+                if st.f_bavail * st.f_frsize < _MIN_FREE_BYTES:
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        except OSError as exc:
+            self._set_fault(self._fault.split(":", 1)[0], exc)
+            return self._fault
+        self._clear_fault()
+        return None
 
     async def close(self) -> None:
         """Flush, fsync (unless ``never``) and close."""
@@ -366,28 +547,41 @@ class DeliveryLog:
                 os.fsync(self._fd)
                 self._fsyncs += 1
                 self._synced = self._written
-            os.close(self._fd)
+            self._release(self._fd)
             self._fd = -1
         if self._executor is not None:
-            self._executor.shutdown(wait=True)
+            self._executor.shutdown(wait=True)  # no fsync runs after this: close what waited for one
             self._executor = None
+        for fd in self._retired:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._retired.clear()
+        self._in_flight.clear()
 
     # -- writing -------------------------------------------------------------------------------------
     def append(self, data: bytes) -> None:
         """Write whole lines (``data`` ends with a newline); rotates first when the file is full.
 
-        Raises :class:`LogWriteError` if the write fails; the file is then cut back to where it was.
+        Raises :class:`LogWriteError` if the write fails; the file is then cut back to where it was. A file
+        that cannot be rotated (see :meth:`_rotate`) is not written past its size: every append raises
+        until the rotation succeeds (tried again at most every :data:`RETRY_INTERVAL_S`).
         """
         if self._fd < 0:
             raise RuntimeError("DeliveryLog.append: the log is closed; open() it first")
         if self._size > 0 and self._size + len(data) > self.max_bytes:
+            if self._fault is not None and time.monotonic() < self._next_retry:
+                raise LogWriteError(errno.EIO, self._fault)
             try:
                 self._rotate()
-            except LogWriteError:
+            except LogWriteError as exc:
+                self._set_fault("rotate", exc)
                 raise
-            except OSError as exc:
-                raise LogWriteError(exc.errno, exc.strerror) from exc
-        self._write(data)
+        try:
+            self._write(data)
+        except LogWriteError as exc:
+            self._set_fault("write", exc)
+            raise
+        self._clear_fault()
 
     def _write(self, data: bytes) -> None:
         view = memoryview(data)
@@ -416,11 +610,10 @@ class DeliveryLog:
 
     async def _sync_once(self) -> None:
         pos = self._written
-        fd = self._fd
-        loop = asyncio.get_running_loop()
         try:
-            await loop.run_in_executor(self._executor, os.fsync, fd)
+            await self._fsync_in_thread(self._fd)
         except OSError as exc:
+            self._set_fault("fsync", exc)
             raise LogWriteError(exc.errno, exc.strerror) from exc
         self._fsyncs += 1
         self._synced = max(self._synced, pos)
@@ -429,13 +622,12 @@ class DeliveryLog:
         """Background task for ``interval``: fsync when something was written since the last one."""
         if self.durability is not Durability.INTERVAL:
             return
-        loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(self.fsync_interval_s)
             if self._synced < self._written and self._fd >= 0:
                 pos = self._written
                 try:
-                    await loop.run_in_executor(self._executor, os.fsync, self._fd)
+                    await self._fsync_in_thread(self._fd)
                 except OSError as exc:
                     LOG.error("event=log_fsync_failed error=%s", exc)
                     continue
@@ -449,7 +641,8 @@ class DeliveryLog:
 
     def stats(self) -> LogStats:
         return LogStats(str(self.directory), self.current_path.name, self._files, self._written,
-                        self._synced, self.durability.value, self._fsyncs, self.quarantined)
+                        self._synced, self.durability.value, self._fsyncs, self.quarantined, self._fault,
+                        self.faults, self.set_aside_count)
 
 
 class DiscardLog:
@@ -467,6 +660,9 @@ class DiscardLog:
 
     def records(self, path: Path) -> list[dict[str, Any]]:
         return []
+
+    def retry(self) -> str | None:
+        return None
 
     def append(self, data: bytes) -> None:
         self.lines += data.count(b"\n")

@@ -9,8 +9,10 @@ Two kinds:
   counters of deliveries, pages, bytes, completions, obsolete drops and losses; the queue length;
   active and desired robots; the actuation (``actuation{actuation="command"|"advise"}``) and the
   override (``override{override="auto"|"paused"|"pinned"}``) in force; ``robots_at_level``, the
-  thresholds and the policy kind in force (``policy_kind{kind="thresholds"|"mdp"}``) and where the policy came
-  from (``policy_origin{origin="startup"|"cold"|"regular"|"warm"}``); the fitted arrival rates and
+  thresholds and the policy kind in force (``policy_kind{kind="thresholds"|"mdp"}``) and why
+  (``policy_kind_reason{reason}``); where the policy came from
+  (``policy_origin{origin="startup"|"cold"|"regular"|"warm"}``); the fit's check status
+  (``fit_status{status}``); the fitted arrival rates and
   correlations per mode and the fallback rungs; and each predicted measure next to its observed
   counterpart over the same window (label ``source="predicted"|"observed"``).
 
@@ -28,8 +30,9 @@ Two signals for two time scales. ``robotctl_desired_robots`` is r(i) at the curr
 virtual robots: it changes at every delivery and completion, which the robots follow by long-poll, far
 faster than a scrape. ``robotctl_policy_max_robots`` is the pool of real robots the policy in force can
 ever keep active (the real robots of virtual robots 1..max_i r(i)); it changes only when a policy is
-adopted (or control is overridden), so an autoscaler (KEDA, an HPA on external metrics) can size the
-pool of robot workers on it (deploy/README.md).
+adopted (or control is overridden). ``robotctl_scaling_target_robots`` is what an autoscaler (KEDA, an HPA on
+external metrics) sizes the pool of robot workers on (deploy/README.md): the policy's pool in command mode,
+the whole configured fleet in advise mode (shadow mode never shrinks the pool).
 
 The registry also holds the standard ``process_*``, ``python_info`` and ``python_gc_*`` collectors and
 ``robotctl_build_info{version}``.
@@ -38,11 +41,13 @@ The registry also holds the standard ``process_*``, ``python_info`` and ``python
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterator
 
 from prometheus_client import (
     CollectorRegistry,
     Counter,
+    Gauge,
     GCCollector,
     Histogram,
     Info,
@@ -84,6 +89,15 @@ DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.
 #: Buckets of the acknowledgement latency (seconds).
 ACK_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
+#: Label values of ``robotctl_fit_status``: the fitting's FitStatus values, and ``none`` for a policy that
+#: no fit produced (the start-up policy, a configured one).
+FIT_STATUSES = ("ok", "fallback", "insufficient_data", "none")
+#: Label values of ``robotctl_policy_kind_reason``: why the policy kind in force is the one in force.
+#: ``as_configured``: policy.kind asked for it (thresholds; or mdp, and the MDP is in force);
+#: ``targets_set``, ``assumptions_not_met``, ``mdp_unsolved``: policy.kind: mdp, but the threshold
+#: optimum stays (GET /v1/policy, policy_control.reason, says it in words).
+POLICY_KIND_REASONS = ("as_configured", "targets_set", "assumptions_not_met", "mdp_unsolved")
+
 #: (metric suffix, Measures field, help) of the measures exported predicted and observed.
 MEASURES = (
     ("offered_pages_per_second", "arrival_rate", "pages offered per second (lambda, paper 000 eq. (9))"),
@@ -93,6 +107,24 @@ MEASURES = (
     ("mean_active_robots", "mean_active_robots", "time-average number of active virtual robots (N_act)"),
     ("response_time_seconds", "mean_response_served", "mean sojourn of indexed pages (V^(1))"),
 )
+
+
+def scaling_target_robots(agent: Agent) -> int:
+    """The robot pool an autoscaler sizes (``robotctl_scaling_target_robots``; deploy/README.md).
+
+    Command actuation: :meth:`Agent.policy_max_robots`, the real robots the policy in force can ever keep active,
+    plus one while that is every registered robot and fewer are registered than the fleet provides for: the
+    policy is solved for the registered robots only, so without that one the pool could never grow back
+    after a scale-down. Advise actuation (shadow mode): the whole configured fleet, what runs without the agent and
+    what KEDA's fallback runs; advice never shrinks the pool."""
+    act = agent.actuator
+    if agent.fleet.actuation == "advise":
+        return act.max_rank
+    target = agent.policy_max_robots()
+    registered = len(act.robots)
+    if 0 < registered < act.max_rank and target >= registered:
+        target = registered + 1
+    return min(target, act.max_rank)
 
 
 class AgentCollector(Collector):
@@ -165,7 +197,19 @@ class AgentCollector(Collector):
         yield robots
 
         yield gauge("policy_max_robots", "Real robots the policy in force keeps active at its largest mode; "
-                    "changes only when a policy is adopted: the pool an autoscaler sizes.", a.policy_max_robots())
+                    "changes only when a policy is adopted (in advise actuation too: what it would run).",
+                    a.policy_max_robots())
+        yield gauge("scaling_target_robots", "The robot pool an autoscaler (KEDA) sizes: in command actuation the "
+                    "real robots the policy in force can keep active (one more while it uses every registered robot "
+                    "and fewer than robots.count are registered, so that the pool can grow back); in advise "
+                    "actuation the whole configured fleet (shadow mode never shrinks the pool).",
+                    scaling_target_robots(a))
+        registered, expected = len(a.actuator.robots), a.actuator.max_rank
+        yield gauge("robots_missing", "Real robots of robots.count (and robots.group_size) that are not registered; "
+                    "the policy is solved for the registered ones only (with none registered at all, robots run "
+                    "unregistered and every one is counted on).", max(0, expected - registered))
+        yield gauge("robots_registered_below_count", "1 while fewer robots are registered than robots.count "
+                    "provides for (robotctl_robots_missing), else 0.", float(registered < expected))
         ctl = a.override_state
         held = None if ctl.robots is None else float(ctl.robots)
         for name, label in (("override", "override"), ("control_override", "mode")):
@@ -201,6 +245,13 @@ class AgentCollector(Collector):
             for value in POLICY_KINDS:
                 kind.add_metric([value], float(snap.kind == value))
             yield kind
+        why = gauge("policy_kind_reason", "1 for why the policy kind in force is the one: as_configured, or with "
+                    "policy.kind: mdp why the threshold optimum stays (targets_set, assumptions_not_met, "
+                    "mdp_unsolved; GET /v1/policy says it in words).", labels=["reason"])
+        code = snap.fit.get("control", {}).get("reason_code") or "as_configured"
+        for name in POLICY_KIND_REASONS:
+            why.add_metric([name], float(code == name))
+        yield why
         origin = gauge("policy_origin", "1 for where the policy in force came from: startup (the configured "
                        "policy, before any fit), cold (a cold-start refit on the first deliveries), regular "
                        "(a regular refit) or warm (the last good policy of an earlier run); 0 for the others.",
@@ -225,6 +276,14 @@ class AgentCollector(Collector):
         for target, ok in sorted(snap.fit.get("targets", {}).get("met", {}).items()):
             met.add_metric([target], float(ok))
         yield met
+        status = gauge("fit_status", "1 for the check status of the fit behind the policy in force: ok (every "
+                       "part at its exact rung), fallback (a part used a lower rung: fit_fallback_rung), "
+                       "insufficient_data, or none (no fit: the start-up or a configured policy).",
+                       labels=["status"])
+        fit_status = snap.fit.get("status") or "none"
+        for name in FIT_STATUSES:
+            status.add_metric([name], float(fit_status == name))
+        yield status
         rung = gauge("fit_fallback_rung", "1 for the fallback rung each part of the last fit used.",
                      labels=["part", "rung"])
         for part, name in sorted(snap.fit.get("rungs", {}).items()):
@@ -258,6 +317,20 @@ class AgentCollector(Collector):
         yield counter("log_fsyncs", "fsync calls on the delivery log.", st.fsyncs)
         yield counter("log_quarantined_lines", "Delivery log lines that did not parse or validate at recovery, "
                       "moved to quarantine.jsonl.", st.quarantined)
+        yield gauge("log_writable", "1 while the delivery log can be written, 0 while deliveries are answered "
+                    "503 (a failed rotation or write; the agent retries every second).", float(st.fault is None))
+        yield counter("log_faults", "Times the delivery log became unwritable (directory read-only, disk full).",
+                      st.faults)
+        yield counter("state_files_set_aside", "Files in log.dir renamed NAME.bad-N at the start because they "
+                      "could not be used (a directory, FIFO or link where a file belongs, a corrupt robots.json "
+                      "or policy.json).", st.set_aside + a.state_files_set_aside)
+        yield counter("clock_steps", "Clock steps found: the delivery log ahead of the clock at the start (the "
+                      "clock was set back); stamps then follow the clock.", a.clock_steps)
+        yield gauge("clock_step_seconds", "The last clock step found, seconds (negative: set back).",
+                    a.clock_step_s)
+        yield gauge("clock_wall_offset_seconds", "Wall clock minus the agent's clock (monotonic since the start): "
+                    "a wall-clock correction since the start shows here; intervals are not affected.",
+                    time.time() - a.clock.now())
 
 
 class AgentMetrics:
@@ -280,8 +353,12 @@ class AgentMetrics:
                               namespace=NAMESPACE, registry=registry)
         self.refit_failures = Counter("refit_failures",
                                       "Refits that kept the last good policy, by the stage that "
-                                      "failed (input, fit, solve, timeout).", ["stage"], namespace=NAMESPACE,
+                                      "failed (input, fit, solve, timeout, check).", ["stage"], namespace=NAMESPACE,
                                       registry=registry)
+        self.fit_check = Gauge("fit_check", "The last refit's model check (issue 27): 1 for its status (ok: the "
+                               "fitted model prices the policy in force as observed; misfit: it does not; "
+                               "uncertain: the window cannot tell), 0 for the others.", ["status"],
+                               namespace=NAMESPACE, registry=registry)
         self.ack_seconds = Histogram("delivery_ack_seconds", "Time from receiving a delivery request to its "
                                      "acknowledgement (log write and commit included).", namespace=NAMESPACE,
                                      buckets=ACK_BUCKETS, registry=registry)
@@ -291,10 +368,12 @@ class AgentMetrics:
         ProcessCollector(registry=registry)
         PlatformCollector(registry=registry)
         GCCollector(registry=registry)
-        for stage in ("input", "fit", "solve", "timeout"):
+        for stage in ("input", "fit", "solve", "timeout", "check"):
             self.refit_failures.labels(stage)
         for outcome in ("adopted", "failed"):
             self.refits.labels(outcome)
+        for status in ("ok", "misfit", "uncertain"):
+            self.fit_check.labels(status).set(0.0)
 
     def attach(self, agent: Agent, refit_record: Callable[[], RefitRecord | None]) -> AgentCollector:
         collector = AgentCollector(agent, refit_record)
@@ -309,3 +388,8 @@ class AgentMetrics:
         self.refits.labels("adopted" if outcome.success else "failed").inc()
         if not outcome.success:
             self.refit_failures.labels(outcome.stage.value).inc()
+        check = (outcome.result.fit.get("check") if outcome.result is not None else
+                 {"status": "misfit"} if outcome.stage.value == "check" else None)
+        if isinstance(check, dict) and check.get("status") in ("ok", "misfit", "uncertain"):
+            for status in ("ok", "misfit", "uncertain"):
+                self.fit_check.labels(status).set(1.0 if status == check["status"] else 0.0)

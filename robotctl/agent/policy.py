@@ -83,11 +83,16 @@ class ThresholdDecision:
 
     policy: ThresholdPolicy
     hysteresis: int = 0
+    #: r_resume(0..K) of an exact hysteresis policy (``robots.hysteresis: auto``): park down to r(q) when
+    #: r > r(q), resume up to resume[q] when r < resume[q], else keep r (robotctl.model.HysteresisPolicy)
+    resume: tuple[int, ...] | None = None
 
     def target(self, event: Event, before: Sequence[int], q: int, r: int) -> int:
         levels = self.policy.robots_at_level
         top = len(levels) - 1
         want = levels[min(q, top)]
+        if self.resume is not None:
+            return min(max(r, self.resume[min(q, top)]), want)
         if self.hysteresis <= 0 or want <= r or q <= 0:
             return want
         return min(want, max(r, levels[min(q + self.hysteresis, top)]))
@@ -168,7 +173,10 @@ class PolicyFit:
         force and, when the MDP was asked for but not adopted, why.
     hysteresis : int
         Queue levels below its parking level at which a parked robot resumes (:class:`ThresholdDecision`;
-        ``robots.hysteresis``, chosen by the refit when ``auto``).
+        a configured ``robots.hysteresis``).
+    resume : tuple of int or None
+        With ``robots.hysteresis: auto``, the resume vector of the exact hysteresis policy the refit chose
+        (``policy`` is then its park vector; ``measures`` and ``cost`` are the hysteresis policy's, exact).
     """
 
     policy: ThresholdPolicy
@@ -182,6 +190,7 @@ class PolicyFit:
     window: tuple[float, float] = (0.0, 0.0)
     dynamic: DynamicDecision | None = None
     hysteresis: int = 0
+    resume: tuple[int, ...] | None = None
 
     @property
     def kind(self) -> str:
@@ -190,15 +199,17 @@ class PolicyFit:
 
     @property
     def decision(self) -> Decision:
-        return self.dynamic if self.dynamic is not None else ThresholdDecision(self.policy, self.hysteresis)
+        return self.dynamic if self.dynamic is not None else ThresholdDecision(self.policy, self.hysteresis,
+                                                                               self.resume)
 
     @classmethod
     def of(cls, policy: ThresholdPolicy, *, fit: Mapping[str, Any] | None = None,
-           model: QueueModel | None = None, hysteresis: int = 0) -> PolicyFit:
+           model: QueueModel | None = None, hysteresis: int = 0,
+           resume: tuple[int, ...] | None = None) -> PolicyFit:
         """A policy with its own modes and thresholds and nothing predicted (configured, restored or
         probed), optionally keeping the fit and model it was chosen under."""
         return cls(policy, policy.modes, policy.thresholds, fit=dict(fit or {}), model=model,
-                   hysteresis=hysteresis)
+                   hysteresis=hysteresis, resume=resume)
 
 
 @dataclass(frozen=True, eq=False)
@@ -298,6 +309,9 @@ class PolicySnapshot:
             "source": self.source,
             "origin": self.origin,
             "robots_at_level": list(b.policy.robots_at_level),
+            "resume_at_level": list(b.resume) if b.resume is not None else None,
+            "commands_per_robot_min": (finite(b.measures.commands_per_robot_min) if b.measures is not None
+                                       else None),
             "modes": list(b.modes),
             "thresholds": list(b.thresholds),
             "adopted_at": self.adopted_at,

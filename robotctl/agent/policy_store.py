@@ -12,9 +12,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from robotctl.model import InputError, ThresholdPolicy
+from robotctl.model import HysteresisPolicy, InputError, ThresholdPolicy
 
 from .config import AgentConfig
+from .log import set_aside
 from .policy import DynamicDecision, PolicyFit, PolicyHolder, PolicySnapshot, ThresholdDecision
 from .recovery import atomic_write_json
 
@@ -33,6 +34,7 @@ class PolicyStore:
         self.holder = PolicyHolder(PolicySnapshot.initial(config.startup_policy(), now,
                                                           hysteresis=self.fixed_hysteresis))
         self._write: asyncio.Future[None] | None = None
+        self.set_aside = 0  # policy.json files set aside as corrupt
 
     @property
     def fixed_hysteresis(self) -> int:
@@ -51,6 +53,20 @@ class PolicyStore:
         damping = fit.get("damping")
         chosen = damping.get("hysteresis", 0) if isinstance(damping, Mapping) else 0
         return chosen if isinstance(chosen, int) and not isinstance(chosen, bool) and chosen >= 0 else 0
+
+    def resume_of(self, fit: Mapping[str, Any], policy: ThresholdPolicy) -> tuple[int, ...] | None:
+        """The resume vector of a restored exact hysteresis policy (``robots.hysteresis: auto``), when its
+        fit holds one that fits the park vector; else None (the plain policy)."""
+        damping = fit.get("damping")
+        if self.config.robots.hysteresis != "auto" or not isinstance(damping, Mapping):
+            return None
+        resume, park = damping.get("resume"), damping.get("park")
+        if not isinstance(resume, list) or park != list(policy.robots_at_level) or resume == park:
+            return None
+        try:
+            return HysteresisPolicy(tuple(park), tuple(resume)).resume
+        except (InputError, TypeError):
+            return None
 
     # -- put in force ----------------------------------------------------------------------------------
     def adopt(self, result: PolicyFit, now: float) -> PolicySnapshot:
@@ -103,13 +119,35 @@ class PolicyStore:
         path = self.path
         if not self.config.policy.restore or path is None or not path.exists():
             return
+        mismatch = False  # a valid file for another configuration: kept as it is, not set aside
         try:
+            if not path.is_file():
+                raise ValueError("not a regular file")
             state = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(state, dict):
+                raise ValueError(f"holds a {type(state).__name__}, not an object")
             policy = ThresholdPolicy(tuple(state["robots_at_level"]))
+            fit = state.get("fit", {})
+            if not isinstance(fit, dict):
+                raise ValueError(f"fit is a {type(fit).__name__}, not an object")
+            fit = dict(fit)
+            version = state.get("version", 1)
+            if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+                raise ValueError(f"version is {version!r}, not a whole number")
             if policy.capacity != self.config.capacity or max(policy.robots_at_level) > self.config.robots.n:
+                mismatch = True
                 raise InputError("policy", "does not fit the configured capacity or fleet", "")
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            LOG.warning("event=policy_file_ignored file=%s error=%s", path, exc)
+            dynamic = self._restore_dynamic(state, fit)
+            snapshot = PolicySnapshot(version, "restored", now,
+                                      replace(PolicyFit.of(policy, fit=fit, hysteresis=self.hysteresis_of(fit),
+                                                           resume=self.resume_of(fit, policy)),
+                                              dynamic=dynamic))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+            corrupt = not mismatch
+            LOG.warning("event=policy_file_ignored file=%s error=%s action=%s", path, " ".join(str(exc).split()),
+                        "set_aside" if corrupt else "startup_policy")
+            if corrupt and set_aside(path, "policy.json cannot be used") is not None:
+                self.set_aside += 1
             return
         max_age = self.config.refit.warm_max_age_s
         saved = state.get("saved_unix_s")
@@ -119,11 +157,7 @@ class PolicyStore:
                 LOG.warning("event=policy_file_stale file=%s age_s=%.0f warm_max_age_s=%g: the start-up policy "
                             "applies until the first fit", path, age, max_age)
                 return
-        fit = dict(state.get("fit", {}))
-        dynamic = self._restore_dynamic(state, fit)
-        self.holder.swap(PolicySnapshot(int(state.get("version", 1)), "restored", now,
-                                        replace(PolicyFit.of(policy, fit=fit, hysteresis=self.hysteresis_of(fit)),
-                                                dynamic=dynamic)))
+        self.holder.swap(snapshot)
         LOG.info("event=policy_restored policy=%s kind=%s", policy, "mdp" if dynamic else "thresholds")
 
     def _restore_dynamic(self, state: Mapping[str, Any], fit: dict[str, Any]) -> DynamicDecision | None:

@@ -6,7 +6,6 @@ The policy in force is restored by :class:`agent.policy_store.PolicyStore` from 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
@@ -15,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from .actuator import Actuator
+from .api import robot_id
 from .config import AgentConfig
-from .log import DeliveryLog, DiscardLog
+from .log import DeliveryLog, DiscardLog, segment_name, set_aside
 from .queue import QueueView
 from .samples import Ring
 
@@ -25,12 +25,12 @@ LOG = logging.getLogger("robotctl.agent")
 ROBOTS_FILE = "robots.json"
 
 
-def atomic_write_json(path: Path, obj: Any) -> None:
+def atomic_write_json(path: Path, obj: Any, *, indent: int | None = 1) -> None:
     """Write ``obj`` as JSON to ``path`` through a temporary file, with an fsync: a crash leaves the old
     file or the new one."""
     tmp = path.with_suffix(path.suffix + ".tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(obj, fh, indent=1)
+        json.dump(obj, fh, indent=indent, separators=(",", ":") if indent is None else None)
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
@@ -55,7 +55,7 @@ def recover_queue(records: list[dict[str, Any]], config: AgentConfig) -> QueueVi
 
 
 def recover_samples(log: DeliveryLog | DiscardLog, segments: list[Path], newest: list[dict[str, Any]],
-                    cutoff: float, deliveries: Ring, completions: Ring) -> int:
+                    cutoff: float, deliveries: Ring, completions: Ring, *, not_after: float = math.inf) -> int:
     """Refill the sample rings with the deliveries and completions from ``cutoff`` on, reading the newest
     files first until the window or the delivery ring is full; returns the deliveries recovered."""
     chunks: list[list[dict[str, Any]]] = [newest]
@@ -68,7 +68,7 @@ def recover_samples(log: DeliveryLog | DiscardLog, segments: list[Path], newest:
     for chunk in reversed(chunks):
         for r in chunk:
             t = float(r["t"])
-            if t < cutoff:
+            if t < cutoff or t > not_after:
                 continue
             kind = r.get("event")
             if kind == "delivery":
@@ -86,39 +86,129 @@ def recover_samples(log: DeliveryLog | DiscardLog, segments: list[Path], newest:
     return n
 
 
+def queue_records(log: DeliveryLog | DiscardLog, segments: list[Path]) -> tuple[list[dict[str, Any]], int]:
+    """The records that rebuild the queue: from the newest ``queue`` checkpoint on, reading back from the
+    newest file as far as one holds a checkpoint (a file left without its header by a kill or a full disk
+    mid-rotation does not reset the queue); and the number of files read. Without any checkpoint, every
+    file from the first (the queue then starts empty, as the log did)."""
+    chunks: list[list[dict[str, Any]]] = []
+    for seg in reversed(segments):
+        records = log.records(seg)
+        chunks.append(records)
+        if any(r.get("event") == "queue" for r in records):
+            break
+    else:
+        first = segments[0].name if segments else ""
+        if segments and first != segment_name(1):
+            LOG.warning("event=log_no_queue_checkpoint files=%d first=%s action=queue_from_zero", len(segments),
+                        first)
+    if len(chunks) > 1:
+        LOG.warning("event=log_header_missing files=%s action=queue_from=%s",
+                    ",".join(s.name for s in segments[len(segments) - len(chunks) + 1:]),
+                    segments[len(segments) - len(chunks)].name)
+    return [r for chunk in reversed(chunks) for r in chunk], len(chunks)
+
+
 def recover(log: DeliveryLog | DiscardLog, segments: list[Path], config: AgentConfig, deliveries: Ring,
-            completions: Ring) -> tuple[QueueView, float, int] | None:
-    """The queue view from the newest log file, the samples of the last window from the newest files:
-    (queue view, time of the last line, deliveries recovered); None without a log file."""
+            completions: Ring, *, not_after: float = math.inf) -> tuple[QueueView, float, int] | None:
+    """The queue view from the newest checkpoint (:func:`queue_records`), the samples of the last window
+    from the newest files: (queue view, time of the last line, deliveries recovered); None without a log
+    file. Samples stamped after ``not_after`` (the clock now, when it was set back since they were
+    written) are left out: the sample rings are in time order."""
     if not segments:
         return None
-    records = log.records(segments[-1])
+    cache: dict[Path, list[dict[str, Any]]] = {}
+
+    def records_of(seg: Path) -> list[dict[str, Any]]:
+        if seg not in cache:
+            cache[seg] = log.records(seg)
+        return cache[seg]
+
+    class _Cached:
+        records = staticmethod(records_of)
+
+    replay, _ = queue_records(_Cached, segments)  # type: ignore[arg-type]
+    records = records_of(segments[-1])
     last_t = max((float(r["t"]) for r in records), default=-math.inf)
-    queue = recover_queue(records, config)
-    n = recover_samples(log, segments, records, last_t - config.refit.window_s, deliveries, completions)
+    queue = recover_queue(replay, config)
+    newest = [r for r in records if float(r["t"]) <= not_after]
+    cutoff = min(last_t, not_after) - config.refit.window_s
+    n = recover_samples(_Cached, segments, newest, cutoff, deliveries, completions,  # type: ignore[arg-type]
+                        not_after=not_after)
     LOG.info("event=recovered files=%d queue=%d deliveries_in_window=%d last_t=%s", len(segments),
              queue.length, n, last_t)
     return queue, last_t, n
 
 
-def restore_robots(path: Path, actuator: Actuator, now: float) -> None:
-    """Re-register the robots saved in ``path`` (a missing or unreadable file restores none)."""
-    if not path.exists():
-        return
+#: Length of a robot key's SHA-256 in hex.
+_KEY_HEX = 64
+
+
+def robot_record_problem(rec: Any) -> str | None:
+    """Why one saved robot cannot come back, or None: its id as the API takes it (a string, 1..256
+    printable characters; a JSON null is not the id "None"), a whole rank, and its key's SHA-256 (a robot
+    without one would come back without a key, free for anyone to take)."""
+    if not isinstance(rec, dict):
+        return "not_an_object"
+    rid = rec.get("robot")
+    if not isinstance(rid, str):
+        return "bad_robot"
     try:
+        robot_id("robot", rid)
+    except Exception:
+        return "bad_robot"
+    rank = rec.get("rank")
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+        return "bad_rank"
+    digest = rec.get("key_sha256")
+    if not (isinstance(digest, str) and len(digest) == _KEY_HEX
+            and all(c in "0123456789abcdef" for c in digest.lower())):
+        return "no_key"
+    return None
+
+
+def restore_robots(path: Path, actuator: Actuator, now: float) -> int:
+    """Re-register the robots saved in ``path`` that :func:`robot_record_problem` accepts (the others
+    register again, with a new key); a file that cannot be read is set aside (``robots.json.bad-N``) with
+    a warning. Returns the files set aside (0 or 1)."""
+    if not path.exists():
+        return 0
+    try:
+        if not path.is_file():
+            raise ValueError("not a regular file")
         records = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(records, list):
+            raise ValueError(f"holds a {type(records).__name__}, not a list of robots")
     except (OSError, ValueError) as exc:
-        LOG.warning("event=robots_file_unreadable file=%s error=%s", path, exc)
-        return
-    n = actuator.restore(records if isinstance(records, list) else [], now)
-    LOG.info("event=robots_restored count=%d", n)
+        LOG.warning("event=robots_file_unreadable file=%s error=%s action=set_aside", path, exc)
+        return int(set_aside(path, "robots.json cannot be read") is not None)
+    good = []
+    for rec in records:
+        problem = robot_record_problem(rec)
+        if problem is None:
+            good.append(rec)
+        else:
+            shown = rec.get("robot") if isinstance(rec, dict) else None
+            LOG.warning("event=robot_not_restored robot=%s reason=%s action=register_again",
+                        json.dumps(shown)[:80], problem)
+    n = actuator.restore(good, now)
+    LOG.info("event=robots_restored count=%d dropped=%d", n, len(records) - n)
+    return 0
 
 
 def save_robots(path: Path, actuator: Actuator) -> None:
     """Save the registered robots to ``path`` (an error leaves the previous file)."""
-    with contextlib.suppress(OSError):
-        atomic_write_json(path, actuator.to_records())
+    write_robot_records(path, actuator.to_records())
 
 
-__all__ = ["ROBOTS_FILE", "atomic_write_json", "recover", "recover_queue", "recover_samples", "restore_robots",
-           "save_robots"]
+def write_robot_records(path: Path, records: list[dict[str, Any]]) -> None:
+    """Write saved robots (:meth:`Actuator.to_records`) to ``path``, compact, with an fsync (an error leaves the
+    previous file, with a warning); safe to run in a thread."""
+    try:
+        atomic_write_json(path, records, indent=None)
+    except OSError as exc:
+        LOG.warning("event=robots_file_not_written file=%s error=%s", path, exc.strerror or exc)
+
+
+__all__ = ["ROBOTS_FILE", "atomic_write_json", "queue_records", "recover", "recover_queue", "recover_samples",
+           "restore_robots", "robot_record_problem", "save_robots"]

@@ -282,6 +282,11 @@ class RefitLoop:
                      f" mdp_not_adopted={control['reason']!r}" if control.get("reason") else "")
         else:
             rec.failures[outcome.stage.value] = rec.failures.get(outcome.stage.value, 0) + 1
+            if outcome.stage is RefitStage.CHECK and self.target.policy.origin == "warm":
+                # a warm start whose model the first windows reject is stale: back to the start-up policy
+                LOG.warning("event=warm_policy_dropped reason=%s policy=%s message=%r", reason,
+                            self.target.policy.policy, outcome.message)
+                self.target.set_probe(None)
             level = logging.INFO if outcome.stage is RefitStage.INPUT else logging.WARNING
             LOG.log(level, "event=refit_failed reason=%s stage=%s kept_policy=%s message=%r", reason,
                     outcome.stage.value, self.target.policy.policy, outcome.message)

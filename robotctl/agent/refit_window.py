@@ -8,11 +8,14 @@ from typing import Protocol
 
 import numpy as np
 
+from robotctl.model import ThresholdPolicy
+
+from .actuator import Actuator
 from .compute import RefitInput
 from .config import AgentConfig
 from .modes import ModeHistory
 from .policy import PolicySnapshot
-from .queue import OBSOLETE, WAITING, Window, mode_pages_key, mode_time_key
+from .queue import OBSOLETE, WAITING, Window, drift_reason, window_cost_interval
 from .samples import Ring
 
 
@@ -37,10 +40,14 @@ class WindowSource(Protocol):
     def mode(self) -> int: ...
     @property
     def started_at(self) -> float: ...
+    @property
+    def actuator(self) -> Actuator: ...
 
 
 def refit_input(agent: WindowSource, now: float) -> RefitInput | str:
-    """The fit window ending ``now`` as a :class:`RefitInput`, or why there is not enough data. Below
+    """The fit window ending ``now`` as a :class:`RefitInput`, or why there is not enough data. With fewer
+    virtual robots holding a registered robot than robots.count, only the modes up to them are fitted and
+    searched: the agent never counts on a robot that is not registered. Below
     ``refit.min_deliveries`` (but at least ``refit.cold_start_deliveries``) it asks for a cold-start fit,
     while the policy in force is the start-up one or an earlier cold start."""
     cfg = agent.config
@@ -82,6 +89,13 @@ def refit_input(agent: WindowSource, now: float) -> RefitInput | str:
         per_page = d["bytes"] / d["pages"]
         sizes = per_page[~np.isnan(per_page)]
     fit_modes = tuple(m for m in cfg.all_modes if m >= 1)
+    search_modes = cfg.policy.modes
+    registered = agent.actuator.registered_slots()
+    if registered < cfg.robots.n:  # never count on robots that are not registered
+        top = max(registered, fit_modes[0])
+        fit_modes = tuple(m for m in fit_modes if m <= top)
+        if search_modes is not None:
+            search_modes = tuple(m for m in search_modes if m <= top) or (min(search_modes),)
     exposure = agent.modes.exposure(float(d["t"][0]), now)
     obs_drops: int | None = None
     obs_exposure: float | None = None
@@ -95,9 +109,10 @@ def refit_input(agent: WindowSource, now: float) -> RefitInput | str:
         for key, info in snap.fit.get("modes", {}).items():
             if info.get("source") in ("observed", "remembered") and int(key) in snap.model.modes:
                 remembered[int(key)] = snap.model.arrivals[int(key)]
+    in_force, observed = _policy_in_force(agent, float(times[0]), now, changes)
     return RefitInput(
         delivery_times=times, pages=d["pages"], modes=modes,
-        all_modes=fit_modes, search_modes=cfg.policy.modes,
+        all_modes=fit_modes, search_modes=search_modes,
         service_times=svc if svc.size else None, sizes_bytes=sizes if sizes.size else None,
         capacity=cfg.capacity, costs=cfg.costs, processing_rate_bps=cfg.fit.processing_rate_bps,
         mean_useful_life_s=cfg.fit.mean_useful_life_s, options=options,
@@ -108,8 +123,30 @@ def refit_input(agent: WindowSource, now: float) -> RefitInput | str:
         dwell_s=None if cfg.robots.dwell_s == "auto" else float(cfg.robots.dwell_s),
         hysteresis=None if cfg.robots.hysteresis == "auto" else int(cfg.robots.hysteresis),
         max_commands_per_min=cfg.robots.max_commands_per_min, policy_kind=cfg.policy.kind,
+        max_commands_per_robot_min=cfg.robots.max_commands_per_robot_min,
         cold=cold, cold_level=cfg.refit.cold_level, change_level=cfg.refit.change_level,
-        min_deliveries=cfg.refit.min_deliveries)
+        min_deliveries=cfg.refit.min_deliveries,
+        policy_in_force=in_force, observed_cost=observed,
+        current_policy=snap.policy if snap.model is not None else None)
+
+
+def _policy_in_force(agent: WindowSource, t0: float, now: float,
+                     changes: tuple[np.ndarray, np.ndarray] | None) -> tuple[ThresholdPolicy | None,
+                                                                               tuple[float, float, float] | None]:
+    """The policy that ran the fleet over the whole window and the cost observed meanwhile (issue 27's model
+    check): commanding, the policy adopted before the window began; advising, a fleet that kept one number
+    of robots throughout (a static policy); otherwise None (the check then says ``uncertain``)."""
+    cfg = agent.config
+    policy: ThresholdPolicy | None = None
+    if getattr(agent, "advising", False):
+        if changes is not None and np.unique(changes[1]).size == 1 and int(changes[1][0]) >= 1:
+            policy = ThresholdPolicy.static(int(changes[1][0]), cfg.capacity)
+    elif agent.policy.adopted_at <= t0:
+        policy = agent.policy.policy
+    if policy is None:
+        return None, None
+    observed = window_cost_interval(agent.window, now, cfg.costs)
+    return (policy, observed) if observed is not None else (None, None)
 
 
 def drift(agent: WindowSource, now: float) -> str | None:
@@ -122,17 +159,8 @@ def drift(agent: WindowSource, now: float) -> str | None:
         return None
     if cfg.drift_bound is None:
         return None
-    totals = agent.drift_window.totals(now)
-    for m in snapshot.model.modes:
-        pages = totals.get(mode_pages_key(m), 0.0)
-        t = totals.get(mode_time_key(m), 0.0)
-        if pages < cfg.drift_min_pages or t <= 0:
-            continue
-        observed = pages / t
-        fitted = float(snapshot.model.arrivals[m].rate)
-        if fitted > 0 and abs(observed - fitted) / fitted > cfg.drift_bound:
-            return f"drift mode={m} observed_rate={observed:.4g} fitted_rate={fitted:.4g}"
-    return None
+    rates = {m: float(snapshot.model.arrivals[m].rate) for m in snapshot.model.modes}
+    return drift_reason(agent.drift_window.totals(now), rates, cfg.drift_bound, cfg.drift_min_pages)
 
 
 __all__ = ["WindowSource", "drift", "refit_input"]

@@ -134,6 +134,9 @@ class ReplayWindow:
     hysteresis : int
         The band the refit put in force with the thresholds (``robots.hysteresis``); the window is
         simulated with it. A dwell is not simulated here (``fit["damping"]`` holds its simulated price).
+    resume : tuple of int or None
+        The resume vector of the exact hysteresis policy the refit chose (``robots.hysteresis: auto``;
+        ``policy`` is its park vector, ``measures`` carry its predicted ``commands_per_robot_min``).
     """
 
     t_start: float
@@ -151,6 +154,7 @@ class ReplayWindow:
     live_policy: tuple[int, ...] | None = None
     dynamic: DynamicDecision | None = None
     hysteresis: int = 0
+    resume: tuple[int, ...] | None = None
 
     def controller(self) -> tuple[QueueModel, ThresholdPolicy | DynamicController | Controller]:
         """What decided in this window and the traffic it was computed for, for the simulator: the MDP
@@ -158,9 +162,9 @@ class ReplayWindow:
         on (the fitted one with exponential service of the fitted mean), or the thresholds (with their
         hysteresis band, as the agent's :class:`ThresholdDecision` applies it) on the fitted model."""
         if self.dynamic is None or self.dynamic.problem is None:
-            if self.hysteresis <= 0:
+            if self.hysteresis <= 0 and self.resume is None:
                 return self.model, self.policy
-            decision = ThresholdDecision(self.policy, self.hysteresis)
+            decision = ThresholdDecision(self.policy, self.hysteresis, self.resume)
 
             def banded(level: int, active: int, t: float) -> int:
                 return decision.target(Event.OTHER, (), level, active)
@@ -246,18 +250,24 @@ class ReplayResult:
             predicted.pop("queue_length_distribution", None)
             predicted["cost"] = w.cost.total
             predicted["cost_terms"] = {k: v for k, v in w.cost.to_dict().items() if k != "total"}
+            interval = (w.fit.get("predicted") or {}).get("cost_interval")
+            if interval is not None:
+                predicted["cost_interval"] = interval
             fit = dict(w.fit)
             fit["batch_size_probs"] = {str(m): w.model.arrivals[m].batch_size_probs.tolist()
                                        for m in w.model.modes}
             windows.append({
                 "t_start": w.t_start, "t_end": w.t_end, "reason": w.reason, "in_force": list(w.in_force),
+                "status": window_status(w.fit), "check": w.fit.get("check"),
                 "deliveries": w.deliveries, "fit": fit,
                 "policy": {"robots_at_level": list(w.policy.robots_at_level), "modes": list(w.modes),
-                           "thresholds": list(w.thresholds)},
+                           "thresholds": list(w.thresholds),
+                           "resume_at_level": list(w.resume) if w.resume is not None else None},
                 "predicted": predicted,
                 **({"live_policy": list(w.live_policy)} if w.live_policy is not None else {}),
             })
         return json_safe({
+            "verdict": self.verdict(),
             "success": self.success, "status": self.status.value, "message": self.message,
             "span": list(self.span), "events": self.events, "counts": self.counts,
             "refits": {"attempts": len(self.attempts), "adopted": len(self.windows),
@@ -270,6 +280,44 @@ class ReplayResult:
             "level": self.level,
             "trace": self.quality,
         })
+
+
+    def verdict(self) -> dict[str, Any]:
+        """Whether to trust the replay (issue 27): robotctl's cost with its interval, the recorded fleet's
+        observed cost, and what the windows' model checks said of the fitted models."""
+        rows = {r.name: r for r in self.comparison}
+        statuses = [window_status(w.fit) for w in self.windows]
+        counts = {s: statuses.count(s) for s in ("ok", "misfit", "uncertain", "fallback")}
+        mine, rec = rows.get("robotctl"), rows.get("recorded")
+        if counts["misfit"]:
+            trust = "misfit"
+            why = (f"{counts['misfit']} of {len(statuses)} window(s) fitted a model that misprices the policy in "
+                   "force against its observed cost: robotctl's figures rest on a wrong model there")
+        elif counts["ok"] and not counts["uncertain"] and not counts["fallback"]:
+            trust = "ok"
+            why = "every window's fitted model priced the policy in force as observed"
+        else:
+            trust = "uncertain"
+            why = (f"model check: {counts['ok']} ok, {counts['uncertain']} uncertain, {counts['fallback']} fallback "
+                   f"of {len(statuses)} window(s); robotctl's cost is simulated on the fitted traffic, so it is "
+                   "only as good as the fit")
+        return {"status": trust, "message": why, "windows": counts,
+                "robotctl": None if mine is None else {"cost": mine.cost, "interval": list(mine.ci),
+                                                       "basis": mine.basis},
+                "recorded": None if rec is None else {"cost": rec.cost, "interval": list(rec.ci),
+                                                      "basis": rec.basis}}
+
+
+def window_status(fit: dict[str, Any]) -> str:
+    """A window's status: its model check's (``ok``, ``misfit``, ``uncertain``) when the check could run,
+    else ``fallback`` when a rung of the fit fell back, else ``uncertain`` (nothing to check against)."""
+    check = fit.get("check") or {}
+    status = check.get("status")
+    if status in ("ok", "misfit"):
+        return str(status)
+    if fit.get("status") == "fallback":
+        return "fallback"
+    return "uncertain"
 
 
 # -- the drive: events to the agent on simulated time ----------------------------------------------------
@@ -458,7 +506,7 @@ def _windows(obs: _Observations, end: float) -> tuple[ReplayWindow, ...]:
         match = next((levels for t, levels in live if w["at"] <= t < nxt), None)
         out.append(ReplayWindow(float(r.window[0]), float(r.window[1]), w["reason"], (float(w["at"]), float(until)),
                                 r.policy, tuple(r.modes), tuple(r.thresholds), dict(r.fit), r.model, r.measures,
-                                r.cost, int(r.deliveries), match, r.dynamic, r.hysteresis))
+                                r.cost, int(r.deliveries), match, r.dynamic, r.hysteresis, r.resume))
     return tuple(out)
 
 
@@ -644,4 +692,5 @@ __all__ = [
     "evaluate",
     "replay",
     "replay_async",
+    "window_status",
 ]

@@ -234,6 +234,10 @@ class RevisitPlanner:
         return d
 
 
+#: Longest fetch a robot may report (a day, as the longest indexing of a page the API accepts).
+MAX_FETCH_S = 86_400.0
+
+
 def parse_fetch_report(body: Any, index: Mapping[str, int]) -> tuple[str, float | None, bool | None]:
     """``{"page": id, "fetch_s": seconds, "changed": bool}`` (the last two optional)."""
     if not isinstance(body, dict):
@@ -251,8 +255,9 @@ def parse_fetch_report(body: Any, index: Mapping[str, int]) -> tuple[str, float 
     fetch_s = body.get("fetch_s")
     if fetch_s is not None:
         if isinstance(fetch_s, bool) or not isinstance(fetch_s, int | float) or not (
-                math.isfinite(fetch_s) and fetch_s >= 0):
-            raise InputError("fetch_s", f"must be a number of seconds >= 0, got {fetch_s!r}", "e.g. 0.4")
+                math.isfinite(fetch_s) and 0 <= fetch_s <= MAX_FETCH_S):
+            raise InputError("fetch_s", f"must be a number of seconds in 0..{MAX_FETCH_S:g}, got {fetch_s!r}",
+                             "send the seconds one fetch took, e.g. 0.4")
         fetch_s = float(fetch_s)
     changed = body.get("changed")
     if changed is not None and not isinstance(changed, bool):
@@ -295,7 +300,13 @@ def install(app: web.Application, config: AgentConfig, clock: Clock, registered:
         robot(request)
         p = request.app[REVISIT]
         due = p.report(parse_json(await request.read()))
-        replanned = await p.replan("fetch times") if due else False
+        replanned = False
+        if due:
+            # the report is taken: a re-fit that fails is the planner's problem, not a 400 to the robot
+            try:
+                replanned = await p.replan("fetch times")
+            except (InputError, ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:
+                LOG.warning("event=revisit_replan_failed reason=%r error=%s", "fetch times", exc)
         return web.json_response({"accepted": 1, "replanned": replanned, "version": p.snapshot.version})
 
     async def get_revisit(request: web.Request) -> web.Response:

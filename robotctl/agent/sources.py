@@ -43,6 +43,7 @@ FORMATS = ("auto", "jsonl", "csv", *CONVERTERS)
 EXTRA_FIELDS = ("active", "client_t")
 _AGENT_LOG = re.compile(r"^deliveries-(\d{8})\.jsonl(\.gz)?$")
 _ROTATED = re.compile(r"^(.*?)(?:\.(\d+))?(\.gz)?$")
+_COLUMN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True, eq=False)
@@ -184,6 +185,8 @@ def _file_order(path: Path) -> tuple[Any, ...]:
 def _read_file(name: str, fmt: str) -> _FileEvents:
     data = read_trace_bytes(name)
     chosen = fmt if fmt != "auto" else (detect(data, name) or "trace")
+    if fmt == "auto" and chosen == "trace":
+        check_recognised(data, name)
     if chosen in CONVERTERS:
         c = convert(chosen, data, name)
         n = c.t.size
@@ -202,6 +205,43 @@ def _read_file(name: str, fmt: str) -> _FileEvents:
     kind = ("csv" if _is_csv_name(name, data) else "jsonl") if chosen == "trace" else chosen
     return _FileEvents(tr.t, tr.event, tr.pages, tr.bytes, tr.service_s, tr.extra["active"], tr.extra["client_t"],
                        tr.line, tr.notes, name, kind, res, (warning,) if warning else (), {}, {})
+
+
+def _first_line(data: bytes) -> str:
+    """The first line that is neither blank nor a ``#`` comment."""
+    for line in data[:65536].decode("utf-8", "replace").splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            return line.strip()
+    return ""
+
+
+def _looks_like_trace(data: bytes) -> bool:
+    """Whether a file format detection did not place can be a trace: JSON Lines (an object per line), a CSV
+    header (column names; the trace reader says if t is missing), or nothing at all (an empty trace)."""
+    import csv
+
+    first = _first_line(data)
+    if not first or first.startswith("{"):
+        return True
+    header = [c.strip() for c in next(csv.reader([first]), [])]
+    return "t" in header or (len(header) >= 2 and all(_COLUMN.fullmatch(c) for c in header))
+
+
+def check_recognised(data: bytes, name: str, *, formats: Sequence[str] | None = None) -> None:
+    """Raise :class:`InputError` "format not recognised", listing the ``--format`` choices, for a file that
+    neither format detection nor the trace reader can place (an Apache access log, say), instead of the
+    CSV reader's "has no column t". ``formats``: the choices to list (default :data:`FORMATS` but auto)."""
+    if _looks_like_trace(data):
+        return
+    first = _first_line(data)
+    convert_it = 'or convert it to JSON Lines {"t": seconds, "event": "delivery", "pages": n}'
+    if formats is None:
+        hint = f"give --format, one of: {', '.join(f for f in FORMATS if f != 'auto')}; {convert_it}"
+    else:
+        hint = (f"this command reads {', '.join(formats)} traces (robotctl replay --format reads "
+                f"{', '.join(CONVERTERS)}); {convert_it}")
+    raise InputError(name, f"format not recognised (its first line: {first[:60]!r}): not a JSON Lines or CSV "
+                     "trace (a column t), a Scrapy log, a Heritrix crawl.log nor a WARC file", hint)
 
 
 def _is_csv_name(name: str, data: bytes) -> bool:
@@ -324,4 +364,4 @@ def read_events(paths: Sequence[str], *, fmt: str = "auto", gap_s: float | None 
                       cols["client_t"], cols["line"], notes, source, gap_after, quality)
 
 
-__all__ = ["EXTRA_FIELDS", "FORMATS", "EventTable", "TraceQuality", "expand", "read_events"]
+__all__ = ["EXTRA_FIELDS", "FORMATS", "EventTable", "TraceQuality", "check_recognised", "expand", "read_events"]

@@ -141,8 +141,9 @@ def _iter_jsonl(stream: IO[str], name: str) -> Iterator[TraceEvent]:
             continue
         try:
             obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{name}:{n}", f"is not valid JSON ({exc.msg})", "write one JSON object per line") from exc
+        except ValueError as exc:  # JSONDecodeError, or an integer past Python's 4,300 digits
+            raise InputError(f"{name}:{n}", f"is not valid JSON ({_json_problem(exc)})",
+                             "write one JSON object per line") from exc
         yield parse_event(obj, where=f"{name}:{n}")
 
 
@@ -369,6 +370,14 @@ def _parse_csv(text: str, cols: _Columns) -> None:
         lines.append(n)
 
 
+def _json_problem(exc: ValueError) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return exc.msg
+    if "digits" in str(exc):
+        return "a number with more than 4,300 digits"
+    return " ".join(str(exc).split())[:120]
+
+
 def _parse_jsonl(text: str, cols: _Columns) -> None:
     name, keys, kinds = cols.name, cols.keys, _KIND_CODES
     values, lines = cols.values, cols.lines
@@ -379,8 +388,8 @@ def _parse_jsonl(text: str, cols: _Columns) -> None:
             continue
         try:
             obj = loads(s)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{name}:{n}", f"is not valid JSON ({exc.msg})",
+        except ValueError as exc:  # JSONDecodeError, or an integer past Python's 4,300 digits
+            raise InputError(f"{name}:{n}", f"is not valid JSON ({_json_problem(exc)})",
                              "write one JSON object per line") from exc
         if not isinstance(obj, dict):
             _raise_at(name, n, obj, "not an object")
@@ -465,13 +474,47 @@ def read_trace_bytes(name: str) -> bytes:
         except OSError as exc:
             raise InputError(name, f"cannot be read ({exc.strerror})", "check the path and permissions") from exc
     if data[:2] == b"\x1f\x8b":
-        import gzip
-
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
-            raise InputError(name, f"is a damaged gzip file ({exc})", "check it with gunzip -t") from exc
+        data = gunzip_bounded(data, name)
     return data
+
+
+#: A gzip file may expand to this many times its size (plus :data:`GZIP_ALLOWANCE`): a real trace compresses
+#: 5-20x, a file of blanks or repeats 1000x (a gzip bomb: 51 KB of gzip held 50 MiB of newlines, 8 s and 594 MB
+#: to read).
+GZIP_MAX_RATIO = 200
+GZIP_ALLOWANCE = 16 << 20
+
+
+def gunzip_bounded(data: bytes, name: str) -> bytes:
+    """``data`` gunzipped (every member), refused with an :class:`InputError` as soon as the output passes
+    :data:`GZIP_MAX_RATIO` times the input plus :data:`GZIP_ALLOWANCE`: the work stops there, not after."""
+    import zlib
+
+    limit = GZIP_MAX_RATIO * len(data) + GZIP_ALLOWANCE
+    out: list[bytes] = []
+    size = 0
+    rest = data
+    try:
+        while rest:
+            d = zlib.decompressobj(wbits=31)
+            chunk = rest
+            while not d.eof:
+                piece = d.decompress(chunk, 1 << 20)
+                if not piece and not chunk:
+                    break  # nothing in, nothing out: the member is cut short
+                size += len(piece)
+                if size > limit:
+                    raise InputError(name, f"expands past {limit >> 20} MiB ({GZIP_MAX_RATIO}x its "
+                                     f"{len(data)} bytes): a file of blanks or a gzip bomb, not a trace",
+                                     "give the trace itself (gunzip it and check it)")
+                out.append(piece)
+                chunk = d.unconsumed_tail
+            if not d.eof:  # (no flush() past the end: it would count the unconsumed tail twice)
+                raise EOFError("the file ends inside the compressed data")
+            rest = d.unused_data.lstrip(b"\x00")
+    except (zlib.error, EOFError) as exc:
+        raise InputError(name, f"is a damaged gzip file ({exc})", "check it with gunzip -t") from exc
+    return b"".join(out)
 
 
 _ROW_TYPES: dict[tuple[str, ...], Any] = {}

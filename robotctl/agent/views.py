@@ -37,9 +37,10 @@ class AgentViews:
 
     def desired(self) -> int:
         """What the policy asks for now: r(i) at the current queue length, or under the MDP the robots it
-        targets (its last decision)."""
+        targets (its last decision); never more than the virtual robots that hold a registered robot."""
         a = self.agent
-        return a.holder.current.decision.target(Event.OTHER, (), a.queue.length, a.actuator.target)
+        want = a.holder.current.decision.target(Event.OTHER, (), a.queue.length, a.actuator.target)
+        return min(want, a.actuator.registered_slots())
 
     def observed(self, now: float | None = None) -> Observed:
         a = self.agent
@@ -53,6 +54,15 @@ class AgentViews:
     def commands_issued(self) -> dict[str, int]:
         """Park and resume commands issued so far, by the state commanded."""
         return {c.value: n for c, n in self.agent.actuator.commands_issued.items()}
+
+    def observed_commands_per_robot_min(self, now: float | None = None) -> float | None:
+        """Park and resume commands sent per (virtual) robot per minute since the agent started."""
+        a = self.agent
+        t = a.clock.now() if now is None else now
+        minutes = (t - a.started_at) / 60.0
+        if minutes <= 0:
+            return None
+        return sum(a.actuator.commands_issued.values()) / max(1, a.config.robots.n) / minutes
 
     def policy_max_robots(self) -> int:
         """Real robots the policy in force can ever keep active (those of virtual robots 1..max_i r(i));
@@ -81,6 +91,8 @@ class AgentViews:
         a = self.agent
         d = a.holder.current.to_dict()
         d["observed"] = self.observed().to_dict()
+        d["commands_per_robot_min"] = {"predicted": d.get("commands_per_robot_min"),
+                                       "observed": self.observed_commands_per_robot_min()}
         d["queue"] = a.queue.length
         d["desired"] = self.desired()
         d["actuation"] = a.fleet.actuation

@@ -65,7 +65,11 @@ def add_buffer_arguments(p: argparse.ArgumentParser) -> None:
                    help="keep the obsolescence timers on under renovation or RED")
 
 
-_grid = whole_number(1, "the grid resolution", "4")
+#: Finest grid stage: the stage evaluates at most policies.GRID_LIMIT (120) points and lowers a finer grid to
+#: fit, so a larger number buys nothing.
+MAX_GRID = 10_000
+_grid = whole_number(1, "the grid resolution", "4", maximum=MAX_GRID,
+                     estimate=lambda g: "the grid stage evaluates at most 120 points, so it would be lowered anyway")
 _levels = whole_number(1, "the number of max_p values", "5")
 _tol = real_number(0, "the mesh tolerance", "0.015625", strict=True)
 

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import math
 import sys
 from typing import Any
 
 from robotctl._errors import InputError
-from robotctl._json import json_text
 
 from ._args import port, real_number, whole_number
 from ._parser import Formatter
@@ -115,6 +113,10 @@ def run(args: argparse.Namespace) -> int:
     view.note(f"robotctl demo: up to 3 runs of {cfg.demo.duration_s:g} s (about {total / 60:.1f} min); "
               f"seed {cfg.demo.seed}" + (f"; crawling {', '.join(args.seed_urls)}" if args.seed_urls else
                                          "; crawling a generated site on 127.0.0.1"))
+    import asyncio  # here, not at the top: `robotctl --help` stays instant
+
+    from robotctl._json import json_text
+
     report = asyncio.run(run_demo(cfg, view=view, seed_urls=args.seed_urls, workdir=args.workdir,
                                   port=args.port, on_url=on_url))
     if args.json:

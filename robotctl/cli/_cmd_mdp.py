@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._args import real_number, whole_number
+from ._args import cost_text, real_number, whole_number
 from ._parser import Formatter, lazy
 
 EXAMPLE = """\
@@ -28,15 +28,32 @@ Exit status: 0 optimal policy found, 1 the iteration did not converge, 2 bad inp
 """
 
 
+#: Largest N and K typed to ``robotctl mdp``: value iteration on (K + 1)(N + 1) states with N + 1 actions
+#: costs about 4 us per (K + 1)(N + 1)^2 per sweep, measured; the bounds keep one solve within minutes.
+MAX_ROBOTS = 1000
+MAX_CAPACITY = 10_000
+_SECONDS_PER_UNIT = 4e-6
+
+
+def mdp_cost(robots: int, capacity: int) -> str:
+    """What ``robotctl mdp`` would cost at N = ``robots``, K = ``capacity`` (time of the solve, its arrays)."""
+    states = (capacity + 1.0) * (robots + 1.0)
+    return cost_text(states * (robots + 1.0) * _SECONDS_PER_UNIT, states * 3 * 8 * 8)
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser("mdp", help="optimal dynamic robot control by MDP (paper 001), against the static fleet",
                        epilog=EXAMPLE, formatter_class=Formatter,
                        description="Solve paper 001's Markov decision process: when to park the robot that "
                                    "just delivered and when to wake another, for N Poisson robots feeding one "
                                    "exponential indexer with a buffer of K pages.")
-    p.add_argument("--robots", required=True, type=whole_number(1, "the number of robots N", "16"),
-                   help="N, robots available")
-    p.add_argument("--capacity", required=True, type=whole_number(1, "the capacity K", "5"), metavar="K",
+    p.add_argument("--robots", required=True,
+                   type=whole_number(1, "the number of robots N", "16", maximum=MAX_ROBOTS,
+                                     estimate=lambda n: mdp_cost(n, 5)),
+                   help=f"N, robots available (at most {MAX_ROBOTS})")
+    p.add_argument("--capacity", required=True, metavar="K",
+                   type=whole_number(1, "the capacity K", "5", maximum=MAX_CAPACITY,
+                                     estimate=lambda k: mdp_cost(16, k)),
                    help="K, pages in the system, the one being indexed included")
     p.add_argument("--arrival-rate", required=True,
                    type=real_number(0, "the arrival rate of one robot", "0.1", strict=True), metavar="L",

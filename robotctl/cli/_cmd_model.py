@@ -22,7 +22,11 @@ SPACES = ("monotone", "all")
 #: argparse types of the tolerance, the time budget and the process count
 _tolerance = real_number(0.0, "the tolerance", "1e-3", strict=True)
 _seconds = real_number(0.0, "the time budget", "20", strict=True)
-_processes = whole_number(1, "the number of processes", "2")
+#: Most processes for ``optimise --workers`` (each is a whole interpreter with its own model); the run uses at
+#: most the machine's CPUs of them.
+MAX_WORKERS = 256
+_processes = whole_number(1, "the number of processes", "2", maximum=MAX_WORKERS,
+                          estimate=lambda n: f"{n} interpreters of about 100 MB each; at most the CPUs are used")
 
 SOLVE_EXAMPLE = """\
 example:
@@ -32,7 +36,12 @@ example:
   robotctl solve config/paper-example.yaml --policy 3,3,3,1,1,1 --buffer renovation --q 0.5,0.3,0.2
       renovation (paper 004) instead of obsolescence timers; --q best searches the cheapest law
 
+  robotctl solve config/paper-example.yaml --park 3,3,3,1,1,1 --resume 3,3,1,1,1,1 --json
+      a hysteresis policy: park down to park(i) above it, resume up to resume(i) below it (exact, with
+      commands_per_robot_min: park and resume commands per robot per minute)
+
 --policy lists r(0), r(1), ..., r(K): the number of active robots at each queue length, non-increasing.
+It is the hysteresis policy --park r --resume r; every solve reports commands_per_robot_min.
 The model is first reduced exactly (lumped phases). When the exact chain is too large (it grows like
 R^(K-1) with R obsolescence phases), --approx evaluates the ordered-head ladder and prints every measure
 with its error bar:
@@ -54,6 +63,15 @@ example:
       paper 001's dynamic control (wake or park one robot at each event) instead of thresholds, for a
       model of Poisson robots (one mode per number of robots, consecutive), exponential service, no
       obsolescence and no response cost; --method mdp is the same (see `robotctl mdp`)
+
+  robotctl optimise config/demo-fitted.yaml --commands-curve
+      hysteresis policies (park and resume vectors), every one costed exactly: the Pareto curve of cost
+      (J without the command term) against park/resume commands per robot per minute
+  robotctl optimise config/demo-fitted.yaml --max-commands-per-robot-min 6
+      the cheapest hysteresis policy found that sends at most 6 commands per robot per minute; with
+      costs.command > 0 in the model file the search is over hysteresis policies and J includes
+      costs.command x commands per second; --certify adds paper 001's MDP with the switching cost as
+      a lower bound on every commanded fleet (lower_bound, gap_percent)
 
   robotctl optimise config/paper-example.yaml --max-loss 0.18 --max-starvation 0.07
       targets instead of weights: the policy of least robot time (mean active robots) whose exact
@@ -93,6 +111,9 @@ def _fraction_arg(text: str) -> float:
     return value
 
 
+_rate_arg = real_number(0.0, "the command budget", "6")
+
+
 def _modes_arg(text: str) -> tuple[int, ...]:
     if text.count(",") >= MAX_MODES:
         raise argparse.ArgumentTypeError(f"{text[:40]!r}... lists more than {MAX_MODES} modes, e.g. 3,1")
@@ -112,8 +133,12 @@ def register(sub: Any) -> None:
                        description="Solve the queue exactly under one threshold policy and print the measures "
                                    "of paper 000 (Sections 4-5) and the cost J of its eq. (2).")
     p.add_argument("model_file", metavar="MODEL.yaml", help="model file (docs/ARCHITECTURE.md); - reads standard input")
-    p.add_argument("--policy", required=True, type=policy,
+    p.add_argument("--policy", type=policy, default=None,
                    help="robots at queue length 0..K, comma-separated, non-increasing (e.g. 3,3,3,1,1,1)")
+    p.add_argument("--park", default=None, metavar="R0,...,RK",
+                   help="hysteresis policy: park down to this many robots at each queue length (with --resume)")
+    p.add_argument("--resume", default=None, metavar="R0,...,RK",
+                   help="hysteresis policy: resume up to this many robots at each queue length, <= --park")
     p.add_argument("--method", choices=SOLVER_METHODS, default="auto", help="exact solver method")
     add_buffer_arguments(p)
     p.add_argument("--approx", action="store_true",
@@ -146,10 +171,17 @@ def register(sub: Any) -> None:
                    help="target: at most this fraction of offered pages dropped as obsolete (P_obsolete)")
     o.add_argument("--max-starvation", type=_fraction_arg, default=None, metavar="FRACTION",
                    help="target: the indexer idle at most this fraction of the time (P_starvation)")
+    o.add_argument("--hysteresis", action="store_true",
+                   help="search hysteresis policies (park and resume vectors); implied by the two options below "
+                        "and by costs.command > 0")
+    o.add_argument("--commands-curve", action="store_true",
+                   help="print the Pareto curve of cost against park/resume commands per robot per minute")
+    o.add_argument("--max-commands-per-robot-min", type=_rate_arg, default=None, metavar="RATE",
+                   help="target: at most this many park/resume commands per robot per minute")
     o.add_argument("--space", choices=SPACES, default="monotone",
                    help="threshold policies only, or also queue-length policies in any order")
     o.add_argument("--workers", type=_processes, default=None,
-                   help="processes for the local search's restarts (default: the number of CPUs)")
+                   help="processes for the local search's restarts (default and most: the number of CPUs)")
     o.add_argument("--tol", type=_tolerance, default=1e-3,
                    help="relative tolerance of the error bar's ladder when the exact chain is too large")
     o.add_argument("--max-seconds", type=_seconds, default=20.0,

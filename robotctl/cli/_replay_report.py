@@ -140,6 +140,18 @@ def render(result: ReplayResult, config: AgentConfig) -> tuple[str, str | None]:
              f"<style>{_STYLE}</style></head><body><h1>robotctl replay</h1>",
              f"<p>{html.escape(result.message)}; {d['events']:,} events over "
              f"{d['span'][1] - d['span'][0]:,.1f} s.</p>"]
+    v = d["verdict"]
+
+    def money(c: Any) -> str:
+        if not c or c.get("cost") is None:
+            return "not available"
+        lo, hi = c["interval"]
+        band = f" [{lo:,.4g} .. {hi:,.4g}]" if lo is not None and hi is not None else ""
+        return f"{c['cost']:,.4g}{band} ({c['basis']})"
+
+    parts.append(f"<h2>Verdict: {html.escape(v['status'])}</h2><p>robotctl's policies: J = "
+                 f"{html.escape(money(v['robotctl']))}; the recorded fleet: J = {html.escape(money(v['recorded']))}."
+                 f"<br>{html.escape(v['message'])}.</p>")
     if note:
         parts.append(f"<p class='note'>{html.escape(note)}</p>")
     q = d["trace"]
@@ -166,17 +178,23 @@ def render(result: ReplayResult, config: AgentConfig) -> tuple[str, str | None]:
         rows = []
         for w in d["windows"]:
             fm = w["fit"]["modes"]
-            rows.append([f"{w['t_start']:.1f}", f"{w['t_end']:.1f}", w["reason"],
+            interval = w["predicted"].get("cost_interval") or [None, None]
+            rows.append([f"{w['t_start']:.1f}", f"{w['t_end']:.1f}", w["reason"], w["status"],
                          *[fm.get(m, {}).get("arrival_rate") for m in modes],
                          *[fm.get(m, {}).get("lag1_correlation") for m in modes],
                          *[fm.get(m, {}).get("mean_batch_size") for m in modes],
                          ", ".join(f"{k}: {v}" for k, v in sorted(w["fit"].get("rungs", {}).items())),
                          ",".join(map(str, w["policy"]["robots_at_level"])), w["predicted"]["cost"],
-                         w["predicted"]["p_loss"], w["predicted"]["p_starvation"]])
-        head = ["fit from", "to", "reason", *[f"rate {m}" for m in modes], *[f"rho1 {m}" for m in modes],
-                *[f"batch {m}" for m in modes], "fallback rungs", "robots_at_level", "J predicted", "P_loss",
-                "P_starvation"]
-        parts.append("<h2>Refit windows</h2>" + _table(head, rows, left=3))
+                         interval[0], interval[1], w["predicted"]["p_loss"], w["predicted"]["p_starvation"]])
+        head = ["fit from", "to", "reason", "status", *[f"rate {m}" for m in modes], *[f"rho1 {m}" for m in modes],
+                *[f"batch {m}" for m in modes], "fallback rungs", "robots_at_level", "J predicted", "J low",
+                "J high", "P_loss", "P_starvation"]
+        parts.append("<h2>Refit windows</h2>" + _table(head, rows, left=4))
+        parts.append("<p class='note'>status: the window's model check (ok: the fitted model priced the policy in "
+                     "force as observed; misfit: it did not; uncertain: nothing to check against or too wide to "
+                     "tell; fallback: a rung of the fit fell back). rate m: pages/s with m robots; rho1 m: lag-1 "
+                     "correlation of the intervals; batch m: mean pages per delivery; J low/high: the predicted "
+                     "cost's 95% interval from the fit's parameter uncertainty (joint fit only).</p>")
     failed = d["refits"]["failed"]
     if failed:
         parts.append("<h2>Refits that failed</h2>" + _table(

@@ -10,7 +10,14 @@ import numpy as np
 import yaml
 
 from robotctl._json import json_text
-from robotctl.agent import EVENT_KINDS, TraceArrays, load_yaml, read_trace_arrays
+from robotctl.agent import (
+    EVENT_KINDS,
+    TraceArrays,
+    check_recognised,
+    load_yaml,
+    read_trace_arrays,
+    read_trace_bytes,
+)
 from robotctl.fitting import ModeTrajectory, fit_model, waiting_exposure
 from robotctl.model import InputError, costs_from_dict
 
@@ -151,7 +158,10 @@ def run_fit(args: argparse.Namespace) -> int:
     capacity, costs, settings = _settings(args)
     with Progress(2, "fit") as bar:
         extra = (args.mode_field,) if args.mode_field else ()
-        tr = read_trace_arrays(args.trace, extra_fields=extra)
+        data = read_trace_bytes(args.trace)
+        # fit reads traces only; a crawler's own log gets "format not recognised", not "has no column t"
+        check_recognised(data, args.trace, formats=("jsonl", "csv"))
+        tr = read_trace_arrays(args.trace, extra_fields=extra, data=data)
         bar.advance()
         order = _check_order(tr, args.sort)
         rows = np.flatnonzero(tr.kind("delivery"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from typing import Any
 
@@ -12,6 +13,7 @@ from robotctl.model import (
     ApproxSolution,
     CostBreakdown,
     Costs,
+    HysteresisPolicy,
     InputError,
     Measures,
     QueueLengthPolicy,
@@ -19,10 +21,12 @@ from robotctl.model import (
     cost_of,
     solve,
     solve_approx,
+    solve_hysteresis,
 )
 from robotctl.policies import (
     EXHAUSTIVE_LIMIT,
     PARALLEL_POLICIES,
+    HysteresisPoint,
     LocalOptimum,
     LowerBound,
     PolicySearch,
@@ -30,6 +34,7 @@ from robotctl.policies import (
     count_policies,
     mdp_lower_bound,
     optimise,
+    optimise_hysteresis,
 )
 
 from ._progress import Progress
@@ -55,8 +60,11 @@ def _measure_lines(m: Measures, c: CostBreakdown) -> list[str]:
         f"  mean queue length          {m.mean_queue_length:.6f}",
         f"  mean response (served)     {m.mean_response_served:.6g} s",
         f"  mean sojourn (obsolete)    {m.mean_sojourn_obsolete:.6g} s",
+        *([f"  commands/robot/min         {m.commands_per_robot_min:.6g}   (park + resume; "
+           f"{m.commands_per_s:.6g} per second)"] if m.commands_per_robot_min == m.commands_per_robot_min else []),
         f"cost J = {c.total:.6g}   (loss {c.loss:.4g}, obsolescence {c.obsolescence:.4g}, "
-        f"response {c.response:.4g}, robots {c.robot:.4g}, starvation {c.starvation:.4g})",
+        f"response {c.response:.4g}, robots {c.robot:.4g}, starvation {c.starvation:.4g}"
+        + (f", commands {c.command:.4g})" if c.command else ")"),
     ]
 
 
@@ -81,10 +89,66 @@ def _evaluation_line(method: str, exact: bool, bound: float, lower: float | None
     return text + f"; MDP lower bound {lower:.6g}"
 
 
+def _hysteresis_policy(args: argparse.Namespace) -> HysteresisPolicy | None:
+    """--park/--resume as a HysteresisPolicy (None with --policy); InputError naming the flag otherwise."""
+    park, resume = getattr(args, "park", None), getattr(args, "resume", None)
+    if args.policy is not None:
+        if park is not None or resume is not None:
+            raise InputError("--policy", "cannot be combined with --park/--resume",
+                             "give --policy R0,...,RK for a threshold policy, or --park and --resume for hysteresis")
+        return None
+    if park is None and resume is None:
+        raise InputError("--policy", "is missing", "give --policy 3,3,3,1,1,1, or --park 3,3,3,1,1,1 --resume "
+                         "3,3,1,1,1,1 for a hysteresis policy")
+    if park is None or resume is None:
+        missing = "--park" if park is None else "--resume"
+        raise InputError(missing, "is missing", "a hysteresis policy needs both --park and --resume (one robot "
+                         "count per queue length 0..K each, resume <= park); --policy alone is the plain policy")
+    try:
+        return HysteresisPolicy.parse(park, resume)
+    except InputError as exc:
+        raise InputError(f"--{exc.field}", exc.problem, exc.hint) from exc
+
+
+def _run_solve_hysteresis(args: argparse.Namespace, model: QueueModel, costs: Costs,
+                          hyst: HysteresisPolicy) -> int:
+    try:
+        hyst.check(model)
+        sol = solve_hysteresis(model, hyst)
+    except InputError as exc:
+        raise InputError(f"--{exc.field}" if exc.field.startswith(("park", "resume")) else exc.field,
+                         exc.problem, exc.hint) from exc
+    cost = cost_of(sol.measures, costs)
+    success = sol.residual <= 1e-9
+    if args.json:
+        out = {
+            "success": success, "method": "hysteresis", "park": list(hyst.park), "resume": list(hyst.resume),
+            "robots_reachable": [list(r) for r in sol.robots_at_level],
+            "commands_per_robot_min": finite(sol.commands_per_robot_min), "fleet": sol.fleet,
+            "cost": finite(cost.total), "cost_terms": {k: finite(v) for k, v in cost.to_dict().items() if k != "total"},
+            "measures": measures_json(sol.measures), "n_states": sol.n_states, "residual": finite(sol.residual),
+        }
+        print(json_text(out, indent=2))
+    else:
+        print(f"hysteresis policy: park {','.join(map(str, hyst.park))}   resume {','.join(map(str, hyst.resume))}")
+        print(f"solver hysteresis (exact, robots in the state): {sol.n_states} states, residual "
+              f"{sol.residual:.2g}, {sol.seconds * 1000:.1f} ms")
+        print("\n".join(_measure_lines(sol.measures, cost)))
+    return 0 if success else 1
+
+
 def run_solve(args: argparse.Namespace) -> int:
-    if args.buffer != "timers" or args.q is not None or args.red is not None or args.with_timers:
+    hyst = _hysteresis_policy(args)
+    if hyst is None and (args.buffer != "timers" or args.q is not None or args.red is not None or args.with_timers):
         return run_solve_buffer(args)  # renovation, RED or no rule (paper 004): robotctl/cli/_run_buffers.py
+    if hyst is not None and (args.buffer != "timers" or args.q is not None or args.red is not None
+                             or args.with_timers or args.approx):
+        raise InputError("--park", "hysteresis policies are solved with obsolescence timers only, exactly",
+                         "drop --buffer/--q/--red/--with-timers/--approx, or use --policy")
     model, costs = load_model_file(args.model_file)
+    if hyst is not None:
+        check_solve_memory(model, field=f"{args.model_file}: model.capacity")
+        return _run_solve_hysteresis(args, model, costs, hyst)
     check_solve_memory(model, field=f"{args.model_file}: model.capacity", approx=args.approx)
     model.check_policy(args.policy)
     if args.approx:
@@ -96,6 +160,7 @@ def run_solve(args: argparse.Namespace) -> int:
             "success": sol.success, "message": sol.message, "method": sol.method,
             "robots_at_level": list(args.policy.robots_at_level), "modes": list(args.policy.modes),
             "thresholds": list(args.policy.thresholds), "cost": finite(cost.total),
+            "commands_per_robot_min": finite(sol.measures.commands_per_robot_min),
             "cost_terms": {k: finite(v) for k, v in cost.to_dict().items() if k != "total"},
             "measures": measures_json(sol.measures), "n_states": sol.n_states, "residual": finite(sol.residual),
         }
@@ -147,7 +212,8 @@ def _workers(args: argparse.Namespace) -> tuple[Any, Any]:
     map, or (None, None) for one process."""
     import os
 
-    n = args.workers if args.workers is not None else (os.cpu_count() or 1)
+    cpus = os.cpu_count() or 1
+    n = min(args.workers, cpus) if args.workers is not None else cpus  # more processes than CPUs only thrash
     if n <= 1:
         return None, None
     from concurrent.futures import ProcessPoolExecutor
@@ -169,7 +235,13 @@ def _table(search: PolicySearch) -> list[str]:
 def run_optimise(args: argparse.Namespace) -> int:
     from ._run_targets import run_targets, targets_given  # targets instead of weights
 
+    hysteresis = (getattr(args, "hysteresis", False) or getattr(args, "commands_curve", False)
+                  or getattr(args, "max_commands_per_robot_min", None) is not None)
     if targets_given(args):
+        if hysteresis:
+            raise InputError("--max-commands-per-robot-min", "hysteresis searches take no --max-loss, "
+                             "--max-obsolete or --max-starvation",
+                             "drop those targets, or drop --hysteresis/--commands-curve/--max-commands-per-robot-min")
         return run_targets(args)
     model, costs = load_model_file(args.model_file)
     if costs == Costs():
@@ -180,6 +252,8 @@ def run_optimise(args: argparse.Namespace) -> int:
 
         return run_optimise_mdp(args, model, costs)
     check_solve_memory(model, field=f"{args.model_file}: model.capacity")
+    if hysteresis or costs.command > 0:
+        return _run_optimise_hysteresis(args, model, costs)
     pool = tuple(sorted(set(args.modes), reverse=True)) if args.modes else model.modes
     exhaustive = args.search == "exhaustive" or (
         args.search == "auto" and count_policies(len(pool), model.capacity) <= EXHAUSTIVE_LIMIT)
@@ -247,6 +321,73 @@ def run_optimise(args: argparse.Namespace) -> int:
     if not search.success:
         print(f"warning: {search.message}", file=sys.stderr)
     return 0 if search.success and (bound is None or bound.success) else 1
+
+
+def _point_json(p: HysteresisPoint) -> dict[str, Any]:
+    return {"park": list(p.policy.park), "resume": list(p.policy.resume),
+            "commands_per_robot_min": finite(p.commands_per_robot_min), "cost": finite(p.base_cost),
+            "cost_with_commands": finite(p.cost.total)}
+
+
+def _run_optimise_hysteresis(args: argparse.Namespace, model: QueueModel, costs: Costs) -> int:
+    """optimise over hysteresis policies: --hysteresis, --commands-curve, --max-commands-per-robot-min, or
+    costs.command > 0 (robotctl.policies.optimise_hysteresis)."""
+    if getattr(args, "policy_kind", "thresholds") != "thresholds" or args.space != "monotone":
+        raise InputError("--hysteresis", "the hysteresis search takes no --policy-kind mdp or --space all",
+                         "drop them, or drop --hysteresis/--commands-curve/--max-commands-per-robot-min")
+    budget = args.max_commands_per_robot_min
+    with Progress(None, "optimising") as bar:
+        plain = optimise(model, dataclasses.replace(costs, command=0.0), modes=args.modes, method=args.search,
+                         progress=bar.advance, rtol=args.tol, max_seconds=args.max_seconds)
+        search = optimise_hysteresis(model, costs, modes=args.modes, max_commands_per_robot_min=budget,
+                                     start=plain.best.policy.robots_at_level, curve=args.commands_curve,
+                                     method=args.search, progress=bar.advance)
+    best = search.best
+    lower = None
+    if args.certify:  # paper 001's MDP with the switching cost (robotctl.policies._switching)
+        from robotctl.policies import budget_lower_bound, switching_lower_bound
+
+        lower = budget_lower_bound(model, costs, budget)[0] if budget is not None else \
+            switching_lower_bound(model, costs).value
+    gap = None if lower is None or lower <= 0 else 100.0 * (best.cost.total - lower) / lower
+    if args.json:
+        out: dict[str, Any] = {
+            "success": search.within_budget, "method": "hysteresis", **_point_json(best),
+            "lower_bound": finite(lower) if lower is not None else None,
+            "gap_percent": finite(gap) if gap is not None else None,
+            "cost": finite(best.cost.total),
+            "cost_terms": {k: finite(v) for k, v in best.cost.to_dict().items() if k != "total"},
+            "measures": measures_json(best.measures), "max_commands_per_robot_min": budget,
+            "within_budget": search.within_budget, "search_exhaustive": search.exhaustive,
+            "policies_solved": search.evaluated, "threshold": _point_json(search.threshold),
+            "static": _point_json(search.static),
+        }
+        if args.commands_curve:
+            out["curve"] = [_point_json(p) for p in search.curve]
+        print(json_text(out, indent=2))
+        return 0 if search.within_budget else 1
+    if args.commands_curve:
+        print(f"{'commands/robot/min':>20}{'cost J':>14}   park | resume")
+        for p in search.curve:
+            print(f"{p.commands_per_robot_min:>20.4f}{p.base_cost:>14.6g}   {','.join(map(str, p.policy.park))} | "
+                  f"{','.join(map(str, p.policy.resume))}")
+        print()
+    how = "exhaustive over every (park, resume) pair" if search.exhaustive else "descent (a local optimum)"
+    print(f"best static fleet: {search.static.policy.park[0]} robots, J = {search.static.cost.total:.6g}")
+    print(f"best plain threshold policy: {','.join(map(str, search.threshold.policy.park))}, "
+          f"J = {search.threshold.cost.total:.6g}, {search.threshold.commands_per_robot_min:.4g} commands/robot/min")
+    budget_text = "" if budget is None else f" within {budget:g} commands/robot/min"
+    print(f"optimum{budget_text}: park {','.join(map(str, best.policy.park))}")
+    print(f"{' ' * len('optimum' + budget_text)}  resume {','.join(map(str, best.policy.resume))}")
+    print("\n".join(_measure_lines(best.measures, best.cost)))
+    print(f"{search.evaluated} policies costed exactly ({how})")
+    if lower is not None:
+        print(f"lower bound on every commanded fleet (paper 001's MDP with the switching cost, response term "
+              f"bounded by a b_1): {lower:.6g}; the policy above is at most {gap:.2f}% above it")
+    if not search.within_budget:
+        print(f"warning: no policy found within {budget:g} commands/robot/min; shown: the one with fewest",
+              file=sys.stderr)
+    return 0 if search.within_budget else 1
 
 
 def _certify(args: argparse.Namespace, model: QueueModel, costs: Costs) -> LowerBound | None:

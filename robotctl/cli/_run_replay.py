@@ -29,31 +29,66 @@ def _quality_lines(q: dict[str, Any]) -> list[str]:
     return lines
 
 
+#: Times above this are taken for Unix epoch seconds (2001 on): shown as a date and offsets from it.
+_EPOCH_FROM = 1e9
+
+
+def _duration(seconds: float) -> str:
+    """``1:02:03`` (hours), ``2:03`` (minutes) or ``3.5 s``: a span for people, never ``1.79566e+09``."""
+    if not math.isfinite(seconds):
+        return "-"
+    sign, seconds = ("-" if seconds < 0 else ""), abs(seconds)
+    if seconds < 60:
+        return f"{sign}{seconds:.1f} s"
+    whole = round(seconds)
+    h, rest = divmod(whole, 3600)
+    m, sec = divmod(rest, 60)
+    return f"{sign}{h}:{m:02d}:{sec:02d}" if h else f"{sign}{m}:{sec:02d}"
+
+
+def _date(t: float) -> str:
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def text_lines(result: ReplayResult) -> list[str]:
-    """The text output of ``robotctl replay``."""
+    """The text output of ``robotctl replay``: times as offsets from the trace's start (h:mm:ss), the start
+    as a date when the trace is stamped in epoch seconds, failed refits in time order among the windows."""
     d = result.to_dict()
     lines = _quality_lines(d["trace"])
-    lines.append(f"replayed {d['events']:,} events over {d['span'][1] - d['span'][0]:,.1f} s; refits "
+    t0, t1 = d["span"]
+    epoch = t0 >= _EPOCH_FROM
+
+    def at(t: float) -> str:
+        return "+" + _duration(t - t0) if epoch else _fmt(t, ".1f")
+
+    start = f"from {_date(t0)} " if epoch else f"from t = {_fmt(t0, '.1f')} s "
+    lines.append(f"replayed {d['events']:,} events {start}over {_duration(t1 - t0)} ({t1 - t0:,.1f} s); refits "
                  f"{d['refits']['adopted']} adopted of {d['refits']['attempts']}"
                  + (" (at the live agent's refit lines)" if d["refits"]["from_log"] else " (refit.interval_s "
                     "and the drift check)"))
-    if d["windows"]:
-        lines.append("")
-        lines.append(f"{'window (s)':<24}{'rates per mode (pages/s)':<38}{'robots_at_level':<20}{'J predicted':>12}")
-        for w in d["windows"]:
-            rates = " ".join(f"{m}:{_fmt(v['arrival_rate'], '.3g')}" for m, v in sorted(w["fit"]["modes"].items()))
-            span = f"{w['t_start']:.1f}-{w['t_end']:.1f}"
-            policy = ",".join(map(str, w["policy"]["robots_at_level"]))
-            live = "" if "live_policy" not in w else (
-                "  (live: same)" if w["live_policy"] == w["policy"]["robots_at_level"]
-                else f"  (live: {','.join(map(str, w['live_policy']))})")
-            lines.append(f"{span:<24}{rates:<38}{policy:<20}{_fmt(w['predicted']['cost'], '12.4f')}{live}")
+    rows: list[tuple[float, str]] = []
+    for w in d["windows"]:
+        rates = " ".join(f"{m}:{_fmt(v['arrival_rate'], '.3g')}" for m, v in sorted(w["fit"]["modes"].items()))
+        span = f"{at(w['t_start'])} to {at(w['t_end'])}"
+        policy = ",".join(map(str, w["policy"]["robots_at_level"]))
+        live = "" if "live_policy" not in w else (
+            "  (live: same)" if w["live_policy"] == w["policy"]["robots_at_level"]
+            else f"  (live: {','.join(map(str, w['live_policy']))})")
+        rows.append((w["t_end"], f"{span:<26}{rates:<38}{policy:<20}{_fmt(w['predicted']['cost'], '12.4f')}{live}"))
     for f in d["refits"]["failed"]:
-        lines.append(f"refit at {f['t']:.6g} ({f['reason']}) failed at {f['stage']}: {f['message']}")
+        rows.append((f["t"], f"{'refit at ' + at(f['t']):<26}failed at {f['stage']} ({f['reason']}): {f['message']}"))
+    if rows:
+        lines.append("")
+        when = "window (from the start)" if epoch else "window (s)"
+        lines.append(f"{when:<26}{'rates per mode (pages/s)':<38}{'robots_at_level':<20}{'J predicted':>12}")
+        lines.extend(row for _, row in sorted(rows, key=lambda r: r[0]))
     if d["comparison"]:
         lo, hi = d["compared_span"]
         lines.append("")
-        lines.append(f"cost rate J over {lo:.6g}-{hi:.6g} s ({100 * d['level']:g}% intervals)")
+        lines.append(f"cost rate J over {at(lo)} to {at(hi)} ({_duration(hi - lo)}; {100 * d['level']:g}% "
+                     "intervals)")
         for r in d["comparison"]:
             extra = ""
             if r["name"] == "best_static":

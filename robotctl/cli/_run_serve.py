@@ -44,7 +44,26 @@ def checked_config(args: argparse.Namespace) -> tuple[AgentConfig, str | None]:
     config.server.check_exposure()
     check_directory(config.log.dir, create=not args.check)
     check_config_memory(config)
+    check_what_fails_later(config, strict=args.check)
     return config, generated
+
+
+def check_what_fails_later(config: AgentConfig, *, strict: bool = True) -> None:
+    """What a valid configuration can still hold that would fail after the start, checked before it: the
+    page list of ``revisit.pages`` (read), and costs that are all zero without targets (every policy would
+    cost J = 0, so the refits would choose at random: an error for ``--check``; a start without costs is
+    allowed, to watch the traffic first)."""
+    if config.revisit.pages is not None:
+        from robotctl.agent._pages import read_pages
+
+        try:
+            read_pages(config.revisit.pages)
+        except InputError as exc:
+            raise exc.within("revisit.pages") from exc
+    if strict and config.targets.as_targets() is None and not any(config.costs.to_dict().values()):
+        raise InputError("costs", "are missing (or all zero), so every policy costs J = 0 and a refit could "
+                         "not tell them apart", "set costs: {loss, obsolescence, response, robot, starvation} "
+                         "(config/sidecar.yaml), or targets:")
 
 
 def _print_config(config: AgentConfig, as_json: bool) -> None:
@@ -90,4 +109,4 @@ def run_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["TOKEN_BYTES", "checked_config", "run_serve"]
+__all__ = ["TOKEN_BYTES", "check_what_fails_later", "checked_config", "run_serve"]

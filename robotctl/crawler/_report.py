@@ -102,7 +102,17 @@ def format_report(report: DemoReport) -> str:
                          f"{_f(fit.get('service_mean_s'), 4)} s, SCV {_f(fit.get('service_scv'), 1)}; useful life "
                          f"{life_text}")
         damping = fit.get("damping")
-        if damping:
+        if damping and damping.get("method") == "exact":
+            observed = per_min[runs.index(me)] if me in runs else float("nan")
+            lines.append(
+                f"commands (robots.hysteresis: auto, chosen exactly under the fitted model: park and resume "
+                f"vectors within {damping.get('max_commands_per_robot_min')} per robot per minute): predicted "
+                f"{damping['commands_per_robot_per_min']:.2f}, observed {observed:.2f} commands per robot per "
+                f"minute, at predicted cost {damping['cost']:.2f}; the plain thresholds r(i) give "
+                f"{damping['undamped_commands_per_robot_per_min']:.1f} at cost {damping['undamped_cost']:.2f} "
+                f"({100 * (damping['cost'] / damping['undamped_cost'] - 1):+.1f}%), the best static fleet costs "
+                f"{damping['static_cost']:.2f}")
+        elif damping:
             lines.append(
                 f"damping (robots.hysteresis and dwell_s: auto, in the simulator under the fitted model and the "
                 f"policy): hysteresis {damping.get('hysteresis', 0)} levels and dwell {damping['dwell_s']:.3g} s give "

@@ -77,7 +77,8 @@ def adjust_arrivals(fit: ModelFit, remembered: Mapping[int, BMAP] | None = None)
         From :func:`fit_model`. Its observed modes are kept as fitted (with ``mode_exposure_s``,
         already rescaled to pages delivered in the mode / seconds spent in it).
     remembered : mapping of int to BMAP, optional
-        The last observed BMAP of modes. A mode the window does not observe takes its remembered BMAP
+        The last observed BMAP of modes (not used after a joint fit, whose modes share one phase
+        process: its arrivals are returned as they are). A mode the window does not observe takes its remembered BMAP
         when it can be written with the fit's order (:func:`lift`), else keeps the fit's linear rule
         D^(r) = (r / r_obs) D^(r_obs) from the nearest observed mode (paper 000's real-data model).
 
@@ -87,6 +88,12 @@ def adjust_arrivals(fit: ModelFit, remembered: Mapping[int, BMAP] | None = None)
     """
     memory = remembered or {}
     order = fit.model.arrivals.order
+    if fit.joint is not None:
+        # one phase process for all modes: a remembered BMAP lives on another window's phases, so the
+        # modes the window misses keep the joint fit's linear rule on the rates
+        seen = set(fit.joint.data.modes)
+        return ArrivalAdjustment(fit.model.arrivals, MappingProxyType(
+            {m: ("observed" if m in seen else "linear") for m in fit.model.arrivals.modes}))
     arrivals: dict[int, BMAP] = {}
     sources: dict[int, str] = {}
     for mf in fit.modes:

@@ -35,6 +35,7 @@ from ._deliveries import (
     split_intervals,
     validate_deliveries,
 )
+from ._joint import JointFit, JointParams, fit_joint, joint_data
 from ._map2 import MAX_DECAY, Map2Fit, MapFitStatus, map2_from_statistics
 from ._modeclock import ModeTrajectory, as_trajectory, clock_intervals, mode_clock, reconcile_modes, split_on_clock
 from ._obsolescence import ObsolescenceFit, fit_obsolescence
@@ -82,6 +83,18 @@ class FitOptions:
         Fewest obsolete drops for an estimate of the useful life.
     admission : str
         ``partial`` (the paper) or ``reject-batch``.
+    arrivals : str
+        ``per_mode`` (each mode's MAP(2) by moment matching on its own clock) or ``joint`` (all modes at
+        once on one hidden phase by maximum likelihood, :func:`fit_joint`; the per-mode fit stays the
+        initialiser's reference and the fallback when the joint fit fails).
+    joint_phases : list of int
+        Phase counts the joint fit compares by BIC (1..4).
+    joint_structure : str
+        ``shared`` (mode-dependent rates on one phase generator), ``linear`` (rates proportional to the
+        mode) or ``auto`` (default: both, the lower BIC wins). Under a threshold policy some (mode, phase)
+        pairs are seldom seen (few robots run only in bursts); ``shared`` then leaves their rates loose and
+        the optimiser may exploit them (16% regret on bench/estimation_replay.py), where ``auto`` chose the
+        linear rule and the replay ended on the true optimum.
     """
 
     batch_resolution_s: float | None = None
@@ -98,6 +111,9 @@ class FitOptions:
     max_service_order: int = 10
     min_obsolete: int = 30
     admission: str = "partial"
+    arrivals: str = "per_mode"
+    joint_phases: tuple[int, ...] = (1, 2)
+    joint_structure: str = "auto"
 
     def __post_init__(self) -> None:
         def number(name: str, *, lo: float, hi: float = math.inf, integer: bool = False, optional: bool = False,
@@ -132,6 +148,18 @@ class FitOptions:
         number("min_service_samples", lo=3, integer=True)
         number("max_service_order", lo=1, integer=True)
         number("min_obsolete", lo=1, integer=True)
+        if self.arrivals not in ("per_mode", "joint"):
+            raise InputError("options.arrivals", f"is {self.arrivals!r}", "use per_mode or joint")
+        phases = self.joint_phases
+        if isinstance(phases, int) and not isinstance(phases, bool):
+            phases = (phases,)
+        if (not isinstance(phases, list | tuple) or not phases
+                or any(isinstance(p, bool) or not isinstance(p, int) or not 1 <= p <= 4 for p in phases)):
+            raise InputError("options.joint_phases", f"must be a list of whole numbers 1..4, got {phases!r}",
+                             "e.g. [1, 2]")
+        object.__setattr__(self, "joint_phases", tuple(sorted(set(phases))))
+        if self.joint_structure not in ("shared", "linear", "auto"):
+            raise InputError("options.joint_structure", f"is {self.joint_structure!r}", "use shared, linear or auto")
         try:
             object.__setattr__(self, "admission", Admission(self.admission).value)
         except ValueError as exc:
@@ -374,6 +402,9 @@ class ModelFit:
     service : ServiceFit
     obsolescence : ObsolescenceFit
     options : FitOptions
+    joint : JointFit or None
+        The joint maximum-likelihood fit when ``options.arrivals`` is ``joint`` and it succeeded (its
+        arrivals are the model's; warm-start the next window's with ``fit_model(joint_init=fit.joint.params)``).
     """
 
     model: QueueModel
@@ -385,6 +416,7 @@ class ModelFit:
     service: ServiceFit
     obsolescence: ObsolescenceFit
     options: FitOptions
+    joint: JointFit | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The model file (docs/ARCHITECTURE.md, "Model file"), ``{"model": ...}``, plus the fit under ``"report"``."""
@@ -392,6 +424,12 @@ class ModelFit:
         report["status"] = self.status.value
         report["success"] = self.success
         report["message"] = self.message
+        if self.joint is not None:
+            j = self.joint
+            report["joint"] = _plain({"phases": j.params.phases, "structure": j.params.structure,
+                                      "loglik": j.loglik, "bic": j.bic, "parameters": j.n_parameters,
+                                      "iterations": j.iterations, "converged": j.converged,
+                                      "candidates": [list(c) for c in j.candidates], "message": j.message})
         return {"model": _plain(model_to_dict(self.model)), "report": report}
 
 
@@ -689,19 +727,23 @@ def _fit_laws(service_times: Any, sizes_bytes: Any, processing_rate_bps: float |
 
 
 def _verdict(mode_fits: tuple[ModeFit, ...], service: ServiceFit, obs: ObsolescenceFit, insufficient: bool,
-             opts: FitOptions) -> tuple[FitStatus, bool, str]:
+             opts: FitOptions, joint: JointFit | None = None, joint_failed: bool = False
+             ) -> tuple[FitStatus, bool, str]:
     """The fit's status, success and one-line message."""
     observed_fits = [mf for mf in mode_fits if mf.source == "observed"]
     if insufficient:
         status = FitStatus.INSUFFICIENT_DATA
-    elif (any(mf.rung != MapFitStatus.EXACT.value for mf in observed_fits)
+    elif joint is not None:
+        status = FitStatus.OK if service.fit.status is PhFitStatus.EXACT else FitStatus.FALLBACK
+    elif (joint_failed or any(mf.rung != MapFitStatus.EXACT.value for mf in observed_fits)
           or service.fit.status is not PhFitStatus.EXACT):
         status = FitStatus.FALLBACK
     else:
         status = FitStatus.OK
     numeric_ok = all(mf.map_fit is None or mf.map_fit.success for mf in mode_fits) and service.fit.success
     success = status is not FitStatus.INSUFFICIENT_DATA and numeric_ok
-    rungs = ", ".join(f"mode {mf.mode}: {mf.rung}" for mf in mode_fits)
+    rungs = (f"joint, {joint.params.phases} phase(s), {joint.params.structure}" if joint is not None else
+             ", ".join(f"mode {mf.mode}: {mf.rung}" for mf in mode_fits))
     message = (f"{status.value}: {len(mode_fits)} mode(s) ({rungs}); service {service.fit.status.value} "
                f"({service.fit.method}); obsolescence {obs.source}")
     if status is FitStatus.INSUFFICIENT_DATA:
@@ -740,7 +782,8 @@ def fit_model(delivery_times: Any, *, pages: Any = None, modes: Any = None, all_
               obsolete_drops: int | None = None, obsolete_exposure_s: float | None = None,
               mode_exposure_s: Mapping[int, float] | None = None,
               mode_changes: ModeTrajectory | None = None,
-              capacity: int, options: Mapping[str, Any] | FitOptions | None = None) -> ModelFit:
+              capacity: int, options: Mapping[str, Any] | FitOptions | None = None,
+              joint_init: JointParams | None = None) -> ModelFit:
     """Fit the queueing model of paper 000 to observed deliveries and service.
 
     Parameters
@@ -786,6 +829,9 @@ def fit_model(delivery_times: Any, *, pages: Any = None, modes: Any = None, all_
         K, pages in the system (the one in service included).
     options : FitOptions or mapping, optional
         See :class:`FitOptions`.
+    joint_init : JointParams, optional
+        With ``options.arrivals = joint``: warm-start the joint fit from this estimate (the previous
+        window's ``fit.joint.params``); its phases and structure are kept.
 
     Returns
     -------
@@ -844,8 +890,50 @@ def fit_model(delivery_times: Any, *, pages: Any = None, modes: Any = None, all_
     service, obs = _fit_laws(service_times, sizes_bytes, processing_rate_bps, mean_useful_life_s,
                              obsolete_lifetimes, obsolete_drops, obsolete_exposure_s, opts, notes)
     arrivals = ModeArrivals.per_mode({mf.mode: mf.bmap for mf in mode_fits})
+    joint: JointFit | None = None
+    joint_failed = False
+    if opts.arrivals == "joint" and not insufficient:
+        joint, joint_arrivals, note = _joint_arrivals(window, trajectory, mode_fits, opts, joint_init)
+        notes.append(note)
+        if joint_arrivals is None:
+            joint_failed = True
+        else:
+            arrivals = joint_arrivals
     model = QueueModel(capacity, arrivals, service.fit.law, obs.law, Admission(opts.admission))
     notes.append(f"capacity K = {model.capacity} pages (given), admission {opts.admission}")
-    status, success, message = _verdict(mode_fits, service, obs, insufficient, opts)
+    status, success, message = _verdict(mode_fits, service, obs, insufficient, opts, joint, joint_failed)
     report = _report(window, choice, mode_fits, linear, service, obs, model.capacity, notes)
-    return ModelFit(model, report, success, status, message, mode_fits, service, obs, opts)
+    return ModelFit(model, report, success, status, message, mode_fits, service, obs, opts, joint)
+
+
+def _joint_arrivals(window: _Window, trajectory: ModeTrajectory | None, mode_fits: tuple[ModeFit, ...],
+                    opts: FitOptions, init: JointParams | None
+                    ) -> tuple[JointFit | None, ModeArrivals | None, str]:
+    """The joint maximum-likelihood arrivals (issue 27) for the model's modes, or None and why not."""
+    b = window.batches
+    if trajectory is None:
+        # the trajectory from the batches' modes: a change between two batches is put half way
+        change = np.flatnonzero(np.diff(b.modes) != 0) + 1
+        epochs = np.concatenate([[b.epochs[0]], (b.epochs[change - 1] + b.epochs[change]) / 2])
+        trajectory = ModeTrajectory(epochs, np.concatenate([[b.modes[0]], b.modes[change]]), end_s=None)
+        how = "the mode trajectory taken from the deliveries' modes (changes half way between batches)"
+    else:
+        how = "the recorded mode trajectory"
+    bound = window.censor.value
+    try:
+        data = joint_data(b.epochs, np.minimum(b.sizes, opts.max_batch), trajectory,
+                          censor_above_s=bound if bound is not None and bound > 0 else math.inf)
+        structures = ("shared", "linear") if opts.joint_structure == "auto" else (opts.joint_structure,)
+        jf = fit_joint(data, phases=opts.joint_phases, structure=structures, init=init)
+        wanted = [mf.mode for mf in mode_fits if mf.mode >= 1]
+        arrivals = jf.params.arrivals(wanted)
+    except (InputError, np.linalg.LinAlgError, ValueError, FloatingPointError) as exc:
+        return None, None, f"joint fit failed ({exc}); the per-mode arrivals are kept (fallback)"
+    if not jf.success or set(arrivals.modes) != set(wanted):
+        return None, None, (f"joint fit unusable ({jf.message}); the per-mode arrivals are kept (fallback)")
+    extra = [m for m in wanted if m not in data.modes]
+    return jf, arrivals, (f"arrivals: joint maximum likelihood on {jf.params.phases} common phase(s), "
+                          f"{jf.params.structure} structure, over {data.n_batches} batches with {how}"
+                          + (f" ({'warm start'})" if init is not None else "")
+                          + (f"; mode(s) {extra} by the linear rule on the rates" if extra else "")
+                          + f": {jf.message}")

@@ -4,7 +4,7 @@ both). Pure: arrays out, randomness only from the ``rng`` argument."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -224,3 +224,171 @@ def switching_poisson_trace(rng: np.random.Generator, seconds: float, rates: tup
     order = np.argsort(times, kind="stable")
     return SwitchingTrace(times[order], (np.repeat(modes, counts) + 1)[order].astype(np.int64), epochs,
                           (modes + 1).astype(np.int64), float(seconds), tuple(float(r) for r in rates))
+
+
+@dataclass(frozen=True, eq=False)
+class ThresholdTrace:
+    """Batches of a mode-modulated BMAP whose mode a queue-length policy sets (issue 27's truth).
+
+    Attributes
+    ----------
+    batch_times, batch_sizes, batch_modes : ndarray
+        Each batch's epoch, pages (as offered, before admission) and the mode in force.
+    epochs, trajectory_modes : ndarray
+        The mode trajectory: ``trajectory_modes[i]`` from ``epochs[i]`` on (``epochs[0]`` = 0).
+    seconds : float
+        End of the observation.
+    mean_queue : float
+        Time-average pages in the system.
+    lost_pages : int
+        Pages refused because the buffer was full.
+    slice_s : float
+        Length of the slices below (0: none recorded).
+    slice_lost, slice_robot_s, slice_empty_s : ndarray
+        Per slice of ``slice_s`` seconds: pages lost, robot-seconds active, seconds with the system empty.
+    """
+
+    batch_times: NDArray[np.float64]
+    batch_sizes: NDArray[np.int64]
+    batch_modes: NDArray[np.int64]
+    epochs: NDArray[np.float64]
+    trajectory_modes: NDArray[np.int64]
+    seconds: float
+    mean_queue: float
+    lost_pages: int
+    slice_s: float = 0.0
+    slice_lost: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    slice_robot_s: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    slice_empty_s: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+
+    def __post_init__(self) -> None:
+        freeze(self.batch_times, self.batch_sizes, self.batch_modes, self.epochs, self.trajectory_modes,
+               self.slice_lost, self.slice_robot_s, self.slice_empty_s)
+
+
+def threshold_trace(rng: np.random.Generator, seconds: float, generator: NDArray[np.float64],
+                    rates: dict[int, NDArray[np.float64]], batch_probs: dict[int, NDArray[np.float64]], *,
+                    service_rate: float, capacity: int, mode_of_queue: tuple[int, ...],
+                    slice_s: float = 0.0) -> ThresholdTrace:
+    """Simulate (Gillespie) one hidden phase with generator ``generator`` shared by all modes; in mode l
+    and phase i batches arrive at rate ``rates[l][i]`` with ``batch_probs[l][k-1]`` of k pages; one
+    exponential server of ``service_rate`` pages/s, ``capacity`` pages in the system (partial admission),
+    and the mode ``mode_of_queue[q]`` with q pages in the system (a threshold policy). Independent of the
+    fitting code: a direct event-by-event simulation. With ``slice_s`` > 0 it also records, per slice of
+    time, the pages lost, the robot-seconds and the empty seconds (the observed cost's ingredients)."""
+    if len(mode_of_queue) != capacity + 1:
+        raise InputError("mode_of_queue", f"needs {capacity + 1} entries (q = 0..capacity)", "one mode per q")
+    Q = np.asarray(generator, dtype=float)
+    m = Q.shape[0]
+    out_rate = -np.diag(Q)
+    jump_p = [np.where(np.arange(m) == i, 0.0, Q[i]) / max(out_rate[i], 1e-300) for i in range(m)]
+    phase = int(rng.choice(m, p=np.full(m, 1.0 / m)))
+    q, t = 0, 0.0
+    mode = mode_of_queue[0]
+    epochs, tmodes = [0.0], [mode]
+    bt: list[float] = []
+    bs: list[int] = []
+    bm: list[int] = []
+    area, lost = 0.0, 0
+    n_slices = math.ceil(seconds / slice_s) if slice_s > 0 else 0
+    s_lost, s_robot, s_empty = np.zeros(n_slices), np.zeros(n_slices), np.zeros(n_slices)
+
+    def spread(t0: float, t1: float, robots: int, empty: bool) -> None:
+        while t0 < t1:
+            j = min(int(t0 / slice_s), n_slices - 1)
+            end = min(t1, (j + 1) * slice_s) if j < n_slices - 1 else t1
+            s_robot[j] += robots * (end - t0)
+            if empty:
+                s_empty[j] += end - t0
+            t0 = end
+
+    chunk = 65536
+    expo, unif = rng.exponential(1.0, chunk), rng.uniform(0.0, 1.0, chunk)
+    pos = 0
+    while True:
+        if pos >= chunk - 2:
+            expo, unif = rng.exponential(1.0, chunk), rng.uniform(0.0, 1.0, chunk)
+            pos = 0
+        lam = float(rates[mode][phase]) if mode in rates else 0.0
+        mu = service_rate if q > 0 else 0.0
+        total = out_rate[phase] + lam + mu
+        dt = expo[pos] / total
+        if t + dt >= seconds:
+            area += q * (seconds - t)
+            if n_slices:
+                spread(t, seconds, mode, q == 0)
+            break
+        area += q * dt
+        if n_slices:
+            spread(t, t + dt, mode, q == 0)
+        t += dt
+        u = unif[pos] * total
+        pos += 1
+        if u < out_rate[phase]:
+            phase = int(np.searchsorted(np.cumsum(jump_p[phase]), unif[pos] * (1 - 1e-12), side="right"))
+            pos += 1
+            continue
+        if u < out_rate[phase] + lam:
+            p = batch_probs[mode]
+            k = int(np.searchsorted(np.cumsum(p), unif[pos] * (1 - 1e-12), side="right")) + 1
+            pos += 1
+            bt.append(t)
+            bs.append(k)
+            bm.append(mode)
+            admitted = min(k, capacity - q)
+            lost += k - admitted
+            if n_slices:
+                s_lost[min(int(t / slice_s), n_slices - 1)] += k - admitted
+            q += admitted
+        else:
+            q -= 1
+        new_mode = mode_of_queue[q]
+        if new_mode != mode:
+            mode = new_mode
+            epochs.append(t)
+            tmodes.append(mode)
+    return ThresholdTrace(np.asarray(bt), np.asarray(bs, dtype=np.int64), np.asarray(bm, dtype=np.int64),
+                          np.asarray(epochs), np.asarray(tmodes, dtype=np.int64), float(seconds),
+                          area / seconds, lost, float(slice_s), s_lost, s_robot, s_empty)
+
+
+def shared_phase_switching_trace(rng: np.random.Generator, seconds: float, generator: NDArray[np.float64],
+                                 rates: NDArray[np.float64], batch_probs: NDArray[np.float64], *,
+                                 switch_rate: float) -> ThresholdTrace:
+    """One hidden phase (generator ``generator``) shared by modes 1..L that change at the epochs of their own
+    Poisson process of rate ``switch_rate`` (to another mode, uniformly); in mode l and phase i batches
+    arrive at ``rates[l - 1, i]`` per second with ``batch_probs[k - 1]`` of k pages. Vectorised (for the
+    benchmark's 10^6 batches); the modes do not follow a queue here (``mean_queue`` and ``lost_pages`` 0)."""
+    Q = np.asarray(generator, dtype=float)
+    lam = np.asarray(rates, dtype=float)
+    m, L = Q.shape[0], lam.shape[0]
+    out = -np.diag(Q)
+    # the phase path: embedded jumps and exponential sojourns
+    n_jumps = int(2 * seconds * out.max()) + 16
+    phase_path = np.empty(n_jumps, dtype=np.int64)
+    phase_path[0] = int(rng.integers(m))
+    jump = np.where(np.eye(m, dtype=bool), 0.0, Q) / out[:, None]
+    cum = np.cumsum(jump, axis=1)
+    u = rng.uniform(size=n_jumps)
+    for j in range(1, n_jumps):
+        phase_path[j] = int(np.searchsorted(cum[phase_path[j - 1]], u[j] * (1 - 1e-12), side="right"))
+    stays = rng.exponential(1.0, n_jumps) / out[phase_path]
+    phase_epochs = np.concatenate([[0.0], np.cumsum(stays)[:-1]])
+    keep = phase_epochs < seconds
+    phase_epochs, phase_path = phase_epochs[keep], phase_path[keep]
+    n = int(rng.poisson(switch_rate * seconds))
+    mode_epochs = np.concatenate([[0.0], np.sort(rng.uniform(0.0, seconds, n))])
+    steps = rng.integers(1, L, n) if L > 1 else np.zeros(n, dtype=np.int64)
+    modes0 = (int(rng.integers(L)) + np.concatenate([[0], np.cumsum(steps)])) % L
+    # stretches of constant (phase, mode)
+    cuts = np.unique(np.concatenate([phase_epochs, mode_epochs]))
+    ph = phase_path[np.searchsorted(phase_epochs, cuts, side="right") - 1]
+    md = modes0[np.searchsorted(mode_epochs, cuts, side="right") - 1]
+    length = np.diff(np.append(cuts, seconds))
+    counts = rng.poisson(lam[md, ph] * length)
+    start = np.repeat(cuts, counts)
+    times = np.sort(start + rng.uniform(0.0, 1.0, int(counts.sum())) * np.repeat(length, counts))
+    sizes = rng.choice(np.arange(1, len(batch_probs) + 1), size=times.size, p=np.asarray(batch_probs))
+    bmodes = modes0[np.searchsorted(mode_epochs, times, side="right") - 1] + 1
+    return ThresholdTrace(times, sizes.astype(np.int64), bmodes.astype(np.int64), mode_epochs,
+                          (modes0 + 1).astype(np.int64), float(seconds), 0.0, 0)

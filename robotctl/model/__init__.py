@@ -19,6 +19,8 @@ if typing.TYPE_CHECKING:
     from ._buffer_solve import BufferMeasures, BufferSolution, BufferStatus, PreparedBuffer, buffer_cost, solve_buffer
     from ._evaluate import PolicyEvaluator, Rates
     from ._fifo import solve_product_form
+    from ._hysteresis import HysteresisChain, HysteresisPolicy, HysteresisSolution, per_robot_minute, solve_hysteresis
+    from ._hysteresis_bruteforce import solve_hysteresis_bruteforce
     from ._levels import LevelChain
     from ._md1n import MD1NSolution, solve_md1n
     from ._measures import CostBreakdown, Measures, cost_of
@@ -66,6 +68,9 @@ _WHERE = {
     "Deterministic": "._sim_buffer",
     "Estimate": "._sim_stats",
     "EventKind": "._sim_events",
+    "HysteresisChain": "._hysteresis",
+    "HysteresisPolicy": "._hysteresis",
+    "HysteresisSolution": "._hysteresis",
     "LadderStep": "._approx",
     "LevelChain": "._levels",
     "MD1NSolution": "._md1n",
@@ -108,6 +113,7 @@ _WHERE = {
     "model_to_dict": "._spec",
     "page_fates": "._bruteforce",
     "ph_from_dict": "._spec",
+    "per_robot_minute": "._hysteresis",
     "phase_laws": "._bruteforce",
     "prepare": "._solve",
     "random_bmap": "._random",
@@ -125,6 +131,8 @@ _WHERE = {
     "solve_buffer": "._buffer_solve",
     "solve_buffer_bruteforce": "._buffer_bruteforce",
     "solve_md1n": "._md1n",
+    "solve_hysteresis": "._hysteresis",
+    "solve_hysteresis_bruteforce": "._hysteresis_bruteforce",
     "solve_product_form": "._fifo",
     "solve_red_mm1": "._red",
     "solve_size": "._size",
@@ -152,6 +160,9 @@ __all__ = [
     "Deterministic",
     "Estimate",
     "EventKind",
+    "HysteresisChain",
+    "HysteresisPolicy",
+    "HysteresisSolution",
     "InputError",
     "LadderStep",
     "LevelChain",
@@ -193,6 +204,7 @@ __all__ = [
     "model_solve_size",
     "model_to_dict",
     "page_fates",
+    "per_robot_minute",
     "ph_from_dict",
     "phase_laws",
     "prepare",
@@ -210,6 +222,8 @@ __all__ = [
     "solve_bruteforce",
     "solve_buffer",
     "solve_buffer_bruteforce",
+    "solve_hysteresis",
+    "solve_hysteresis_bruteforce",
     "solve_md1n",
     "solve_product_form",
     "solve_red_mm1",

@@ -36,6 +36,11 @@ class Measures:
         V^(2): mean sojourn of pages that become obsolete (eq. (24)); 0 if none do.
     mean_sojourn : float
         V = V^(1) P_success + V^(2) P_obs (eq. (22); lost pages count zero).
+    commands_per_s : float
+        Park and resume commands per second (one per robot parked or resumed), exact from the level
+        transitions that change the number of active robots; NaN where a route does not compute it.
+    commands_per_robot_min : float
+        The same per robot per minute: 60 x ``commands_per_s`` / N, N the fleet (the largest mode).
     """
 
     arrival_rate: float
@@ -50,6 +55,8 @@ class Measures:
     mean_response_served: float
     mean_sojourn_obsolete: float
     mean_sojourn: float
+    commands_per_s: float = float("nan")
+    commands_per_robot_min: float = float("nan")
 
     @classmethod
     def from_rates(cls, *, offered: float, lost: float, obsolete: float, served: float,
@@ -102,13 +109,16 @@ class CostBreakdown:
     response: float
     robot: float
     starvation: float
+    command: float = 0.0
 
     def to_dict(self) -> dict[str, float]:
         return asdict(self)
 
 
 def cost_of(measures: Measures, costs: Costs) -> CostBreakdown:
-    """J = lambda (c_loss P_loss + c_obs P_obs) + a V^(1) + c_rob N_act + c_star P_star (eq. (2))."""
+    """J = lambda (c_loss P_loss + c_obs P_obs) + a V^(1) + c_rob N_act + c_star P_star (eq. (2)), plus
+    c_cmd x (park and resume commands per second) when ``costs.command`` > 0 (the term is a rate per
+    second like lambda P_loss; it is NaN when the measures do not carry the command rate)."""
     m = measures
     terms = {
         "loss": costs.loss * m.arrival_rate * m.p_loss,
@@ -116,5 +126,6 @@ def cost_of(measures: Measures, costs: Costs) -> CostBreakdown:
         "response": costs.response * m.mean_response_served,
         "robot": costs.robot * m.mean_active_robots,
         "starvation": costs.starvation * m.p_starvation,
+        "command": costs.command * m.commands_per_s if costs.command else 0.0,
     }
     return CostBreakdown(total=sum(terms.values()), **terms)

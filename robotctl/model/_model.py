@@ -83,13 +83,15 @@ class QueueModel:
 @dataclass(frozen=True)
 class Costs:
     """Cost coefficients of eq. (2): J = lambda (c_loss P_loss + c_obs P_obs) + a V^(1) + c_rob N_act
-    + c_star P_star. All >= 0."""
+    + c_star P_star, plus c_cmd C where C is the number of park and resume commands per second (one
+    per robot parked or resumed; ``command`` = c_cmd, the price of one command). All >= 0."""
 
     loss: float = 0.0
     obsolescence: float = 0.0
     response: float = 0.0
     robot: float = 0.0
     starvation: float = 0.0
+    command: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -24,6 +24,7 @@ Every method first reduces the model exactly (:func:`model.reduce_model`) unless
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 import time
@@ -400,24 +401,33 @@ def measures_from_levels(b: Blocks, p: tuple[NDArray[np.float64], ...]) -> Measu
     # marginal of nu at each level
     nu_marg = [p[i].reshape(W, -1).sum(axis=1) for i in range(K + 1)]
     level_prob = np.array([float(x.sum()) for x in p])
-    offered = lost = 0.0
+    offered = lost = commands = 0.0
     for i in range(K + 1):
         bmap = model.arrivals[b.mode(i)]
         for k, Dk in enumerate(bmap.D[1:], start=1):
             batch_rate = float(nu_marg[i] @ Dk.sum(axis=1))
             offered += k * batch_rate
-            lost += (k - model.admission.admitted(k, K - i)) * batch_rate
+            admitted = model.admission.admitted(k, K - i)
+            lost += (k - admitted) * batch_rate
+            # a batch that moves the queue from i to i + admitted parks or resumes |r(i + a) - r(i)| robots
+            commands += abs(b.mode(i + admitted) - b.mode(i)) * batch_rate
     served = 0.0
     obsolete = 0.0
     # expiry = Gamma_0^{(+)(i-1)} e: the total expiry rate of the i - 1 waiting pages, by their phases
     expiry: NDArray[Any] = np.zeros(1)
     for i in range(1, K + 1):
         x = p[i].reshape(W, M, -1)
-        served += float(x.sum(axis=(0, 2)) @ b.S0)
+        served_i = float(x.sum(axis=(0, 2)) @ b.S0)
+        obsolete_i = 0.0
         if i >= 2:
             expiry = np.kron(expiry, np.ones(R)) + np.kron(np.ones(expiry.size), b.Gamma0)
-            obsolete += float(x.sum(axis=(0, 1)) @ expiry)
+            obsolete_i = float(x.sum(axis=(0, 1)) @ expiry)
+        served += served_i
+        obsolete += obsolete_i
+        commands += abs(b.mode(i - 1) - b.mode(i)) * (served_i + obsolete_i)  # one page down
     t = tagged_totals(b, p)
-    return Measures.from_rates(offered=offered, lost=lost, obsolete=obsolete, served=served,
-                               level_probabilities=level_prob, robots_at_level=b.policy.robots_at_level,
-                               served_time=t.served_time_rate, obsolete_time=t.obsolete_time_rate)
+    m = Measures.from_rates(offered=offered, lost=lost, obsolete=obsolete, served=served,
+                            level_probabilities=level_prob, robots_at_level=b.policy.robots_at_level,
+                            served_time=t.served_time_rate, obsolete_time=t.obsolete_time_rate)
+    return dataclasses.replace(m, commands_per_s=commands,
+                               commands_per_robot_min=commands * 60.0 / max(model.modes) if max(model.modes) else 0.0)

@@ -212,7 +212,7 @@ def model_from_dict(value: Any, *, field: str = "model") -> QueueModel:
 
 def costs_from_dict(value: Any, *, field: str = "costs") -> Costs:
     d = _mapping(field, value)
-    allowed = {"loss", "obsolescence", "response", "robot", "starvation"}
+    allowed = {"loss", "obsolescence", "response", "robot", "starvation", "command"}
     _reject_unknown(field, d, allowed)
     return Costs(**{k: d[k] for k in allowed if k in d})
 

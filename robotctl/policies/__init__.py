@@ -53,6 +53,7 @@ if typing.TYPE_CHECKING:
         rounding_error,
         weighted_template,
     )
+    from ._hysteresis import HysteresisPoint, HysteresisSearch, choose_hysteresis, optimise_hysteresis
     from ._mdp import (
         DynamicController,
         DynamicOptimum,
@@ -115,6 +116,7 @@ if typing.TYPE_CHECKING:
     from ._search import LocalOptimum, search_policies
     from ._simplex import GRID_LIMIT, SimplexOptimum, simplex_pattern_search
     from ._simulate import simulate_routing_losses, simulate_staleness
+    from ._switching import SwitchingBound, budget_lower_bound, switching_lower_bound
     from ._targets import (
         MEASURE_OF,
         TARGET_METHODS,
@@ -168,6 +170,12 @@ _WHERE = {
     "GOLDEN_RATIO_BOUND": "._golden",
     "GRID_LIMIT": "._simplex",
     "LOCAL_PERIOD_LIMIT": "._routing",
+    "HysteresisPoint": "._hysteresis",
+    "HysteresisSearch": "._hysteresis",
+    "SwitchingBound": "._switching",
+    "budget_lower_bound": "._switching",
+    "choose_hysteresis": "._hysteresis",
+    "switching_lower_bound": "._switching",
     "LocalOptimum": "._search",
     "LocalSearchResult": "._multimodular",
     "LowerBound": "._certificate",
@@ -238,6 +246,7 @@ _WHERE = {
     "optimal_frequencies": "._revisit",
     "optimal_routing": "._routing",
     "optimise": "._thresholds",
+    "optimise_hysteresis": "._hysteresis",
     "optimise_for_targets": "._targets",
     "optimise_red": "._buffers",
     "optimise_renovation": "._buffers",
@@ -304,6 +313,8 @@ __all__ = [
     "Frequencies",
     "FrequencyMethod",
     "FullStateMdp",
+    "HysteresisPoint",
+    "HysteresisSearch",
     "LocalOptimum",
     "LocalSearchResult",
     "LowerBound",
@@ -320,14 +331,17 @@ __all__ = [
     "ServerCosts",
     "SimplexOptimum",
     "StaticFleet",
+    "SwitchingBound",
     "TargetSearch",
     "TargetStatus",
     "Targets",
     "ThresholdOptimum",
+    "budget_lower_bound",
     "build_mdp",
     "certified_distance_bound",
     "check_pages",
     "check_service_rates",
+    "choose_hysteresis",
     "compare_buffers",
     "count_policies",
     "count_threshold_vectors",
@@ -364,6 +378,7 @@ __all__ = [
     "optimal_routing",
     "optimise",
     "optimise_for_targets",
+    "optimise_hysteresis",
     "optimise_red",
     "optimise_renovation",
     "optimise_thresholds",
@@ -386,6 +401,7 @@ __all__ = [
     "static_costs",
     "static_fleet",
     "switch_rate",
+    "switching_lower_bound",
     "table_function",
     "template_gaps",
     "threshold_vectors",

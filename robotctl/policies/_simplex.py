@@ -109,8 +109,12 @@ def simplex_pattern_search(f: Objective, dim: int, *, grid: int = 4, tol: float 
             raise InputError(name, f"must be a whole number >= {low}, got {given!r}", "")
     if not (isinstance(tol, int | float) and 0.0 < tol < 1.0):
         raise InputError("tol", f"must lie strictly between 0 and 1, got {tol!r}", "e.g. 1/64")
-    while grid > 1 and grid_size(dim, grid) > GRID_LIMIT:
-        grid -= 1
+    if grid_size(dim, grid) > GRID_LIMIT:  # the finest grid within the limit (a bisection: grid may be huge)
+        lo, hi = 1, grid
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if grid_size(dim, mid) <= GRID_LIMIT else (lo, mid - 1)
+        grid = lo
     cache: dict[tuple[float, ...], float] = {}
 
     def value(n: tuple[int, ...], D: int) -> float:

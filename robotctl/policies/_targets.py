@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 
@@ -71,7 +72,10 @@ MEASURE_OF = {
     "max_loss": ("p_loss", "P_loss"),
     "max_obsolete": ("p_obsolete", "P_obsolete"),
     "max_starvation": ("p_starvation", "P_starvation"),
+    "max_commands_per_robot_min": ("commands_per_robot_min", "commands/robot/min"),
 }
+#: Targets that bound a rate rather than a fraction.
+RATE_TARGETS = ("max_commands_per_robot_min",)
 
 Progress = Callable[[int], None]
 
@@ -107,16 +111,25 @@ class Targets:
         Bound on P_obs, the fraction of offered pages dropped as obsolete.
     max_starvation : float or None
         Bound on P_star, the fraction of time the indexer is idle.
+    max_commands_per_robot_min : float or None
+        Bound on the park and resume commands per robot per minute (exact, ``Measures.commands_per_robot_min``).
     """
 
     max_loss: float | None = None
     max_obsolete: float | None = None
     max_starvation: float | None = None
+    max_commands_per_robot_min: float | None = None
 
     def __post_init__(self) -> None:
         for f in fields(self):
             v = getattr(self, f.name)
             if v is None:
+                continue
+            if f.name in RATE_TARGETS:
+                if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+                    raise InputError(f"targets.{f.name}", f"must be a finite number >= 0, got {v!r}",
+                                     "give the most park and resume commands per robot per minute, e.g. 6")
+                object.__setattr__(self, f.name, float(v))
                 continue
             if isinstance(v, bool) or not isinstance(v, int | float) or not 0.0 < v <= 1.0:
                 raise InputError(f"targets.{f.name}", f"must be a fraction above 0 and at most 1, got {v!r}",
@@ -124,7 +137,8 @@ class Targets:
             object.__setattr__(self, f.name, float(v))
         if not self.given:
             raise InputError("targets", "names no target",
-                             "give at least one of max_loss, max_obsolete, max_starvation")
+                             "give at least one of max_loss, max_obsolete, max_starvation, "
+                             "max_commands_per_robot_min")
 
     @property
     def given(self) -> tuple[tuple[str, float], ...]:

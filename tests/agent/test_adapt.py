@@ -304,3 +304,29 @@ def test_growth_refits_at_each_doubling_until_the_interval() -> None:
     assert loop.due(308.0) == "interval"  # ... the regular schedule has taken over, interval_s after the last
     loop.record.last_at = 308.0
     assert loop.due(350.0) is None
+
+
+def test_warm_policy_dropped_when_the_model_check_rejects_the_window(tmp_path: Path) -> None:
+    """A warm start whose model the first window's check rejects (a misfit) goes back to the start-up
+    policy; a refit that fails otherwise keeps it."""
+    from robotctl.agent.compute import RefitOutcome, RefitStage
+
+    cfg, _ = _adopt_one(tmp_path)
+    clock = ManualClock(0.0)
+    agent = Agent(cfg, clock)
+    agent.open()
+    assert agent.policy.origin == "warm"
+    for k in range(300):
+        clock.set(0.5 * k)
+        agent.deliver([Delivery(None, 1, None, None)])
+        agent.complete([Completion(1, 0.2, None)])
+
+    def failing(stage: RefitStage) -> RefitLoop:
+        worker = RefitWorker(lambda inp: RefitOutcome(False, stage, f"injected {stage.value}"), kind="inline")
+        return RefitLoop(clock=clock, target=agent, worker=worker)
+
+    asyncio.run(failing(RefitStage.SOLVE).refit("test"))
+    assert agent.policy.origin == "warm"
+    asyncio.run(failing(RefitStage.CHECK).refit("test"))
+    assert agent.policy.origin == "startup"
+    asyncio.run(agent.close())

@@ -206,7 +206,9 @@ async def test_metrics_parse_and_count(running: tuple[str, Any], clock: ManualCl
     assert v("robotctl_completed_pages_total") == 2
     assert v("robotctl_queue_length_pages") == 3
     assert v("robotctl_queue_capacity_pages") == 5
-    assert v("robotctl_active_robots") == 4 and v("robotctl_desired_robots") == 4
+    # only r1 is registered: the agent counts on no other robot (issue 25)
+    assert v("robotctl_active_robots") == 1 and v("robotctl_desired_robots") == 1
+    assert v("robotctl_robots_missing") == 3 and v("robotctl_robots_registered_below_count") == 1
     assert v("robotctl_policy_robots_at_level", level="5") == 4
     assert v("robotctl_loss_ratio", source="observed") == pytest.approx(2 / 7)
     assert v("robotctl_response_time_seconds", source="observed") == pytest.approx(2.0)
@@ -280,3 +282,49 @@ async def test_a_log_that_cannot_be_written_gets_503_and_changes_nothing(running
         status, _ = await _post(s, url + "/v1/completions", {"pages": 1})
         assert status == 503
         assert (agent.totals.deliveries, agent.queue.length) == before
+
+
+async def test_an_unwritable_log_directory_is_503_on_readyz_and_accepts_again_once_writable(
+        config_factory: Callable[..., AgentConfig], clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Defect 1 of issue 23: rotation fails (directory read-only); deliveries and /readyz answer 503 and the
+    agent accepts again by itself once the directory is writable (the retry is every second)."""
+    import errno
+    import os
+    import time
+
+    cfg = config_factory(log={"max_bytes": 4096, "fsync": "never"})
+    real_open = os.open
+    blocked = {"on": False}
+
+    def guarded(path: Any, flags: int, *args: Any, **kw: Any) -> int:
+        if blocked["on"] and flags & os.O_CREAT and str(path).startswith(str(cfg.log.dir)):
+            raise PermissionError(errno.EACCES, "Permission denied")
+        return real_open(path, flags, *args, **kw)
+
+    monkeypatch.setattr(os, "open", guarded)
+    async with run_in_process(cfg, clock=clock) as (url, app), aiohttp.ClientSession() as s:
+        agent = app[AGENT]
+        acked = 0
+        for _ in range(40):
+            status, _ = await _post(s, url + "/v1/deliveries", {"pages": 1})
+            acked += status == 200
+        blocked["on"] = True
+        statuses = [(await _post(s, url + "/v1/deliveries", {"pages": 1}))[0] for _ in range(200)]
+        assert 503 in statuses and set(statuses) <= {200, 503}
+        acked += statuses.count(200)
+        assert statuses[statuses.index(503):].count(200) == 0
+        status, ready = await _get(s, url + "/readyz")
+        assert status == 503 and "cannot be written" in ready["log"]
+        blocked["on"] = False
+        start = time.monotonic()
+        while (await _get(s, url + "/readyz"))[0] != 200:
+            assert time.monotonic() - start < 5
+            await asyncio.sleep(0.1)
+        for _ in range(40):
+            status, _ = await _post(s, url + "/v1/deliveries", {"pages": 1})
+            assert status == 200
+            acked += 1
+        assert agent.log_stats().faults == 1
+    recovered = sum(1 for f in list_segments(Path(cfg.log.dir)) for line in f.read_text().splitlines()
+                    if json.loads(line)["event"] == "delivery")
+    assert recovered == acked

@@ -111,6 +111,7 @@ class FakeAgent:
         self.down = False
         self.known = True
         self.registrations = 0
+        self.forget_on_register = False
 
     def set(self, state: str) -> None:
         self.state, self.version = state, self.version + 1
@@ -126,7 +127,7 @@ class FakeAgent:
             await asyncio.Event().wait()  # a partition: no answer ever
         if req.path == "/v1/robots" and req.method == "POST":
             self.registrations += 1
-            self.known = True
+            self.known = not self.forget_on_register
             return Response(200, self.view())
         if not self.known:
             return Response(404, {"error": "robot: 'r1' is not registered", "field": "robot", "hint": "register"})
@@ -375,3 +376,34 @@ async def test_a_restarted_robot_gets_its_id_back_once_the_old_lease_runs_out(tm
         assert robot.robot_id == "r1" and list(app[AGENT].robot_ids) == ["r1"]
         await second.aclose()
         assert list(app[AGENT].robot_ids) == []  # the new key deregistered it
+
+
+async def test_a_robot_id_with_a_slash_is_one_path_segment_polled_and_deregistered(tmp_path: Any) -> None:
+    """Issue 23, defect 8: ``team/1`` used to poll ``/v1/robots/team/1/command`` (404), re-register in a
+    tight loop and never deregister."""
+    cfg = AgentConfig.from_dict({"server": {"port": 0, "insecure_loopback": True}, "queue": {"capacity": 3},
+                                 "robots": {"count": 2}, "log": {"dir": str(tmp_path)}})
+    async with run_in_process(cfg) as (url, app), AgentClient(url) as client:
+        robot = await client.register_robot("team/1", poll_wait_s=0.05)
+        await _until_real(lambda: robot.polls >= 3)
+        await asyncio.sleep(0.3)
+        registrations = app[AGENT].totals.bad_requests
+        assert not registrations, registrations  # no 404 from a wrong path
+        assert robot.polls >= 3
+        await robot.close()
+        assert list(app[AGENT].actuator.robots) == []
+
+
+async def test_re_registration_backs_off_when_the_robot_stays_unknown() -> None:
+    clock = ManualClock(0.0)
+    fake = FakeAgent(clock)
+    client = AgentClient("http://agent", transport=MockTransport(fake), clock=clock)
+    robot = await client.register_robot("r1")
+    fake.known = False
+    fake.forget_on_register = True  # every registration is forgotten again before the next poll
+    fake.set("active")
+    for _ in range(200):
+        await asyncio.sleep(0)
+    assert fake.registrations < 10  # backs off (the clock is manual: a sleep does not pass by itself)
+    await robot.close(deregister=False)
+    await client.aclose()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,7 @@ async def test_recovery_from_rotated_files_rebuilds_queue_samples_and_robots(tmp
     await a.close()
     assert len(list_segments(tmp_path / "log")) > 3  # rotated
 
-    clock2 = ManualClock(50.0)  # the new process's clock reads earlier than the log's last line
+    clock2 = ManualClock(last_t + 5.0)  # (a clock set back in between: test_a_clock_set_back_is_reported...)
     b = Agent(cfg, clock2)
     b.open()
     assert b.queue.length == length
@@ -63,7 +64,40 @@ async def test_recovery_from_rotated_files_rebuilds_queue_samples_and_robots(tmp
         assert np.array_equal(got[col], window[col]), col
     assert list(b.actuator.robots) == ["r1"]
     ack = b.deliver([Delivery("r1", 1, None, None)])
-    assert ack["t"] >= last_t  # agent time never goes back
+    assert ack["t"] == last_t + 5.0
+    await b.close()
+
+
+@pytest.mark.parametrize("ahead_s", [86_400.0, 3_600.0, 9.9e10])
+async def test_a_clock_set_back_is_reported_and_never_pins_the_stamps(tmp_path: Path, ahead_s: float) -> None:
+    """Issue 23, defect 3: a log written with the clock ahead (a day, an hour, or one line stamped 9.9e10)
+    and a start with the right clock used to give every later acknowledgement the log's last time, and
+    /v1/status a negative window. The step is reported (a log line, robotctl_clock_steps_total); the stamps
+    follow the clock; the queue is restored."""
+    cfg = _cfg(tmp_path, log={"fsync": "never"})
+    right = 1_000_000.0
+    clock = ManualClock(right + ahead_s if ahead_s < 1e9 else right)
+    a = Agent(cfg, clock)
+    a.open()
+    for _ in range(3):
+        clock.advance(1.0)
+        a.deliver([Delivery(None, 1, None, None)])
+    await a.close()
+    if ahead_s >= 1e9:  # one line stamped far ahead, the clock right all along
+        seg = list_segments(tmp_path / "log")[-1]
+        with open(seg, "a") as fh:
+            fh.write('{"t": 99000000000.0, "event": "completion", "pages": 1}\n')
+    b = Agent(cfg, ManualClock(right + 10.0))
+    b.open()
+    assert b.queue.length == (3 if ahead_s < 1e9 else 2)
+    assert b.clock_steps == 1 and b.clock_step_s < -1000
+    stamps = []
+    for _ in range(3):
+        b.clock.advance(0.5)  # type: ignore[attr-defined]
+        stamps.append(b.deliver([Delivery(None, 1, None, None)])["t"])
+    assert stamps == [right + 10.5, right + 11.0, right + 11.5]
+    status = b.status()
+    assert status["observed"]["window_s"] >= 0 and status["uptime_s"] >= 0
     await b.close()
 
 
@@ -265,3 +299,105 @@ async def test_the_agents_own_lines_are_never_quarantined(tmp_path: Path) -> Non
     b.open()
     assert b.log_stats().quarantined == 0
     await b.close()
+
+
+async def test_a_file_without_its_queue_header_does_not_reset_the_queue(tmp_path: Path) -> None:
+    """Issue 23, defect 2: a valid deliveries-00000001.jsonl (header and 53 deliveries, K = 5) and an empty
+    deliveries-00000002.jsonl (a kill mid-rotation) restarted with queue 0 and last_t = -inf."""
+    cfg = _cfg(tmp_path, queue={"capacity": 5}, log={"fsync": "never"})
+    log_dir = tmp_path / "log"
+    log_dir.mkdir()
+    lines = ['{"t": 10.0, "event": "queue", "pages": 2, "active": 1}']
+    lines += [f'{{"t": {11.0 + i}, "event": "delivery", "pages": 1, "active": 1}}' for i in range(53)]
+    lines += ['{"t": 70.0, "event": "completion", "pages": 1}']
+    (log_dir / "deliveries-00000001.jsonl").write_text("\n".join(lines) + "\n")
+    (log_dir / "deliveries-00000002.jsonl").write_text("")
+    a = Agent(cfg, ManualClock(100.0))
+    a.open()
+    assert a.queue.length == 4  # full at K = 5, one page indexed since
+    assert a.totals.recovered_deliveries == 53
+    await a.close()
+    # and a headerless file with lines of its own: they count on top of the previous file's checkpoint
+    (log_dir / "deliveries-00000003.jsonl").write_text('{"t": 120.0, "event": "completion", "pages": 2}\n')
+    b = Agent(cfg, ManualClock(130.0))
+    b.open()
+    assert b.queue.length == 2
+    await b.close()
+
+
+@pytest.mark.parametrize("text", ['{"robots_at_level": [1, 1, 1, 1, 1, 1], "fit": [1, 2]}',
+                                  '{"robots_at_level": [1, 1, 1, 1, 1, 1], "fit": "abc"}',
+                                  '{"robots_at_level": [1, 1, 1, 1, 1, 1], "version": "x"}',
+                                  '[1, 2]', '{"robots_at_level": "x"}', "not json"])
+async def test_a_corrupt_policy_file_is_set_aside_and_the_start_goes_on(tmp_path: Path, text: str) -> None:
+    cfg = _cfg(tmp_path, queue={"capacity": 5})
+    (tmp_path / "log").mkdir()
+    (tmp_path / "log" / "policy.json").write_text(text)
+    a = Agent(cfg, ManualClock(0.0))
+    a.open()
+    assert a.policy.source == "startup"
+    assert (tmp_path / "log" / "policy.json.bad-1").read_text() == text
+    assert a.state_files_set_aside == 1
+    await a.close()
+
+
+@pytest.mark.parametrize("kind", ["directory", "garbage"])
+async def test_a_robots_file_that_cannot_be_read_is_set_aside(tmp_path: Path, kind: str) -> None:
+    cfg = _cfg(tmp_path)
+    (tmp_path / "log").mkdir()
+    path = tmp_path / "log" / "robots.json"
+    if kind == "directory":
+        path.mkdir()
+    else:
+        path.write_text("{not json")
+    a = Agent(cfg, ManualClock(0.0))
+    a.open()
+    assert os.path.lexists(str(path) + ".bad-1") and a.state_files_set_aside == 1
+    await a.close()
+
+
+async def test_robots_are_restored_only_as_the_api_would_register_them(tmp_path: Path) -> None:
+    """Issue 23, defect 5: ids the API refuses (a JSON null read back as "None", 10,000 characters, a
+    newline) and records without their key's hash (anyone could take those robots) are not restored."""
+    cfg = _cfg(tmp_path, robots={"count": 8})
+    (tmp_path / "log").mkdir()
+    key = "ab" * 32
+    records = [{"robot": "ok", "rank": 1, "key_sha256": key}, {"robot": None, "rank": 2, "key_sha256": key},
+               {"robot": "x" * 10_000, "rank": 3, "key_sha256": key}, {"robot": "e\n", "rank": 4, "key_sha256": key},
+               {"robot": "keyless", "rank": 5}, {"robot": "shortkey", "rank": 6, "key_sha256": "ab"},
+               {"robot": "badrank", "rank": "7", "key_sha256": key}]
+    (tmp_path / "log" / "robots.json").write_text(json.dumps(records))
+    a = Agent(cfg, ManualClock(0.0))
+    a.open()
+    assert list(a.actuator.robots) == ["ok"]
+    await a.close()
+
+
+async def test_registrations_write_robots_json_off_the_loop_and_coalesced(tmp_path: Path, monkeypatch) -> None:
+    """Issue 23, defect 6: each registration rewrote and fsynced all of robots.json on the event loop."""
+    import threading
+
+    from robotctl.agent import recovery
+
+    cfg = _cfg(tmp_path, robots={"count": 64})
+    writes: list[tuple[str, int]] = []
+    real = recovery.write_robot_records
+
+    def spy(path: Path, records: list[dict[str, Any]]) -> None:
+        writes.append((threading.current_thread().name, len(records)))
+        real(path, records)
+
+    monkeypatch.setattr(recovery, "write_robot_records", spy)
+    monkeypatch.setattr("robotctl.agent.fleet.write_robot_records", spy)
+    a = Agent(cfg, ManualClock(0.0))
+    a.open()
+    loop_thread = threading.current_thread().name
+    for i in range(60):
+        a.register(f"r{i}", None, None)
+    await asyncio.sleep(0.2)
+    assert writes and all(name != loop_thread for name, _ in writes)
+    assert len(writes) < 60  # coalesced
+    assert writes[-1][1] == 60
+    await a.close()
+    saved = json.loads((tmp_path / "log" / "robots.json").read_text())
+    assert sorted(r["robot"] for r in saved) == sorted(f"r{i}" for i in range(60))

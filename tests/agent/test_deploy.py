@@ -85,7 +85,7 @@ async def test_every_metric_used_in_deploy_is_exported(tmp_path: Path) -> None:
         missing = sorted(n for n in names if n not in exported)
         assert not missing, f"{where} uses metrics the agent does not export: {missing}"
     assert {"robotctl_loss_ratio", "robotctl_fit_arrival_pages_per_second",
-            "robotctl_desired_robots", "robotctl_policy_max_robots"} <= exported
+            "robotctl_desired_robots", "robotctl_policy_max_robots", "robotctl_scaling_target_robots"} <= exported
     # the deprecated names are still exported for this release, next to the names that replace them
     assert set(DEPRECATED_METRICS) | set(DEPRECATED_METRICS.values()) <= exported
 
@@ -116,10 +116,12 @@ def test_manifests_parse_and_carry_a_valid_configuration() -> None:
         assert _docs(path), path
     kube = _docs(DEPLOY / "kubernetes" / "robotctl-sidecar.yaml")
     kinds = [d["kind"] for d in kube]
-    assert kinds == ["ConfigMap", "Secret", "PersistentVolumeClaim", "Deployment", "Service"]
+    # no Secret: the token is created by the command in the file's header, so applying the file again never
+    # overwrites it (issue 25: a shipped `token: change-me` crash-looped the pod)
+    assert kinds == ["ConfigMap", "PersistentVolumeClaim", "Deployment", "Service"]
     cfg = AgentConfig.from_dict(yaml.safe_load(kube[0]["data"]["sidecar.yaml"]))
     assert cfg.server.host == "0.0.0.0" and cfg.log.dir == "/var/lib/robotctl"
-    pod = kube[3]["spec"]["template"]
+    pod = kube[2]["spec"]["template"]
     sidecar = next(c for c in pod["spec"]["containers"] if c["name"] == "robotctl")
     assert sidecar["args"][:3] == ["serve", "--config", "/etc/robotctl/sidecar.yaml"]
     assert pod["metadata"]["annotations"]["prometheus.io/port"] == str(cfg.server.port)
@@ -128,11 +130,180 @@ def test_manifests_parse_and_carry_a_valid_configuration() -> None:
     assert {p["httpGet"]["path"] for p in (sidecar["readinessProbe"], sidecar["livenessProbe"])} == \
         {"/readyz", "/healthz"}
     unit = (DEPLOY / "systemd" / "robotctl.service").read_text()
-    assert "ExecStart=/usr/local/bin/robotctl serve --config /etc/robotctl/sidecar.yaml" in unit
+    assert "ExecStart=/opt/robotctl/bin/robotctl serve --config /etc/robotctl/sidecar.yaml" in unit
+    # the install lines put robotctl where the unit runs it
+    assert "python3 -m venv /opt/robotctl && /opt/robotctl/bin/pip install ." in unit
     assert "KillSignal=SIGTERM" in unit and "RestartPreventExitStatus=2" in unit
     container = (DEPLOY / "Containerfile").read_text()
     assert 'ENTRYPOINT ["robotctl", "serve", "--config", "/etc/robotctl/sidecar.yaml"]' in container
     assert "ROBOTCTL_LOG_DIR=/var/lib/robotctl" in container  # an environment override of log.dir
+
+
+#: The Secret holding the bearer token, created by a command (deploy/README.md), never by a manifest.
+SECRET = "robotctl-token"
+CREATE_SECRET = re.compile(r'kubectl create secret generic (\S+) --from-literal=(\w+)="\$\(openssl rand -base64 32\)"')
+
+
+def _run_sequence() -> str:
+    """The section of deploy/README.md that says how to run the agent on Kubernetes, in order."""
+    readme = (DEPLOY / "README.md").read_text()
+    start = readme.index("### Kubernetes")
+    end = readme.find("\n### ", start + 1)
+    return readme[start:end if end > 0 else None]
+
+
+def _secret_procedure() -> tuple[str, str]:
+    """(Secret name, key) of the documented `kubectl create secret` command: the manifest's header and the
+    README's run sequence give the same one, and the README creates it before the first apply."""
+    header = (DEPLOY / "kubernetes" / "robotctl-sidecar.yaml").read_text()
+    seq = _run_sequence()
+    found = set(CREATE_SECRET.findall(header)) | set(CREATE_SECRET.findall(seq))
+    assert len(found) == 1, found
+    assert CREATE_SECRET.findall(seq) and seq.index("kubectl create secret") < seq.index("kubectl apply")
+    return found.pop()
+
+
+def _applied_in_documented_order() -> list[Path]:
+    """The manifests deploy/README.md applies, in its order."""
+    files = re.findall(r"kubectl apply -f (deploy/kubernetes/\S+\.yaml)", _run_sequence())
+    assert files, "deploy/README.md applies no manifest"
+    return [ROOT / f for f in files]
+
+
+def _new_token() -> str:
+    """A token as the documented command makes it (openssl rand -base64 32), or the same from Python."""
+    import base64
+    import os
+
+    if shutil.which("openssl"):
+        out = subprocess.run(["openssl", "rand", "-base64", "32"], capture_output=True, text=True, check=True)
+        return out.stdout.strip()
+    return base64.b64encode(os.urandom(32)).decode()
+
+
+def test_the_documented_order_applies_every_manifest_after_what_it_needs() -> None:
+    """deploy/README.md's run sequence: the Secret first, then every manifest of deploy/kubernetes, each object
+    valid (kubernetes-validate, strict; the Secret as `kubectl create secret generic` makes it) and every
+    ConfigMap, Secret, claim and Service a pod names already created or in the same apply."""
+    import base64
+
+    import kubernetes_validate
+
+    name, key = _secret_procedure()
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "type": "Opaque",
+              "data": {key: base64.b64encode(_new_token().encode()).decode()}}
+    kubernetes_validate.validate(secret, KUBERNETES_VERSION, strict=True)
+    created = {("Secret", name)}
+    files = _applied_in_documented_order()
+    assert sorted(files) == sorted((DEPLOY / "kubernetes").glob("*.yaml")), "a manifest is never applied"
+    for path in files:
+        objs = _docs(path)
+        created |= {(o["kind"], o["metadata"]["name"]) for o in objs}
+        for obj in objs:
+            if not obj["apiVersion"].startswith("keda.sh/"):
+                kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+            text = json.dumps(obj)
+            for ref in re.findall(r'"secretKeyRef": \{"name": "([^"]+)"', text) + \
+                    re.findall(r'"secretName": "([^"]+)"', text):
+                assert ("Secret", ref) in created, (path.name, ref)
+            for ref in re.findall(r'"configMap": \{"name": "([^"]+)"', text):
+                assert ("ConfigMap", ref) in created, (path.name, ref)
+            for ref in re.findall(r'"claimName": "([^"]+)"', text):
+                assert ("PersistentVolumeClaim", ref) in created, (path.name, ref)
+    for obj in _kube():
+        env = [e for c in obj.get("spec", {}).get("template", {}).get("spec", {}).get("containers", [])
+               for e in c.get("env", [])]
+        for e in env:
+            ref = e.get("valueFrom", {}).get("secretKeyRef")
+            if ref:
+                assert (ref["name"], ref["key"]) == (name, key), ref
+
+
+def _containerfile_env() -> dict[str, str]:
+    text = (DEPLOY / "Containerfile").read_text().replace("\\\n", " ")
+    block = re.search(r"^ENV (.*)$", text, flags=re.MULTILINE)
+    assert block is not None
+    return dict(pair.split("=", 1) for pair in block.group(1).split())
+
+
+async def test_the_agent_comes_up_with_the_manifests_config_and_the_secret_procedures_token(
+        tmp_path: Path) -> None:
+    """Outside a cluster, the pod's own start: the ConfigMap's sidecar.yaml at the mounted path's name, the
+    image's environment (Containerfile ENV) and the container's (robotctl-sidecar.yaml), the token file the
+    Secret mount gives holding a token made by the documented command; the container's command and args.
+    Only where the pod's paths and port cannot be used here: the mounts under tmp_path, loopback, a free port.
+    The agent must answer /readyz 200, and refuse a request without the token."""
+    import asyncio
+    import os
+    import socket
+    import sys
+
+    deployment = _object("Deployment", "crawler")
+    pod = deployment["spec"]["template"]["spec"]
+    sidecar = next(c for c in pod["containers"] if c["name"] == "robotctl")
+    mounts = {m["name"]: m["mountPath"] for m in sidecar["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    here = {path: tmp_path / name for name, path in mounts.items()}  # each mount, outside a cluster
+    volume_of = {path: name for name, path in mounts.items()}
+
+    def local(path: str) -> str:
+        mount = max((m for m in here if path == m or path.startswith(m + "/")), key=len)
+        return str(here[mount] / path[len(mount):].lstrip("/"))
+
+    for mount_path, path in here.items():
+        path.mkdir(parents=True)
+        vol = volumes[volume_of[mount_path]]
+        if "configMap" in vol:
+            cm = _object("ConfigMap", vol["configMap"]["name"])
+            for fname, text in cm["data"].items():
+                (path / fname).write_text(text)
+        if "secret" in vol:
+            secret_name, key = _secret_procedure()
+            assert vol["secret"]["secretName"] == secret_name
+            token = _new_token()
+            (path / key).write_text(token)  # a Secret volume holds the value as is
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROBOTCTL_")}
+    env.update(_containerfile_env())
+    for e in sidecar["env"]:
+        assert "value" in e, e  # nothing from the cluster's API
+        env[e["name"]] = local(e["value"]) if e["value"].startswith("/") else e["value"]
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env |= {"ROBOTCTL_SERVER_HOST": "127.0.0.1", "ROBOTCTL_SERVER_PORT": str(port),
+            "ROBOTCTL_LOG_DIR": local(env["ROBOTCTL_LOG_DIR"])}
+    command = [os.path.join(os.path.dirname(sys.executable), sidecar["command"][0]),
+               *[local(a) if a.startswith("/") else a for a in sidecar["args"]]]
+    proc = await asyncio.create_subprocess_exec(*command, env=env, stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        async with aiohttp.ClientSession() as s:
+            async def ready() -> int:
+                while True:
+                    assert proc.returncode is None, (await proc.stdout.read()).decode()  # type: ignore[union-attr]
+                    try:
+                        async with s.get(url + "/readyz") as r:
+                            if r.status == 200:
+                                return r.status
+                    except aiohttp.ClientError:
+                        pass
+                    await asyncio.sleep(0.2)
+
+            assert await asyncio.wait_for(ready(), timeout=30) == 200
+            async with s.get(url + "/v1/status") as r:
+                assert r.status == 401
+            async with s.get(url + "/v1/status", headers={"Authorization": f"Bearer {token}"}) as r:
+                assert r.status == 200
+                status = await r.json()
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+        out = (await asyncio.wait_for(proc.communicate(), timeout=30))[0].decode()
+    assert proc.returncode == 0, out  # SIGTERM: a graceful stop
+    cfg = AgentConfig.from_dict(yaml.safe_load(_object("ConfigMap", "robotctl-config")["data"]["sidecar.yaml"]))
+    assert status["queue"]["capacity"] == cfg.capacity and status["robots"]["virtual"] == cfg.robots.n
+    assert (tmp_path / "log").exists() and any((tmp_path / "log").iterdir())  # the log volume's mount
 
 
 #: Kubernetes version whose schemas the manifests are validated against (kubernetes-validate ships them).
@@ -220,7 +391,7 @@ def test_the_validators_reject_what_a_cluster_would() -> None:
 
 def test_keda_scales_the_robot_pool_on_the_slow_signal() -> None:
     """The ScaledObject, the robot StatefulSet and the agent's configuration agree: KEDA follows
-    robotctl_policy_max_robots (one robot per pod) between robots.min_active and robots.count, the pod
+    robotctl_scaling_target_robots (one robot per pod) between robots.min_active and robots.count, the pod
     names are the agent's robots.ids in rank order, and the robots reach the agent's Service."""
     so = _object("ScaledObject", "robots")["spec"]
     ref = so["scaleTargetRef"]
@@ -234,7 +405,7 @@ def test_keda_scales_the_robot_pool_on_the_slow_signal() -> None:
     assert so["fallback"]["replicas"] == so["maxReplicaCount"]
     (trigger,) = so["triggers"]
     assert trigger["type"] == "prometheus" and trigger["metricType"] == "AverageValue"
-    assert METRIC.findall(trigger["metadata"]["query"]) == ["robotctl_policy_max_robots"]
+    assert METRIC.findall(trigger["metadata"]["query"]) == ["robotctl_scaling_target_robots"]
     assert float(trigger["metadata"]["threshold"]) == 1.0
     assert trigger["metadata"]["ignoreNullValues"] == "false"
     behavior = so["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
@@ -244,10 +415,59 @@ def test_keda_scales_the_robot_pool_on_the_slow_signal() -> None:
     service = _object("Service", "robotctl")
     assert env["ROBOTCTL_URL"]["value"] == f"http://robotctl:{service['spec']['ports'][0]['port']}"
     assert env["ROBOTCTL_ROBOT_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
-    assert env["ROBOTCTL_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == \
-        _object("Secret", "robotctl-token")["metadata"]["name"]
+    assert env["ROBOTCTL_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": SECRET, "key": "token"}
     agent_pod = _object("Deployment", "crawler")["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= agent_pod.items()
+
+
+async def test_keda_holds_the_fleet_in_advise_mode_and_follows_the_policy_in_command_mode(tmp_path: Path) -> None:
+    """Issue 25: in advise mode /metrics exported robotctl_policy_max_robots 1 and the ScaledObject's query on
+    it would have shrunk the robot pool to one pod while the agent only advised. The ScaledObject's own
+    query, evaluated on the agent's /metrics, gives the whole fleet in advise mode and the policy's pool in
+    command mode."""
+    model, costs = load_model_file(str(ROOT / "config" / "paper-example.yaml"))
+    best = optimise(model, costs).best  # 3,3,3,1,1,1: at most 3 of the 4 robots
+
+    def compute(inp: RefitInput) -> RefitOutcome:
+        return RefitOutcome(True, RefitStage.DONE, "adopted",
+                            PolicyFit(best.policy, best.modes, best.thresholds, best.measures, best.cost,
+                                      fit_summary(model, None, {m: "observed" for m in model.modes}),
+                                      model, 500, (0.0, 1.0)), 0.01, 0.02, 500)
+
+    so = _object("ScaledObject", "robots")["spec"]
+    query = so["triggers"][0]["metadata"]["query"]
+    (name,) = METRIC.findall(query)
+    token = "t" * 24  # switching modes needs the token
+    cfg = AgentConfig.from_dict({"server": {"port": 0, "token": token}, "queue": {"capacity": 5},
+                                 "robots": {"ids": [f"robots-{k}" for k in range(4)], "actuation": "advise"},
+                                 "refit": {"executor": "thread", "min_deliveries": 2},
+                                 "log": {"dir": str(tmp_path)}})
+
+    async def sample(s: aiohttp.ClientSession, url: str) -> dict[str, float]:
+        async with s.get(url + "/metrics") as r:
+            text = await r.text()
+        return {smp.name: smp.value for fam in text_string_to_metric_families(text) for smp in fam.samples
+                if not smp.labels}
+
+    async with run_in_process(cfg, clock=ManualClock(0.0), compute=compute) as (url, app), \
+            aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as s:
+        for k in range(4):
+            async with s.post(url + "/v1/robots", json={"robot": f"robots-{k}"}) as r:
+                assert r.status == 200
+        for _ in range(3):
+            app[AGENT].clock.advance(1.0)  # type: ignore[attr-defined]
+            async with s.post(url + "/v1/deliveries", json={"pages": 1}) as r:
+                assert r.status == 200
+        assert (await app[REFIT].refit("test")).success
+        advise = await sample(s, url)
+        async with s.post(url + "/v1/actuation", json={"actuation": "command"}) as r:
+            assert r.status == 200
+        command = await sample(s, url)
+    assert max(best.policy.robots_at_level) == 3
+    # the advised policy would run 3 robots; KEDA's metric holds the fleet of robots.count
+    assert advise["robotctl_policy_max_robots"] == 3 and advise[name] == so["maxReplicaCount"] == 4
+    assert command["robotctl_policy_max_robots"] == 3 and command[name] == 3
+    assert advise["robotctl_robots_registered_below_count"] == command["robotctl_robots_missing"] == 0
 
 
 def test_grafana_dashboard_is_well_formed() -> None:
@@ -273,11 +493,38 @@ def test_dashboard_tells_agents_apart_and_shows_rates() -> None:
             for by in re.findall(r"\b(?:sum|max|min|avg|count) by \(([^)]*)\)", t["expr"]):
                 assert "instance" in by, (p["title"], t["expr"])
             assert "$__range" not in t["expr"], (p["title"], t["expr"])
-            if re.search(r"robotctl_[a-z0-9_]+_total", t["expr"]):
-                assert "rate(" in t["expr"], (p["title"], t["expr"])
+            if re.search(r"robotctl_[a-z0-9_]+_total", t["expr"]) and p["type"] != "stat":
+                assert "rate(" in t["expr"], (p["title"], t["expr"])  # a stat panel may show a count
     commands = [p for p in dash["panels"]
                 if any("robotctl_robot_commands_total" in t["expr"] for t in p.get("targets", []))]
     assert commands, "no panel shows the park/resume commands"
+
+
+def test_dashboard_shows_what_the_agent_is_doing() -> None:
+    """Issue 25: the actuation mode, the policy kind and its reason, the fit's check status and rungs, the
+    quarantined log lines, the robot pool and the commands per robot per minute each have a panel; every
+    forecast panel shows the prediction apart in command and in advise mode (the policy in force or not)."""
+    from robotctl.agent.metrics import FIT_STATUSES, POLICY_KIND_REASONS
+    from robotctl.fitting import FitStatus
+
+    assert set(FIT_STATUSES) == {s.value for s in FitStatus} | {"none"}
+    assert len(POLICY_KIND_REASONS) == len(set(POLICY_KIND_REASONS))
+    dash = json.loads((DEPLOY / "grafana" / "dashboards" / "robotctl.json").read_text())
+    exprs = {t["expr"] for p in dash["panels"] for t in p.get("targets", [])}
+    shown = set(METRIC.findall(" ".join(exprs)))
+    assert {"robotctl_actuation", "robotctl_policy_kind", "robotctl_policy_kind_reason",
+            "robotctl_fit_status", "robotctl_fit_fallback_rung", "robotctl_log_quarantined_lines_total",
+            "robotctl_policy_max_robots", "robotctl_robot_commands_total", "robotctl_scaling_target_robots",
+            "robotctl_robots_missing"} <= shown
+    assert any("robotctl_robot_commands_total" in e and "robotctl_robots{" in e and "60 *" in e for e in exprs)
+    for p in dash["panels"]:
+        predicted = [t["expr"] for t in p.get("targets", []) if 'source="predicted"' in t["expr"]]
+        if predicted:
+            assert len(predicted) == 2, p["title"]
+            assert any('actuation="command"' in e for e in predicted) and \
+                any('actuation="advise"' in e for e in predicted)
+    for name in ("RobotctlLossAboveForecast", "RobotctlIndexerStarving"):
+        assert 'robotctl_actuation{actuation="command"} == 1' in _alerts()[name]["expr"], name
 
 
 def _prometheus_files(key: str) -> list[Path]:
@@ -423,13 +670,15 @@ def test_deployments_never_run_the_agent_without_a_token_and_bound_its_files() -
     cfg = AgentConfig.from_dict(yaml.safe_load(kube[0]["data"]["sidecar.yaml"]))
     with pytest.raises(InputError, match="ROBOTCTL_SERVER_TOKEN"):
         cfg.server.check_exposure()  # without the mounted secret the pod stops with one line
-    pod = kube[3]["spec"]["template"]["spec"]
+    pod = kube[2]["spec"]["template"]["spec"]
     sidecar = next(c for c in pod["containers"] if c["name"] == "robotctl")
     token_file = next(e["value"] for e in sidecar["env"] if e["name"] == "ROBOTCTL_SERVER_TOKEN_FILE")
     mount = next(m for m in sidecar["volumeMounts"] if token_file.startswith(m["mountPath"] + "/"))
     volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
-    assert volume["secret"]["secretName"] == kube[1]["metadata"]["name"]
-    assert token_file.rsplit("/", 1)[1] in kube[1]["stringData"]
+    # the Secret the documented command creates, and the key it creates, are the ones mounted
+    name, key = _secret_procedure()
+    assert volume["secret"]["secretName"] == name == SECRET
+    assert token_file.rsplit("/", 1)[1] == key
     unit = (DEPLOY / "systemd" / "robotctl.service").read_text()
     limit = int(next(line for line in unit.splitlines() if line.startswith("LimitNOFILE=")).split("=")[1])
     assert limit >= AgentConfig.from_dict({"queue": {"capacity": 5}}).server.max_connections + 64

@@ -175,13 +175,17 @@ async def test_half_sent_requests_are_closed_and_health_checks_get_through(
 async def test_long_polls_are_capped(config_factory: Callable[..., AgentConfig]) -> None:
     cfg = config_factory(server={"max_connections": 32, "max_long_polls": 2})
     async with run_in_process(cfg) as (url, _), aiohttp.ClientSession() as s:
-        keys = {}
+        keys, versions = {}, {}
         for rid in ("r1", "r2", "r3"):
             async with s.post(url + "/v1/robots", json={"robot": rid}) as r:
                 keys[rid] = (await r.json())["robot_key"]
+        for rid in ("r1", "r2", "r3"):  # the command in force now (registrations may have changed it): polls wait
+            async with s.get(f"{url}/v1/robots/{rid}/command", headers={"X-Robot-Key": keys[rid]}) as r:
+                versions[rid] = (await r.json())["version"]
 
         def poll(rid: str) -> Any:
-            return s.get(f"{url}/v1/robots/{rid}/command?version=1&wait_s=3", headers={"X-Robot-Key": keys[rid]})
+            return s.get(f"{url}/v1/robots/{rid}/command?version={versions[rid]}&wait_s=3",
+                         headers={"X-Robot-Key": keys[rid]})
 
         waiting = [asyncio.create_task(_status(poll(rid))) for rid in ("r1", "r2")]
         await asyncio.sleep(0.2)
@@ -308,3 +312,23 @@ async def test_a_rank_beyond_the_fleet_says_how_to_fix_it(running: tuple[str, An
         got = await r.json()
     assert r.status == 400 and got["field"] == "rank"
     assert "split" not in got["hint"] and "robots.count" in got["hint"]
+
+
+async def test_a_declared_body_over_the_limit_is_413_at_once(config_factory: Callable[..., AgentConfig]) -> None:
+    """Issue 23, defect 10: a Content-Length over server.max_body_bytes waited for the body (30 s); with
+    ``Expect: 100-continue`` the agent answered 100 Continue to 50 MiB."""
+    cfg = config_factory(server={"max_body_bytes": 65536})
+    async with run_in_process(cfg) as (url, _):
+        for extra in ("", "Expect: 100-continue\r\n"):
+            head = (f"POST /v1/deliveries HTTP/1.1\r\nHost: a\r\nContent-Length: {50 << 20}\r\n{extra}"
+                    "Content-Type: application/json\r\n\r\n").encode()
+            answer = await _raw(url, head, timeout=3.0)  # no body sent at all
+            assert not answer.startswith(b"HTTP/1.1 100"), answer[:40]
+            assert _status_of(answer) == 413 and _body_of(answer)["field"] == "body", answer[:200]
+        answer = await _raw(url, b"POST /v1/deliveries HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n"
+                                 b"Expect: teapot\r\n\r\n", timeout=3.0)
+        assert _status_of(answer) == 417
+        # a body within the limit still gets its 100 Continue and its answer
+        answer = await _raw(url, b"POST /v1/deliveries HTTP/1.1\r\nHost: a\r\nContent-Length: 13\r\n"
+                                 b"Expect: 100-continue\r\nConnection: close\r\n\r\n{\"pages\": 1}\n", timeout=3.0)
+        assert answer.startswith(b"HTTP/1.1 100 Continue") and b"HTTP/1.1 200" in answer

@@ -109,7 +109,9 @@ async def test_failing_solve_keeps_the_last_good_policy(tmp_path: Path, caplog: 
         assert not second["adopted"] and second["stage"] == "solve"
         assert "singular matrix (injected)" in second["message"]
         assert agent.holder.current is good  # the same snapshot object: nothing was swapped
-        assert agent.actuator.mode == good.policy.robots_at_level[agent.queue.length]
+        q = agent.queue.length  # in force: r(q), or with an exact hysteresis policy between resume(q) and r(q)
+        low = good.basis.resume[q] if good.basis.resume is not None else good.policy.robots_at_level[q]
+        assert low <= agent.actuator.mode <= good.policy.robots_at_level[q]
         assert any("refit_failed" in rec.message and "stage=solve" in rec.message for rec in caplog.records)
         async with s.get(url + "/metrics") as r:
             text = await r.text()
@@ -193,7 +195,7 @@ async def test_schedule_first_fit_interval_and_drift(tmp_path: Path) -> None:
             agent.deliver([Delivery(None, 1, None, None)])
             agent.complete([Completion(1, 0.1, None)])
         reason = loop.due(clock.now())
-        assert reason is not None and reason.startswith("drift mode=")
+        assert reason is not None and reason.startswith("drift mode"), reason  # mode=m or modes=...
 
 
 def _trace(policy: ThresholdPolicy, seconds: float, seed: int) -> dict[str, Any]:

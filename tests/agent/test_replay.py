@@ -83,8 +83,9 @@ def test_replay_of_a_simulated_trace_finds_the_true_optimum_and_predicts_its_cos
     with gzip.open(path, "wt") as fh:
         for row in sim.take_rows():
             fh.write(trace_event(row).to_json() + "\n")
+    # the plain thresholds (hysteresis 0): this test is about the threshold optimum, not the command budget
     config = AgentConfig.from_dict({
-        "queue": {"capacity": 5}, "robots": 4, "costs": COSTS.to_dict(),
+        "queue": {"capacity": 5}, "robots": {"count": 4, "hysteresis": 0}, "costs": COSTS.to_dict(),
         "refit": {"interval_s": 1800, "window_s": 7200, "min_interval_s": 0, "drift_bound": None,
                   "min_deliveries": 2000, "cold_start_deliveries": 0},  # the regular schedule: 8 refits
         "fit": {"mean_useful_life_s": None}, "log": {"dir": str(tmp_path / "unused")}})

@@ -167,3 +167,22 @@ async def test_missing_page_list_is_an_input_error(config_factory: Callable[...,
         async with run_in_process(cfg, clock=clock):
             pass
     assert err.value.field.startswith("revisit.pages")
+
+
+async def test_a_refused_report_names_its_field_and_counts_nothing(config_factory: Callable[..., AgentConfig],
+                                                                   tmp_path: Path, clock: ManualClock) -> None:
+    """Issue 23, defect 10: ``fetch_s`` had no upper bound; a report of 1e300 s was counted, and the re-fit it
+    set off answered 400 naming another field."""
+    cfg = config_factory(revisit={"pages": pages_csv(tmp_path), "min_samples": 2, "check_every": 1})
+    async with run_in_process(cfg, clock=clock) as (url, app), aiohttp.ClientSession() as s:
+        await _post(s, url + "/v1/robots", {"robot": "r1"})
+        planner = app[REVISIT]
+        for fetch_s in (1e300, 86_400.5, float(2**80)):
+            status, err = await _post(s, url + "/v1/robots/r1/fetched", {"page": "/a", "fetch_s": fetch_s})
+            assert status == 400 and err["field"] == "fetch_s", err
+        assert planner.reports == 0
+        for fetch_s in (0.0, 86_400.0, 0.0, 86_400.0):  # in bounds, however odd: taken, never a 400
+            clock.advance(1.0)
+            status, ack = await _post(s, url + "/v1/robots/r1/fetched", {"page": "/a", "fetch_s": fetch_s})
+            assert status == 200, ack
+        assert planner.reports == 4

@@ -158,3 +158,41 @@ def test_gap_bound_can_be_given(tmp_path: Path) -> None:
     path.write_text(_lines([{"t": float(t)} for t in (0, 1, 2, 50, 51)]))
     assert read_events([str(path)], gap_s=10.0).quality.gaps == 1
     assert read_events([str(path)], gap_s=math.inf).quality.gaps == 0
+
+
+APACHE = (b'127.0.0.1 - - [10/Oct/2025:13:55:36 +0000] "GET /index.html HTTP/1.1" 200 2326 "-" "Mozilla/5.0"\n'
+          b'10.0.0.2 - - [10/Oct/2025:13:55:37 +0000] "GET /a HTTP/1.1" 200 100 "-" "curl/8"\n')
+
+
+@pytest.mark.parametrize("command", ["replay", "fit"])
+def test_a_log_of_no_known_format_is_not_recognised_with_the_choices(
+        tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 25: an Apache access log got the CSV reader's "has no column t"; it must get "format not
+    recognised" with the --format choices (exit 2, one line, no traceback)."""
+    from robotctl.cli import main
+
+    log = tmp_path / "access.log"
+    log.write_bytes(APACHE)
+    config = Path(__file__).resolve().parents[2] / "examples" / "sidecar.yaml"
+    assert main([command, str(log), "--config", str(config)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert "format not recognised" in err and "has no column t" not in err, err
+    choices = ("jsonl", "csv", "scrapy", "heritrix", "warc")
+    assert all(c in err for c in choices), err
+    if command == "replay":
+        assert "give --format, one of: jsonl, csv, scrapy, heritrix, warc" in err, err
+
+
+def test_traces_are_still_recognised_by_their_first_line(tmp_path: Path) -> None:
+    """JSON Lines (after a comment), a CSV header (spaces allowed; without t the CSV reader says so) and an
+    empty file stay traces; a line of prose or of a web server's log does not."""
+    from robotctl.agent.sources import check_recognised
+
+    for text in (b'# a comment\n{"t": 1.0, "event": "delivery"}\n', b"event, t ,pages\ndelivery,1.0,2\n", b"",
+                 b"\n\n", b"time,event\n1.0,delivery\n"):
+        check_recognised(text, "x")
+    gecko = b'1.2.3.4 - - [x] "GET / HTTP/1.1" 200 5 "-" "Mozilla (KHTML, like Gecko)"\n'
+    for text in (APACHE, b"hello world\n", gecko):
+        with pytest.raises(InputError, match="format not recognised"):
+            check_recognised(text, "x")

@@ -102,3 +102,31 @@ def test_from_and_to_select_the_stretch_replayed(files: tuple[str, str], capsys:
     assert d["windows"][0]["t_start"] < 1200  # the events before --from built the fit window
     assert main(["replay", trace, "--config", config, "--from", "3000", "--to", "1200"]) == 2
     assert "--to" in capsys.readouterr().err
+
+
+def test_text_output_is_for_people_on_an_epoch_stamped_trace(files: tuple[str, str], tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 25: a trace stamped in Unix seconds (the agent's own log) printed its windows as epoch seconds
+    run together, its spans as 1.79566e+09, and the failed refit after the table. Now: the start as a date,
+    every time an offset from it (h:mm:ss), the failed refit in time order among the windows."""
+    trace, _ = files
+    epoch = 1_795_660_000.0
+    shifted = tmp_path / "epoch.jsonl"
+    shifted.write_text("".join(json.dumps({**d, "t": d["t"] + epoch}) + "\n"
+                               for d in map(json.loads, Path(trace).read_text().splitlines())))
+    config = tmp_path / "sidecar.yaml"  # the first refit, at 300 s, has too few deliveries
+    config.write_text(SIDECAR.replace("interval_s: 600", "interval_s: 300").replace("min_deliveries: 300",
+                                                                                    "min_deliveries: 1000"))
+    code = main(["replay", str(shifted), "--config", str(config), "--sim-events", "2000"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert not re.search(r"\d\.\d+e\+\d\d", out), out          # no span in exponent notation
+    assert not re.search(r"1795\d{6}", out), out               # no epoch seconds
+    assert "from 2026-11-26 " in out and " UTC over 1:00:00" in out, out
+    table = out[out.index("window (from the start)"):out.index("cost rate J over")].splitlines()[1:]
+    rows = [r for r in table if r.strip()]
+    failed = [k for k, r in enumerate(rows) if r.startswith("refit at +")]
+    assert failed and all("failed at input" in rows[k] for k in failed), rows
+    assert failed[0] == 0 and len(rows) > len(failed) >= 1, rows  # the failed one first, in time order
+    assert all(r.startswith("+") for k, r in enumerate(rows) if k not in failed), rows
+    assert re.search(r"cost rate J over \+\d+:\d\d to \+1:00:00 \(\d+:\d\d; 95% intervals\)", out), out

@@ -199,3 +199,118 @@ def test_reject_batch_with_a_batch_size_that_never_comes(capsys: pytest.CaptureF
                     .replace("admission: partial", "admission: reject-batch"))
     assert "reject-batch" in path.read_text()
     assert main(["optimise", str(path), "--modes", "4,1"]) == 0, capsys.readouterr().err
+
+
+# -- issue 23, defect 9: serve --check catches what would fail after the start ---------------------------------
+_BASE = ("queue: {capacity: 5}\nserver: {insecure_loopback: true}\n"
+         "costs: {loss: 5, obsolescence: 10, response: 2, robot: 20, starvation: 300}\n")
+LATER_CASES = [
+    ("fit: {options: {warp: 9}}\n", {}, "fit.options.warp"),
+    ("fit: {options: {significance: 7}}\n", {}, "fit.options.significance"),
+    ("revisit: {pages: /nonexistent.csv}\n", {}, "revisit.pages"),
+    ("server: {insecure_loopback: true, max_connections: 1000000000}\n", {}, "server.max_connections"),
+    ("policy: {startup: 0}\n", {}, "policy.startup"),
+    ("policy: {startup: [0, 1, 1, 1, 1, 1]}\n", {}, "policy.startup"),
+    ("refit: {window_s: 60}\nrefit: {window_s: 90}\n", {}, "agent.yaml"),
+    ("queue: {capacity: 5, capacity: 6}\n", {}, "agent.yaml"),
+    ("", {"ROBOTCTL_FOO_BAR": "1"}, "ROBOTCTL_FOO_BAR"),
+]
+
+
+@pytest.mark.parametrize(("extra", "env", "field"), LATER_CASES,
+                         ids=["fit_option", "fit_option_value", "pages", "max_connections", "startup_0",
+                              "startup_r0", "dup_section", "dup_key", "env_section"])
+def test_serve_check_refuses_what_would_fail_after_the_start(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, extra: str,
+        env: dict[str, str], field: str) -> None:
+    path = tmp_path / "agent.yaml"
+    text = _BASE + extra + f"log: {{dir: {tmp_path / 'log'}}}\n"
+    for section in ("queue", "server"):
+        if extra.startswith(section + ":"):  # the case's own line stands for the base's
+            text = "\n".join(line for line in text.splitlines() if not line.startswith(section + ":")) + "\n"
+            text = extra + text
+    path.write_text(text)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    one_line_exit_2(main(["serve", "--check", "--config", str(path)]), capsys.readouterr().err, field)
+
+
+def test_serve_check_refuses_all_zero_costs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "agent.yaml"
+    path.write_text(f"queue: {{capacity: 5}}\nserver: {{insecure_loopback: true}}\nlog: {{dir: {tmp_path}}}\n")
+    one_line_exit_2(main(["serve", "--check", "--config", str(path)]), capsys.readouterr().err, "costs")
+
+
+def test_yaml_numbers_with_an_exponent_are_numbers(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """``2e6`` is a string to YAML 1.1; the config (file and environment) reads it as the number it means."""
+    path = tmp_path / "agent.yaml"
+    path.write_text(_BASE + f"log: {{dir: {tmp_path}, max_bytes: 2e6}}\nrefit: {{window_s: 3e3}}\n")
+    monkeypatch.setenv("ROBOTCTL_REFIT_INTERVAL_S", "6e1")
+    assert main(["serve", "--check", "--json", "--config", str(path)]) == 0
+    import json as _json
+    doc = _json.loads(capsys.readouterr().out)
+    assert (doc["log"]["max_bytes"], doc["refit"]["window_s"], doc["refit"]["interval_s"]) == (2_000_000, 3000, 60)
+
+
+# -- issue 23, defect 7: every size typed is checked before the work starts -------------------------------------
+SIZE_CASES = [
+    (["mdp", "--robots", "10000000", "--capacity", "5", "--arrival-rate", "0.1", "--gamma", "1"], "--robots"),
+    (["mdp", "--robots", "16", "--capacity", "10000000", "--arrival-rate", "0.1", "--gamma", "1"], "--capacity"),
+    (["route", "--arrival-rate", "1.5", "--service-rates", "1,5", "--max-period", "1000000000"], "--max-period"),
+    (["renovation", "--arrival-rate", "1.1", "--service-time", "1", "--capacity", "100000001", "--q", "1"],
+     "--capacity"),
+    (["buffers", str(ROOT / "config" / "paper-example.yaml"), "--policy", "3,3,3,1,1,1", "--grid", "1000000000"],
+     "--grid"),
+    (["optimise", str(ROOT / "config" / "paper-example.yaml"), "--workers", "100000"], "--workers"),
+    (["fit", "x.jsonl", "--capacity", "9" * 5000], "--capacity"),
+]
+
+
+@pytest.mark.parametrize(("argv", "flag"), SIZE_CASES, ids=[c[0][0] + c[1] for c in SIZE_CASES])
+def test_a_size_beyond_the_machine_is_refused_before_work(argv: list[str], flag: str,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert info.value.code == 2 and len(lines) == 1 and flag in lines[0], err
+    assert len(lines[0]) < 400, err  # a 5,000-digit number is not echoed whole
+    if flag in ("--robots", "--capacity", "--max-period") and "digits" not in err:
+        assert "would take about" in err, err  # the estimate
+
+
+def test_numbers_past_pythons_digit_limit_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    big = "9" * 5000
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(f'{{"t": 1.0, "event": "delivery", "pages": {big}}}\n'
+                     + "".join(f'{{"t": {i}.0, "event": "delivery"}}\n' for i in range(2, 40)))
+    one_line_exit_2(main(["fit", str(trace), "--capacity", "5"]), capsys.readouterr().err, "t.jsonl:1")
+    model = tmp_path / "m.yaml"
+    model.write_text((ROOT / "config" / "paper-example.yaml").read_text().replace("capacity: 5", f"capacity: {big}"))
+    one_line_exit_2(main(["solve", str(model), "--policy", "3,3,3,1,1,1"]), capsys.readouterr().err, "m.yaml")
+
+
+def test_a_gzip_bomb_is_refused_while_it_expands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import gzip
+    import tracemalloc
+
+    bomb = tmp_path / "bomb.jsonl.gz"
+    bomb.write_bytes(gzip.compress(b"\n" * (200 << 20), 9))  # 200 MiB of newlines in about 200 KB
+    tracemalloc.start()
+    code = main(["fit", str(bomb), "--capacity", "5"])
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    one_line_exit_2(code, capsys.readouterr().err, "bomb.jsonl.gz")
+    assert peak < 150 << 20, peak  # stopped at the bound (about 56 MiB), not after 200 MiB
+
+
+def test_a_real_gzip_trace_still_reads(tmp_path: Path) -> None:
+    import gzip
+
+    from robotctl.agent.trace import read_trace_bytes
+
+    text = "".join(f'{{"t": {i * 0.37:.2f}, "event": "delivery", "pages": 1}}\n' for i in range(200_000)).encode()
+    path = tmp_path / "t.jsonl.gz"
+    path.write_bytes(gzip.compress(text[: len(text) // 2]) + gzip.compress(text[len(text) // 2:]))  # two members
+    assert read_trace_bytes(str(path)) == text

@@ -17,7 +17,8 @@ def test_targets_json(capsys: pytest.CaptureFixture[str]) -> None:
     out = json.loads(capsys.readouterr().out)
     assert out["success"] and out["status"] == "met" and out["exact"] and out["search"] == "exhaustive"
     assert out["robots_at_level"] == [3, 3, 3, 1, 1, 1] and out["thresholds"] == [2]
-    assert out["targets"] == {"max_loss": 0.18, "max_obsolete": None, "max_starvation": 0.07}
+    assert out["targets"] == {"max_loss": 0.18, "max_obsolete": None, "max_starvation": 0.07,
+                              "max_commands_per_robot_min": None}
     assert out["met"] == {"max_loss": True, "max_starvation": True}
     assert out["measures"]["p_loss"] <= 0.18 and out["measures"]["p_starvation"] <= 0.07
     assert round(out["cost"], 2) == 63.54  # priced with the file's weights

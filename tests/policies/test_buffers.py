@@ -136,3 +136,14 @@ def test_input_errors() -> None:
         simplex_pattern_search(lambda x: 0.0, 3, tol=0.0)
     with pytest.raises(InputError, match=r"^dim"):
         simplex_pattern_search(lambda x: 0.0, 0)
+
+
+def test_a_huge_grid_is_lowered_to_the_finest_within_the_limit_at_once() -> None:
+    """Issue 23, defect 7: the grid was lowered one step at a time (a billion steps for --grid 1000000000)."""
+    def f(x: np.ndarray) -> float:
+        return float(np.sum((x - np.array([0.2, 0.3, 0.5])) ** 2))
+
+    huge = simplex_pattern_search(f, 3, grid=10**9, tol=1 / 64)
+    finest = simplex_pattern_search(f, 3, grid=14, tol=1 / 64)  # C(16, 2) = 120 points, the limit
+    assert huge.grid == finest.grid == 14
+    assert huge.x == finest.x

@@ -1,0 +1,263 @@
+"""Does the fitted model price what was observed? (issue 27, steps 2 and 3, the pure part.)
+
+At every refit the policy that was in force during the window is priced under the fitted model, with an
+interval from the fit's own uncertainty, and compared with the cost observed on the same window, with its
+interval (batch means, by the caller). :func:`price_interval` draws the joint fit's free parameters from
+the normal law of the observed information (:func:`joint_covariance`), rebuilds the model for each draw and
+prices the policy exactly (``model.solve``): the 2.5% and 97.5% points of those prices are the interval
+(parameter uncertainty; the price itself has no simulation noise). :func:`model_check` then says
+
+``misfit``
+    |predicted - observed| exceeds z_(1 - alpha/2) times the combined standard error (each interval's
+    half-width / z_(1 - alpha/2)); under a correct model this happens with probability alpha (``level``
+    = 1 - alpha), the stated false-alarm rate, when both estimates are near normal;
+``uncertain``
+    not a misfit, but the combined interval is wider than ``max_relative_width`` of the cost (or an
+    interval is missing or infinite): the window cannot tell;
+``ok``
+    otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.special import ndtri
+
+from robotctl.model import Costs, InputError, QueueLengthPolicy, QueueModel
+
+from ._joint import JointFit, joint_covariance, joint_free_vector, joint_from_free_vector
+
+CHECK_STATUSES = ("ok", "misfit", "uncertain")
+
+
+@dataclass(frozen=True)
+class PricedCost:
+    """A cost with its interval.
+
+    Attributes
+    ----------
+    cost : float
+    interval : tuple of float
+        (low, high) at ``level``; (nan, nan) when unknown, (-inf, inf) when unbounded.
+    level : float
+    draws : int
+        Parameter draws behind the interval (0: not from draws).
+    """
+
+    cost: float
+    interval: tuple[float, float]
+    level: float = 0.95
+    draws: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"cost": self.cost, "interval": list(self.interval)}
+
+
+@dataclass(frozen=True)
+class ModelCheck:
+    """The verdict of :func:`model_check`.
+
+    Attributes
+    ----------
+    status : str
+        ``ok``, ``misfit`` or ``uncertain``.
+    recorded_predicted, recorded_observed : PricedCost
+        The policy in force during the window, priced under the fit, and as observed.
+    z : float
+        |predicted - observed| / combined standard error (nan when unknown).
+    level : float
+    message : str
+    """
+
+    status: str
+    recorded_predicted: PricedCost
+    recorded_observed: PricedCost
+    z: float
+    level: float
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{status, recorded_predicted: {cost, interval}, recorded_observed: {cost, interval}, z, level,
+        message}`` (issue 27's ``check``)."""
+        return {"status": self.status, "recorded_predicted": self.recorded_predicted.to_dict(),
+                "recorded_observed": self.recorded_observed.to_dict(), "z": self.z, "level": self.level,
+                "message": self.message}
+
+
+def _half_width(p: PricedCost) -> float:
+    lo, hi = p.interval
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return math.inf if (math.isinf(lo) or math.isinf(hi)) else math.nan
+    # an asymmetric interval: the half-width on the side facing the other estimate is used by the caller
+    return max(hi - p.cost, p.cost - lo, 0.0)
+
+
+def model_check(predicted: PricedCost, observed: PricedCost, *, level: float = 0.95,
+                max_relative_width: float = 0.25) -> ModelCheck:
+    """Compare the fitted model's price of the policy in force with its observed cost (module docstring)."""
+    if not 0.5 <= level < 1:
+        raise InputError("level", f"must be in [0.5, 1), got {level!r}", "e.g. 0.95")
+    if not max_relative_width > 0:
+        raise InputError("max_relative_width", f"must be > 0, got {max_relative_width!r}", "e.g. 0.25")
+    z_crit = float(ndtri(0.5 + level / 2))
+    p, o = predicted, observed
+    if not (math.isfinite(p.cost) and math.isfinite(o.cost)):
+        return ModelCheck("uncertain", p, o, math.nan, level,
+                          "uncertain: " + ("no observed cost for the window" if not math.isfinite(o.cost)
+                                           else "the fitted model could not price the policy in force"))
+    # the half-width facing the other estimate, on each side
+    if p.cost >= o.cost:
+        hp, ho = p.cost - p.interval[0], o.interval[1] - o.cost
+    else:
+        hp, ho = p.interval[1] - p.cost, o.cost - o.interval[0]
+    hp = hp if math.isfinite(hp) else _half_width(p)
+    ho = ho if math.isfinite(ho) else _half_width(o)
+    if math.isnan(hp) or math.isnan(ho):
+        return ModelCheck("uncertain", p, o, math.nan, level, "uncertain: an interval is missing")
+    se = math.hypot(max(hp, 0.0), max(ho, 0.0)) / z_crit
+    gap = abs(p.cost - o.cost)
+    z = gap / se if se > 0 else (math.inf if gap > 0 else 0.0)
+    scale = max(abs(o.cost), abs(p.cost), 1e-300)
+    rel = f"{(p.cost - o.cost) / abs(o.cost):+.1%}" if o.cost != 0 else f"{p.cost - o.cost:+.4g}"
+    if z > z_crit:
+        return ModelCheck("misfit", p, o, z, level,
+                          f"misfit: the fitted model prices the policy in force at {p.cost:.4g} against "
+                          f"{o.cost:.4g} observed ({rel}; {z:.1f} standard errors, beyond {z_crit:.2f} at level "
+                          f"{level:g})")
+    width = z_crit * se / scale
+    if not math.isfinite(width) or width > max_relative_width:
+        return ModelCheck("uncertain", p, o, z, level,
+                          f"uncertain: predicted {p.cost:.4g} and observed {o.cost:.4g} agree, but only within "
+                          f"±{width:.0%} (wider than ±{max_relative_width:.0%})")
+    return ModelCheck("ok", p, o, z, level,
+                      f"ok: predicted {p.cost:.4g}, observed {o.cost:.4g} ({rel}; {z:.1f} standard errors)")
+
+
+def price_interval(joint: JointFit, base: QueueModel, policy: QueueLengthPolicy, costs: Costs, *,
+                   modes: Sequence[int] | None = None, draws: int = 40, level: float = 0.95, seed: int = 0,
+                   covariance: np.ndarray | None = None) -> PricedCost:
+    """The cost of ``policy`` under the joint fit, with an interval from the fit's parameter uncertainty.
+
+    Parameters
+    ----------
+    joint : JointFit
+        Its arrivals replace ``base``'s (service, obsolescence, capacity and admission are ``base``'s).
+    base : QueueModel
+        The fitted model (its modes are the ones priced unless ``modes`` is given).
+    policy : QueueLengthPolicy
+    costs : Costs
+    draws : int
+        Parameter draws from N(estimate, inverse observed information) in log coordinates.
+    seed : int
+        The draws' random seed (the function is deterministic).
+    covariance : ndarray, optional
+        :func:`joint_covariance` already computed.
+    """
+    from robotctl.model import cost_of, solve
+
+    if isinstance(draws, bool) or not isinstance(draws, int) or draws < 2:
+        raise InputError("draws", f"must be a whole number >= 2, got {draws!r}", "e.g. 40")
+    want = tuple(base.modes) if modes is None else tuple(modes)
+
+    def price(params: Any) -> float:
+        model = QueueModel(base.capacity, params.arrivals(want), base.service, base.obsolescence, base.admission)
+        return float(cost_of(solve(model, policy).measures, costs).total)
+
+    point = price(joint.params)
+    cov = joint_covariance(joint.params, joint.data) if covariance is None else np.asarray(covariance)
+    if not np.all(np.isfinite(cov)):
+        return PricedCost(point, (-math.inf, math.inf), level, 0)
+    x0 = joint_free_vector(joint.params)
+    w, U = np.linalg.eigh(0.5 * (cov + cov.T))
+    root = U * np.sqrt(np.maximum(w, 0.0))
+    rng = np.random.default_rng(seed)
+    prices = []
+    for _ in range(draws):
+        x = x0 + root @ rng.standard_normal(x0.size)
+        try:
+            prices.append(price(joint_from_free_vector(joint.params, x)))
+        except InputError:
+            continue
+    if len(prices) < 2:
+        return PricedCost(point, (-math.inf, math.inf), level, len(prices))
+    a = np.asarray(prices)
+    lo, hi = np.quantile(a, [(1 - level) / 2, (1 + level) / 2])
+    return PricedCost(point, (float(min(lo, point)), float(max(hi, point))), level, int(a.size))
+
+
+@dataclass(frozen=True)
+class PolicyComparison:
+    """Two policies priced on the same parameter draws (:func:`compare_policies`).
+
+    Attributes
+    ----------
+    new, current : PricedCost
+        Each policy's cost under the fit, with its interval.
+    saving : PricedCost
+        current - new, with the interval of the paired differences.
+    decisive : bool
+        The saving's interval lies above 0: the new policy is better beyond the fit's uncertainty.
+    """
+
+    new: PricedCost
+    current: PricedCost
+    saving: PricedCost
+    decisive: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"new": self.new.to_dict(), "current": self.current.to_dict(), "saving": self.saving.to_dict(),
+                "decisive": self.decisive}
+
+
+def compare_policies(joint: JointFit, base: QueueModel, new: QueueLengthPolicy, current: QueueLengthPolicy,
+                     costs: Costs, *, modes: Sequence[int] | None = None, draws: int = 40, level: float = 0.95,
+                     seed: int = 0, covariance: np.ndarray | None = None) -> PolicyComparison:
+    """Price ``new`` and ``current`` on the same draws of the joint fit's parameters (see
+    :func:`price_interval`); the paired differences give the interval of the saving, so that a new policy
+    is adopted only when it beats the one in force beyond the fit's uncertainty."""
+    from robotctl.model import cost_of, solve
+
+    if isinstance(draws, bool) or not isinstance(draws, int) or draws < 2:
+        raise InputError("draws", f"must be a whole number >= 2, got {draws!r}", "e.g. 40")
+    want = tuple(base.modes) if modes is None else tuple(modes)
+
+    def prices(params: Any) -> tuple[float, float]:
+        model = QueueModel(base.capacity, params.arrivals(want), base.service, base.obsolescence, base.admission)
+        return (float(cost_of(solve(model, new).measures, costs).total),
+                float(cost_of(solve(model, current).measures, costs).total))
+
+    p_new, p_cur = prices(joint.params)
+    cov = joint_covariance(joint.params, joint.data) if covariance is None else np.asarray(covariance)
+    unbounded = (-math.inf, math.inf)
+    if not np.all(np.isfinite(cov)):
+        return PolicyComparison(PricedCost(p_new, unbounded, level), PricedCost(p_cur, unbounded, level),
+                                PricedCost(p_cur - p_new, unbounded, level), False)
+    x0 = joint_free_vector(joint.params)
+    w, U = np.linalg.eigh(0.5 * (cov + cov.T))
+    root = U * np.sqrt(np.maximum(w, 0.0))
+    rng = np.random.default_rng(seed)
+    pairs = []
+    for _ in range(draws):
+        try:
+            pairs.append(prices(joint_from_free_vector(joint.params, x0 + root @ rng.standard_normal(x0.size))))
+        except InputError:
+            continue
+    if len(pairs) < 2:
+        return PolicyComparison(PricedCost(p_new, unbounded, level), PricedCost(p_cur, unbounded, level),
+                                PricedCost(p_cur - p_new, unbounded, level), False)
+    a = np.asarray(pairs)
+    q = [(1 - level) / 2, (1 + level) / 2]
+
+    def interval(x: np.ndarray, point: float) -> tuple[float, float]:
+        lo, hi = np.quantile(x, q)
+        return float(min(lo, point)), float(max(hi, point))
+
+    saving = PricedCost(p_cur - p_new, interval(a[:, 1] - a[:, 0], p_cur - p_new), level, len(pairs))
+    return PolicyComparison(PricedCost(p_new, interval(a[:, 0], p_new), level, len(pairs)),
+                            PricedCost(p_cur, interval(a[:, 1], p_cur), level, len(pairs)), saving,
+                            saving.interval[0] > 0)

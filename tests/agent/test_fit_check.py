@@ -1,0 +1,119 @@
+"""The refit's model check and uncertainty-aware adoption (robotctl/agent/compute.py, issue 27 steps 2-3):
+compute_refit on a burst/quiet trace whose modes a threshold policy set, with that policy in force and its
+cost observed on the window (computed here by batch means from the simulation's own slices)."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from robotctl.agent.compute import RefitInput, RefitStage, compute_refit
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fitting"))
+from test_modelcheck import COSTS, POLICY, SERVICE, K, _observed, _trace
+
+
+def _input(arrivals: str, seconds: float = 6_000.0, seed: int = 2, **kw) -> RefitInput:  # type: ignore[no-untyped-def]
+    tr = _trace(seconds, seed)
+    obs = _observed(tr)
+    kw.setdefault("policy_in_force", POLICY)
+    return RefitInput(
+        delivery_times=tr.batch_times, pages=tr.batch_sizes, modes=tr.batch_modes, all_modes=(1, 2, 3),
+        search_modes=None, service_times=np.random.default_rng(seed).exponential(1 / SERVICE, 2000),
+        sizes_bytes=None, capacity=K, costs=COSTS,
+        options={"arrivals": arrivals, "batch_resolution_s": 0.0, "censor_above_s": math.inf,
+                 "max_service_order": 1},
+        window=(0.0, tr.seconds), mode_changes=(tr.epochs, tr.trajectory_modes),
+        observed_cost=(obs.cost, *obs.interval), **kw)
+
+
+def test_the_per_mode_fit_is_flagged_as_a_misfit() -> None:
+    """Flagged in the summary; not refused, since its price has no parameter uncertainty."""
+    out = compute_refit(_input("per_mode"))
+    assert out.success
+    check = out.result.fit["check"]
+    assert check["status"] == "misfit" and check["message"].startswith("misfit:")
+    assert check["recorded_predicted"]["interval"][0] == check["recorded_predicted"]["cost"]
+
+
+def test_a_joint_fit_that_misprices_the_policy_in_force_is_refused() -> None:
+    """The same joint fit, against an observed cost 30% above what was seen: a misfit, refused."""
+    inp = _input("joint")
+    cost, lo, hi = inp.observed_cost
+    import dataclasses
+
+    out = compute_refit(dataclasses.replace(inp, observed_cost=(1.3 * cost, lo + 0.3 * cost, hi + 0.3 * cost)))
+    assert not out.success and out.stage is RefitStage.CHECK and out.message.startswith("misfit:")
+
+
+def test_a_joint_fit_passes_the_check_and_carries_its_cost_interval() -> None:
+    out = compute_refit(_input("joint"))
+    assert out.success, out.message
+    fit = out.result.fit
+    assert fit["check"]["status"] in ("ok", "uncertain")
+    assert fit["check"]["recorded_observed"]["interval"][0] < fit["check"]["recorded_observed"]["cost"]
+    lo, hi = fit["predicted"]["cost_interval"]
+    assert lo <= fit["predicted"]["cost"] <= hi and hi > lo
+    assert fit["joint"]["phases"] == 2
+    assert "decision" in fit and isinstance(fit["decision"]["decisive"], bool)
+    if not fit["decision"]["decisive"]:
+        assert out.result.policy == POLICY and out.message.startswith("kept the policy in force")
+    else:
+        assert fit["decision"]["saving_interval"][0] > 0
+
+
+def test_without_an_observed_cost_the_check_says_uncertain() -> None:
+    out = compute_refit(_input("joint", seconds=2_000.0, policy_in_force=None))
+    assert out.success and out.result.fit["check"]["status"] == "uncertain"
+
+
+def test_the_windows_observed_cost_and_its_interval() -> None:
+    """A window fed Poisson losses at 0.5/s, 2 robots, and the system empty after about a quarter of the
+    losses: J = loss x 0.5 + robot x 2 + starvation x 0.25 lies inside the batch-means interval."""
+    from robotctl.agent.queue import ACTIVE, EMPTY, LOST, TIME, Window, window_cost_interval
+    from robotctl.model import Costs
+
+    costs = Costs(loss=2.0, robot=1.0, starvation=4.0)
+    w = Window(3600.0, buckets=60)
+    rng = np.random.default_rng(1)
+    t = 0.0
+    w.hold(t, TIME, 1.0)
+    w.hold(t, ACTIVE, 2.0)
+    while t < 3600.0:
+        t += float(rng.exponential(2.0))
+        w.add(t, LOST, 1.0)
+        w.hold(t, EMPTY, 1.0 if rng.uniform() < 0.25 else 0.0)
+    got = window_cost_interval(w, t, costs, batches=10)
+    assert got is not None
+    cost, lo, hi = got
+    assert lo < cost < hi
+    assert lo < 2.0 * 0.5 + 2.0 + 4.0 * 0.25 < hi
+    assert window_cost_interval(Window(3600.0), 1.0, costs) is None
+
+
+def test_the_check_is_exported_as_a_metric() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from robotctl.agent.compute import RefitOutcome
+    from robotctl.agent.metrics import AgentMetrics
+
+    registry = CollectorRegistry()
+    metrics = AgentMetrics(registry)
+    value = lambda s: registry.get_sample_value("robotctl_fit_check", {"status": s})  # noqa: E731
+    assert [value(s) for s in ("ok", "misfit", "uncertain")] == [0.0, 0.0, 0.0]
+    metrics.observe_refit(RefitOutcome(False, RefitStage.CHECK, "misfit: ..."), "interval")
+    assert [value(s) for s in ("ok", "misfit", "uncertain")] == [0.0, 1.0, 0.0]
+    assert registry.get_sample_value("robotctl_refit_failures_total", {"stage": "check"}) == 1.0
+
+
+def test_a_replay_windows_status_means_something() -> None:
+    from robotctl.agent.replay import window_status
+
+    assert window_status({"status": "fallback", "check": {"status": "ok"}}) == "ok"
+    assert window_status({"status": "ok", "check": {"status": "misfit"}}) == "misfit"
+    assert window_status({"status": "fallback", "check": {"status": "uncertain"}}) == "fallback"
+    assert window_status({"status": "ok", "check": {"status": "uncertain"}}) == "uncertain"
+    assert window_status({"status": "ok"}) == "uncertain"

@@ -1,0 +1,122 @@
+"""The model check (robotctl/fitting/_modelcheck.py, issue 27 steps 2-3): the fitted model's price of the
+policy in force against the cost observed on the same window.
+
+The truth is a burst/quiet phase shared by three modes that a queue-length threshold policy sets, simulated
+event by event (_synthetic.threshold_trace, which also records each slice's lost pages, robot-seconds and
+empty seconds); the observed cost and its interval are computed here by batch means (Student t), not by
+the code under test, and the true model's exact price is checked against a long simulation first.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from robotctl.fitting import ModeTrajectory, fit_joint, fit_model, joint_data
+from robotctl.fitting._modelcheck import PricedCost, compare_policies, model_check, price_interval
+from robotctl.fitting._synthetic import threshold_trace
+from robotctl.model import BMAP, PH, Costs, InputError, ModeArrivals, QueueModel, ThresholdPolicy, cost_of, solve
+
+Q = np.array([[-0.02, 0.02], [0.05, -0.05]])
+BASE = np.array([0.3, 3.0])
+PROBS = np.array([0.7, 0.3])
+K = 12
+MQ = (3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 1)
+SERVICE = 5.0
+COSTS = Costs(loss=1.0, robot=0.2, starvation=1.0)
+POLICY = ThresholdPolicy(MQ)
+
+
+def _trace(seconds: float, seed: int):  # type: ignore[no-untyped-def]
+    return threshold_trace(np.random.default_rng(seed), seconds, Q, {m: BASE * m for m in (1, 2, 3)},
+                           {m: PROBS for m in (1, 2, 3)}, service_rate=SERVICE, capacity=K, mode_of_queue=MQ,
+                           slice_s=seconds / 200)
+
+
+def _true_model() -> QueueModel:
+    bmaps = {m: BMAP.from_matrices([Q - np.diag(BASE * m)] + [np.diag(BASE * m * p) for p in PROBS])
+             for m in (1, 2, 3)}
+    return QueueModel(K, ModeArrivals.per_mode(bmaps), PH.exponential(SERVICE), None)
+
+
+def _observed(tr, batches: int = 10, level: float = 0.95) -> PricedCost:  # type: ignore[no-untyped-def]
+    groups = np.array_split(np.arange(tr.slice_lost.size), batches)
+    dur = np.array([g.size * tr.slice_s for g in groups])
+    per = np.array([(COSTS.loss * tr.slice_lost[g].sum() + COSTS.robot * tr.slice_robot_s[g].sum()
+                     + COSTS.starvation * tr.slice_empty_s[g].sum()) for g in groups]) / dur
+    mean = float(per.mean())
+    half = float(stats.t.ppf(0.5 + level / 2, batches - 1) * per.std(ddof=1) / math.sqrt(batches))
+    return PricedCost(mean, (mean - half, mean + half), level)
+
+
+def _exact(model: QueueModel) -> float:
+    return float(cost_of(solve(model, POLICY).measures, COSTS).total)
+
+
+def test_the_true_models_price_matches_a_long_simulation() -> None:
+    obs = _observed(_trace(40_000.0, seed=1))
+    truth = _exact(_true_model())
+    assert obs.interval[0] <= truth <= obs.interval[1]
+    assert abs(truth / obs.cost - 1) < 0.05
+
+
+def test_the_per_mode_fit_is_a_misfit_and_the_joint_fit_is_not() -> None:
+    tr = _trace(6_000.0, seed=2)
+    obs = _observed(tr)
+    traj = ModeTrajectory(tr.epochs, tr.trajectory_modes, end_s=tr.seconds)
+    per_mode = fit_model(tr.batch_times, pages=tr.batch_sizes, modes=tr.batch_modes, mode_changes=traj,
+                         service_times=np.full(20, 1 / SERVICE), mean_useful_life_s=60.0, capacity=K,
+                         options={"batch_resolution_s": 0.0, "censor_above_s": math.inf})
+    old = QueueModel(K, per_mode.model.arrivals, PH.exponential(SERVICE), None)
+    old_price = _exact(old)
+    check = model_check(PricedCost(old_price, (old_price, old_price)), obs)
+    assert check.status == "misfit", check.message
+    assert check.to_dict()["recorded_observed"]["cost"] == obs.cost
+    joint = fit_joint(joint_data(tr.batch_times, tr.batch_sizes, traj), phases=2)
+    base = QueueModel(K, joint.model_arrivals([1, 2, 3]), PH.exponential(SERVICE), None)
+    priced = price_interval(joint, base, POLICY, COSTS, draws=30, seed=3)
+    assert priced.draws == 30 and priced.interval[0] <= priced.cost <= priced.interval[1]
+    assert priced.interval[0] <= _exact(_true_model()) <= priced.interval[1]
+    assert model_check(priced, obs).status in ("ok", "uncertain")
+
+
+def test_a_correct_model_is_flagged_no_more_often_than_the_level() -> None:
+    """20 windows of 6,000 s; at level 0.95 the expected misfits are 1; 4 or more has probability 1.6%."""
+    truth = _exact(_true_model())
+    flags = [model_check(PricedCost(truth, (truth, truth)), _observed(_trace(6_000.0, seed=100 + s))).status
+             for s in range(20)]
+    assert flags.count("misfit") <= 3, flags
+
+
+def test_verdicts_on_hand_made_costs() -> None:
+    ok = model_check(PricedCost(10.0, (9.5, 10.5)), PricedCost(10.2, (9.8, 10.6)))
+    assert ok.status == "ok" and ok.z < 1
+    bad = model_check(PricedCost(10.0, (9.9, 10.1)), PricedCost(12.0, (11.8, 12.2)))
+    assert bad.status == "misfit" and bad.z == pytest.approx(2.0 / math.hypot(0.1, 0.2) * 1.959964, rel=1e-5)
+    wide = model_check(PricedCost(10.0, (5.0, 15.0)), PricedCost(11.0, (8.0, 14.0)))
+    assert wide.status == "uncertain"
+    none = model_check(PricedCost(10.0, (9.0, 11.0)), PricedCost(math.nan, (math.nan, math.nan)))
+    assert none.status == "uncertain"
+    with pytest.raises(InputError, match="level"):
+        model_check(PricedCost(1.0, (1.0, 1.0)), PricedCost(1.0, (1.0, 1.0)), level=1.5)
+
+
+def test_a_new_policy_is_adopted_only_beyond_the_uncertainty() -> None:
+    """The same policy against itself saves exactly 0 on every draw (not decisive); one robot at every
+    level, 18% cheaper than the threshold policy in force under the truth, is decisively better."""
+    tr = _trace(6_000.0, seed=4)
+    joint = fit_joint(joint_data(tr.batch_times, tr.batch_sizes,
+                                 ModeTrajectory(tr.epochs, tr.trajectory_modes, end_s=tr.seconds)), phases=2)
+    base = QueueModel(K, joint.model_arrivals([1, 2, 3]), PH.exponential(SERVICE), None)
+    cov = joint.covariance()
+    same = compare_policies(joint, base, POLICY, POLICY, COSTS, draws=10, covariance=cov)
+    assert same.saving.cost == 0 and same.saving.interval == (0.0, 0.0) and not same.decisive
+    one = ThresholdPolicy.static(1, K)
+    truth = _true_model()
+    assert float(cost_of(solve(truth, one).measures, COSTS).total) < 0.85 * _exact(truth)   # the truth's ranking
+    better = compare_policies(joint, base, one, POLICY, COSTS, draws=20, covariance=cov)
+    assert better.decisive and better.saving.interval[0] > 0
+    assert better.to_dict()["saving"]["cost"] == pytest.approx(better.current.cost - better.new.cost)

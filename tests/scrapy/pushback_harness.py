@@ -81,7 +81,8 @@ async def main(mode: str, out: Path, workdir: Path) -> None:
     settings: dict[str, Any] = {"CONCURRENT_REQUESTS": 8, "CONCURRENT_REQUESTS_PER_DOMAIN": 8, "DOWNLOAD_DELAY": 0,
                                 "ROBOTSTXT_OBEY": False, "LOG_LEVEL": "INFO", "TELNETCONSOLE_ENABLED": False}
     if mode == "addon":
-        settings.update({"ADDONS": {"robotctl.scrapy.Addon": 100}, "ROBOTCTL_CAPACITY": 50, **json.loads(sys.argv[3] if len(sys.argv) > 3 else "{}"),
+        extra = json.loads(sys.argv[3]) if len(sys.argv) > 3 else {}  # more settings, e.g. for debugging
+        settings.update({"ADDONS": {"robotctl.scrapy.Addon": 100}, "ROBOTCTL_CAPACITY": 50, **extra,
                          "ROBOTCTL_DIR": str(workdir / ".robotctl")})
     from scrapy.utils.log import configure_logging
 

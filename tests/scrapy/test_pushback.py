@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -10,7 +10,11 @@
    counts relaxation at K = 50), and a 16-robot, K = 50 random model with two-phase obsolescence (issue
    13's size): states, actions, time, the bound, the cost of the best threshold policy found, and the gap.
 
-Usage: python bench/mdp.py [--quick]   (--quick: N = 16 and 64, K <= 20; certificate at K = 5 only)
+3. One value-iteration step at N = 500, K = 200 (302k states), preallocated (the solver's loop) against the
+   previous allocating loop, side by side; with --full the whole solve against the 30 s target.
+
+Usage: python bench/mdp.py [--quick] [--full] [--only-step]
+   (--quick: N = 16 and 64, K <= 20; certificate at K = 5 only)
 """
 
 from __future__ import annotations
@@ -55,6 +59,51 @@ def value_iteration(quick: bool) -> None:
             print(f"   {N:>4} {K:>3} {states:>7} {opt.iterations:>6} {seconds:>8.3f} {per:>14.4f} {per / base:>7.2f} "
                   f"{opt.cost:>10.6f} {abs(estimate - opt.cost):>13.2e} {f'{lo}..{hi}':>8} {opt.static.cost:>10.6f} "
                   f"{opt.gain_percent:>9.4g}{flag}")
+
+
+def _allocating_iterations(problem: RobotsProblem, iterations: int) -> float:
+    """Seconds for ``iterations`` steps of the previous loop (a new array for every temporary), for the
+    side-by-side ratio of section 3."""
+    from robotctl.policies._mdp import _bellman, _feasible
+
+    p = problem
+    K, N, mu, nu = p.capacity, p.robots, p.service_rate, p.uniformisation_rate
+    lam = np.array(p.rates)
+    ok = _feasible(K, N, p.min_robots)
+    q, r = np.arange(K + 1), np.arange(N + 1)
+    cost = np.zeros((K + 1, N + 1, 3))
+    cost += (p.gamma * (q == 0))[:, None, None] + p.robot_cost * r[None, :, None]
+    cost[K, :, 1] += nu * p.loss_cost
+    h = np.zeros_like(cost)
+    start = time.perf_counter()
+    for _ in range(iterations):
+        Th, _a, _k = _bellman(h, cost, lam, mu, nu, p.min_robots)
+        diff = (Th - h)[ok]
+        float(diff.min()), float(diff.max()), float(np.abs(Th[ok]).max())
+        h = (1.0 - 0.99999) * h + 0.99999 * (Th - Th[K, N, 2])
+        h[~ok] = 0.0
+    return time.perf_counter() - start
+
+
+def iteration_cost(full: bool) -> None:
+    """Section 3: one value-iteration step at N = 500, K = 200, preallocated against allocating."""
+    from robotctl.policies._mdp import relative_value_iteration
+
+    print("== 3. value iteration at N = 500, K = 200 (target: the whole solve within 30 s)")
+    problem = RobotsProblem.paper(500, 200, 1.6 / 500, 1.0, 1.0)
+    steps = 300
+    old = _allocating_iterations(problem, steps)
+    start = time.perf_counter()
+    relative_value_iteration(problem, max_iterations=steps)
+    new = time.perf_counter() - start
+    print(f"   {steps} steps: preallocated {1000 * new / steps:.2f} ms/step, allocating {1000 * old / steps:.2f} "
+          f"ms/step ({old / new:.2f}x)")
+    if full:
+        start = time.perf_counter()
+        opt = solve_dynamic(problem)
+        seconds = time.perf_counter() - start
+        print(f"   whole solve: {opt.iterations} iterations, {seconds:.1f} s: target "
+              f"{'met' if seconds <= 30 else 'NOT met'}; cost {opt.cost:.6g}")
 
 
 def certificate(quick: bool) -> None:
@@ -104,8 +153,14 @@ def certificate(quick: bool) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller grid")
+    parser.add_argument("--full", action="store_true", help="also the whole N = 500, K = 200 solve (minutes)")
+    parser.add_argument("--only-step", action="store_true", help="only section 3")
     args = parser.parse_args()
+    if args.only_step:
+        iteration_cost(args.full)
+        return 0
     value_iteration(args.quick)
+    iteration_cost(args.full)
     certificate(args.quick)
     return 0
 

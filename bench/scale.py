@@ -13,6 +13,8 @@ their CPU time (own and workers') next to the wall time, which a loaded machine 
 3. 16 robots, K = 50: a locally optimal policy with its error bar, for the paper's two-phase law (which
    lumps exactly to one phase) and for a two-phase law that does not lump; time and peak memory.
 4. 64 robots, K = 200, exponential obsolescence.
+4b. Issue 26: the Erlang-3 K = 8 solve that crashed; 16 robots with Erlang-3, H3 and a 10 s deadline at
+   K = 12 and K = 50 (each given up after --case-timeout); 128 robots, K = 500, exponential (memory).
 5. Exact references: the matrix-free iterative solver at K = 12, 14, 16 with two-phase obsolescence (its
    residual, and its difference from the dense block solver at K = 10); the product form (Poisson modes,
    exponential service) at K = 200.
@@ -171,6 +173,32 @@ def case_fleet16_two(args: argparse.Namespace) -> dict[str, Any]:
     return _fleet(args, 16, 50, "two-phase")
 
 
+def case_fleet16_e3(args: argparse.Namespace) -> dict[str, Any]:
+    return _fleet(args, 16, args.K or 50, "erlang3")
+
+
+def case_fleet16_h3(args: argparse.Namespace) -> dict[str, Any]:
+    return _fleet(args, 16, args.K or 50, "h3")
+
+
+def case_fleet16_deadline(args: argparse.Namespace) -> dict[str, Any]:
+    return _fleet(args, 16, args.K or 50, "deadline")
+
+
+def case_solve_e3_k8(_: argparse.Namespace) -> dict[str, Any]:
+    """Issue 26's crash: `robotctl solve` (method auto) on 16 robots, K = 8, Erlang-3 obsolescence."""
+    model, costs = fleet_model(16, 8, obsolescence="erlang3")
+    policy = QueueLengthPolicy(tuple(max(1, 16 - 2 * i) for i in range(9)))
+    t = time.perf_counter()
+    sol = solve(model, policy)
+    return {"seconds": time.perf_counter() - t, "rss_mb": rss_mb(), "method": sol.method, "message": sol.message,
+            "residual": sol.residual, "cost": cost_of(sol.measures, costs).total, "states": sol.n_states}
+
+
+def case_fleet128(args: argparse.Namespace) -> dict[str, Any]:
+    return _fleet(args, 128, 500, "exponential")
+
+
 def case_fleet64(args: argparse.Namespace) -> dict[str, Any]:
     return _fleet(args, 64, 200, "exponential")
 
@@ -238,10 +266,13 @@ def case_accuracy(args: argparse.Namespace) -> dict[str, Any]:
 CASES = {name[5:]: fn for name, fn in list(globals().items()) if name.startswith("case_")}
 
 
-def run_case(name: str, args: argparse.Namespace, K: int = 0) -> dict[str, Any]:
+def run_case(name: str, args: argparse.Namespace, K: int = 0, timeout: float | None = None) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--case", name, "--K", str(K), "--workers", str(args.workers),
            "--events", str(args.events), "--ladder-seconds", str(args.ladder_seconds)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"no answer within {timeout:g} s"}
     if proc.returncode != 0:
         return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr else f"exit {proc.returncode}"}
     return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
@@ -257,6 +288,7 @@ def main() -> int:
     parser.add_argument("--skip-accuracy", action="store_true", help="skip the simulation table (minutes)")
     parser.add_argument("--events", type=int, default=1_000_000, help="simulated events per accuracy case")
     parser.add_argument("--ladder-seconds", type=float, default=20.0, help="time budget of the error bar's ladder")
+    parser.add_argument("--case-timeout", type=float, default=300.0, help="seconds before a case of 4b is given up")
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--K", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -293,6 +325,25 @@ def main() -> int:
               f"{r['method']:<20}{r['profit']:>6.1f}  {r['policies']}  target {verdict(r['seconds'] <= limit)}"
               f"{'' if limit > 10 else ', stretch ' + verdict(r['seconds'] <= 3.0)}; MDP gap: bound not computed")
         print(f"   {'':<34}search on {r['search_chain']}; {'; '.join(r['reduction']) or 'no reduction'}")
+
+    print("\n== 4b. issue 26 (targets: Erlang-3, H3, 10 s deadline at 16 robots K = 50 each <= 10 s and 2 GB; "
+          "128 robots K = 500 exponential <= 300 MB; the K = 8 Erlang-3 solve answers)")
+    r = run_case("solve_e3_k8", args, timeout=args.case_timeout)
+    print("   solve, 16 robots, K = 8, Erlang-3: " + (r["error"] if "error" in r else
+          f"{r['seconds']:.1f} s, {r['rss_mb']:.0f} MB, method {r['method']} ({r['message']}), {r['states']} states, "
+          f"J = {r['cost']:.4f}"))
+    for name, K in (("fleet16_e3", 12), ("fleet16_h3", 12), ("fleet16_deadline", 12), ("fleet16_e3", 50),
+                    ("fleet16_h3", 50), ("fleet16_deadline", 50), ("fleet128", 500)):
+        r = run_case(name, args, K if name != "fleet128" else 0, timeout=args.case_timeout)
+        label = f"{name} K={K}"
+        if "error" in r:
+            print(f"   {label:<24} failed: {r['error']}  target NOT met")
+            continue
+        limit_s, limit_mb = (1e9, 300.0) if name == "fleet128" else ((10.0, 2048.0) if K == 50 else (1e9, 1e9))
+        ok = r["seconds"] <= limit_s and r["rss_mb"] <= limit_mb
+        print(f"   {label:<24}{r['seconds']:>9.2f} s {r['rss_mb']:>7.0f} MB  J = {r['cost']:.4f} +- "
+              f"{r['error_bound']:.3g} ({r['method']}, search on {r['search_chain']})"
+              + ("" if limit_s > 1e8 and limit_mb > 1e8 else f"  target {verdict(ok)}"))
 
     print("\n== 5. exact references (targets: K = 12 two-phase <= 5 s, K = 16 <= 60 s)")
     for K in (10, 12, 14, 16):

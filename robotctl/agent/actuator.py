@@ -194,6 +194,15 @@ class Actuator:
         unlisted = max(0, min(mode, self.n_virtual) - self._n_fixed_slots)
         return listed + unlisted * self.group_size
 
+    def top_slot(self, mode: int) -> int:
+        """The highest virtual robot that a mode of ``mode`` keeps active: the ``mode``-th slot holding a
+        registered robot (slots left empty below it, by a robot that left, are not counted on), or ``mode``
+        itself when no robot is registered or the slots run out."""
+        held = sorted({r.slot for r in self.robots.values()})
+        if mode <= 0 or not held:
+            return max(mode, 0)
+        return held[mode - 1] if mode <= len(held) else max(mode, held[-1])
+
     def registered_slots(self) -> int:
         """Virtual robots that hold at least one registered robot: the most the mode can be (the agent never
         counts on a robot that is not registered; ranks handed out on registration fill the slots from 1).
@@ -294,11 +303,16 @@ class Actuator:
                 self._evict(holder)
             slot = self.slot_of_rank(rank)
         default = default_state if default_state is not None else self.default_state
-        state = default if self.advise else self._command_for(slot)
         issued, digest = new_robot_key()
-        robot = Robot(robot_id, rank, slot, default, state, last_seen=now, key_hash=digest)
+        robot = Robot(robot_id, rank, slot, default, default, last_seen=now, key_hash=digest)
         self.robots[robot_id] = robot
         self._by_rank[rank] = robot
+        if not self.advise:
+            # its first command counts it among the registered robots already: the mode r(i) asks for, capped
+            # at the registered slots with this one (the re-application that follows then sends it nothing)
+            wanted = min(self.target, self.registered_slots())
+            robot.command = self.default_state if self.shutting_down else (
+                Command.ACTIVE if slot <= self.top_slot(max(self.mode, wanted)) else Command.PARKED)
         return robot, issued
 
     def deregister(self, robot_id: str) -> Robot:
@@ -310,11 +324,6 @@ class Actuator:
         return robot
 
     # -- mode ----------------------------------------------------------------------------------------
-    def _command_for(self, slot: int) -> Command:
-        if self.shutting_down:
-            return self.default_state
-        return Command.ACTIVE if slot <= self.mode else Command.PARKED
-
     def set_target(self, target: int, now: float) -> bool:
         """Ask for ``target`` active virtual robots; returns True when the mode changed now.
 
@@ -393,8 +402,9 @@ class Actuator:
                 self._budget(slot, now).append(now)
         # lowest-ranked first: parking goes down from the top rank, resuming up from the lowest slot
         robots = sorted(self.robots.values(), key=lambda r: r.rank, reverse=mode < old)
+        top = self.top_slot(mode)
         for robot in robots:
-            want = Command.ACTIVE if robot.slot <= mode else Command.PARKED
+            want = Command.ACTIVE if robot.slot <= top else Command.PARKED
             if want is not robot.command:
                 robot.command = want
                 robot.version += 1

@@ -186,6 +186,8 @@ def parse_deliveries(obj: Any, *, max_batch: int, registered: Container[str] | N
     append = out.append
     keyset = _DELIVERY_KEYSET
     known = registered if registered is not None else ()
+    # unregistered ids already checked in this batch (a batch repeats a few robots' ids many times)
+    checked: set[str] = set()
     for n, item in enumerate(items):
         # fast path: exactly what the checks below would accept, without building field paths
         if type(item) is dict and item.keys() <= keyset:
@@ -193,7 +195,10 @@ def parse_deliveries(obj: Any, *, max_batch: int, registered: Container[str] | N
             pages = item.get("pages", 1)
             size = item.get("bytes")
             ct = item.get("client_time")
-            if ((rid is None or (type(rid) is str and rid in known))
+            if (type(rid) is str and allow_unregistered and rid not in checked and rid not in known
+                    and 0 < len(rid) <= MAX_ID_LENGTH and rid.isprintable()):
+                checked.add(rid)  # robot_id's checks, once per id
+            if ((rid is None or (type(rid) is str and (rid in known or rid in checked)))
                     and type(pages) is int and 1 <= pages <= MAX_PAGES
                     and (size is None or (type(size) is int and 0 <= size <= MAX_BYTES))
                     and (ct is None or (type(ct) is float and -MAX_CLIENT_TIME <= ct <= MAX_CLIENT_TIME))):

@@ -75,7 +75,8 @@ class AgentRejectedError(AgentError):
         self.field = field
         self.problem = problem
         self.hint = hint
-        super().__init__(f"HTTP {status}: {problem}" + (f"; {hint}" if hint else ""))
+        # the agent's error text already ends with its hint: append it only when it does not
+        super().__init__(f"HTTP {status}: {problem}" + (f"; {hint}" if hint and hint not in problem else ""))
 
 
 class RobotUnknownError(AgentRejectedError):
@@ -247,7 +248,7 @@ class RobotHandle:
 
     def _set(self, state: RobotState) -> None:
         if state is not self._state:
-            LOG.info("event=robot_state robot=%s from=%s to=%s reason=%s", self.robot_id, self._state.value,
+            LOG.debug("event=robot_state robot=%s from=%s to=%s reason=%s", self.robot_id, self._state.value,
                      state.value, self.reason)
             self._state = state
             self._changed.set()

@@ -156,6 +156,9 @@ class RefitInput:
     costs: Costs
     processing_rate_bps: float | None = None
     mean_useful_life_s: float | None = None
+    #: ``{"deadline": s, "phases": k}`` (config fit.useful_life): the fitted model's useful life is then this
+    #: deadline, as the Erlang law of k phases (model._deadline)
+    useful_life: Mapping[str, Any] | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     window: tuple[float, float] = (0.0, 0.0)
     mode_exposure_s: Mapping[int, float] = field(default_factory=dict)
@@ -363,6 +366,12 @@ def _fit_stage(inp: RefitInput, fit_fn: FitFn) -> _Fitted | RefitOutcome:
         sources = adjusted.sources
     else:  # a stand-in fit (tests): its arrivals as they are
         sources = {m: "fitted" for m in fitted.arrivals.modes}
+    if inp.useful_life is not None:
+        from robotctl.model import deadline_law
+
+        deadline = float(inp.useful_life["deadline"])
+        fitted = QueueModel(fitted.capacity, fitted.arrivals, fitted.service,
+                            deadline_law(deadline, int(inp.useful_life["phases"])), fitted.admission, deadline)
     seconds = time.perf_counter() - t0
     joint = getattr(fit, "joint", None)
     summary = fit_summary(fitted, fit, sources, inp.window[1], inp.previous_fit)

@@ -99,7 +99,7 @@ def refit_input(agent: WindowSource, now: float) -> RefitInput | str:
     exposure = agent.modes.exposure(float(d["t"][0]), now)
     obs_drops: int | None = None
     obs_exposure: float | None = None
-    if cfg.fit.mean_useful_life_s is None:
+    if cfg.fit.mean_useful_life_s is None and cfg.fit.useful_life is None:
         totals = agent.window.totals(now)
         obs_drops = int(totals.get(OBSOLETE, 0.0))
         obs_exposure = float(totals.get(WAITING, 0.0))
@@ -115,7 +115,9 @@ def refit_input(agent: WindowSource, now: float) -> RefitInput | str:
         all_modes=fit_modes, search_modes=search_modes,
         service_times=svc if svc.size else None, sizes_bytes=sizes if sizes.size else None,
         capacity=cfg.capacity, costs=cfg.costs, processing_rate_bps=cfg.fit.processing_rate_bps,
-        mean_useful_life_s=cfg.fit.mean_useful_life_s, options=options,
+        mean_useful_life_s=(cfg.fit.useful_life["deadline"] if cfg.fit.useful_life is not None
+                            else cfg.fit.mean_useful_life_s),
+        useful_life=cfg.fit.useful_life, options=options,
         window=(float(times[0]), now), mode_exposure_s=exposure, mode_changes=changes,
         rate_from_exposure=cfg.fit.rate_from_exposure, remembered=remembered,
         obsolete_drops=obs_drops, obsolete_exposure_s=obs_exposure, previous_fit=dict(snap.fit),

@@ -163,12 +163,18 @@ def run_solve(args: argparse.Namespace) -> int:
             "commands_per_robot_min": finite(sol.measures.commands_per_robot_min),
             "cost_terms": {k: finite(v) for k, v in cost.to_dict().items() if k != "total"},
             "measures": measures_json(sol.measures), "n_states": sol.n_states, "residual": finite(sol.residual),
+            "exact": sol.method != "approx", "error_bound": finite(sol.error_bound),
+            "measure_errors": {k: finite(v) for k, v in sol.measure_errors.items()},
+            "budget_exhausted": sol.budget_exhausted,
         }
         print(json_text(out, indent=2))
     else:
         print(_describe_policy(args.policy))
         print(f"solver {sol.method}: {sol.message}; {sol.n_states} states, residual {sol.residual:.2g}, "
               f"{sol.seconds * 1000:.1f} ms")
+        if sol.method == "approx":
+            print(f"evaluation: approximation, every measure within +-{sol.error_bound:.3g} (measured error bar)"
+                  + ("; the time budget ran out before the tolerance was met" if sol.budget_exhausted else ""))
         print("\n".join(_measure_lines(sol.measures, cost)))
     return 0 if sol.success else 1
 
@@ -183,7 +189,7 @@ def _run_solve_approx(args: argparse.Namespace, sol: ApproxSolution, costs: Any)
             "cost_terms": {k: finite(v) for k, v in cost.to_dict().items() if k != "total"},
             "measures": measures_json(sol.measures),
             "measure_errors": {k: finite(v) for k, v in sol.measure_errors.items()},
-            "n_states": sol.n_states, "reduction": list(sol.reduction),
+            "n_states": sol.n_states, "reduction": list(sol.reduction), "budget_exhausted": sol.budget_exhausted,
             "ladder": [{"h": st.h, "states": st.n_states, "cost": finite(st.cost), "seconds": st.seconds}
                        for st in sol.ladder],
         }
@@ -192,6 +198,8 @@ def _run_solve_approx(args: argparse.Namespace, sol: ApproxSolution, costs: Any)
         print(_describe_policy(args.policy))
         print(f"{sol.message}; {sol.n_states} states, {sol.seconds:.2f} s")
         print(_evaluation_line(sol.method, sol.exact, sol.error_bound, None))
+        if sol.budget_exhausted:
+            print(f"the time budget ran out: the error bar is above the tolerance {args.tol:g}")
         print("\n".join(_measure_lines(sol.measures, cost)))
     return 0 if sol.success else 1
 
@@ -279,7 +287,7 @@ def run_optimise(args: argparse.Namespace) -> int:
             "cost_terms": {k: finite(v) for k, v in best.cost.to_dict().items() if k != "total"},
             "measures": measures_json(best.measures),
             "method": search.method, "error_bound": finite(search.error_bound), "exact": search.exact,
-            "lower_bound": lower, "monotone": best.policy.is_monotone,
+            "budget_exhausted": search.budget_exhausted, "lower_bound": lower, "monotone": best.policy.is_monotone,
             "search_exhaustive": best.exact, "search_chain": search.search_chain,
             "solver_method": best.solver_method, "policies_solved": search.policies_solved,
             "static": {str(r): finite(c.total) for r, c in search.static},
@@ -304,6 +312,9 @@ def run_optimise(args: argparse.Namespace) -> int:
     print(f"optimum: {_describe_policy(best.policy)}")
     print("\n".join(_measure_lines(best.measures, best.cost)))
     print(_evaluation_line(search.method, search.exact, search.error_bound, lower))
+    if search.budget_exhausted:
+        print(f"the time budget (--max-seconds {args.max_seconds:g}) ran out: the error bar is above the tolerance "
+              f"{args.tol:g}")
     how = "exhaustive search" if best.exact else "local search (a local optimum)"
     chain = "the exact chain" if search.search_chain == "exact" else f"the {search.search_chain} chain"
     print(f"relative profit R = {search.relative_profit:.2f}% over the best static fleet; "

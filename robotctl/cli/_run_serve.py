@@ -54,7 +54,7 @@ def check_what_fails_later(config: AgentConfig, *, strict: bool = True) -> None:
     cost J = 0, so the refits would choose at random: an error for ``--check``; a start without costs is
     allowed, to watch the traffic first)."""
     if config.revisit.pages is not None:
-        from robotctl.agent._pages import read_pages
+        from robotctl.agent import read_pages
 
         try:
             read_pages(config.revisit.pages)

@@ -17,6 +17,7 @@ if typing.TYPE_CHECKING:
     from ._buffer import BufferPolicy, Conflict, RedDrop, Renovation
     from ._buffer_bruteforce import solve_buffer_bruteforce
     from ._buffer_solve import BufferMeasures, BufferSolution, BufferStatus, PreparedBuffer, buffer_cost, solve_buffer
+    from ._deadline import DEADLINE_PHASES_DEFAULT, DEADLINE_PHASES_MAX, deadline_error, deadline_law
     from ._evaluate import PolicyEvaluator, Rates
     from ._fifo import solve_product_form
     from ._hysteresis import HysteresisChain, HysteresisPolicy, HysteresisSolution, per_robot_minute, solve_hysteresis
@@ -101,6 +102,10 @@ _WHERE = {
     "TraceRow": "._sim_events",
     "buffer_cost": "._buffer_solve",
     "cost_of": "._measures",
+    "DEADLINE_PHASES_DEFAULT": "._deadline",
+    "DEADLINE_PHASES_MAX": "._deadline",
+    "deadline_error": "._deadline",
+    "deadline_law": "._deadline",
     "enumerate_states": "._bruteforce",
     "explicit_generator": "._bruteforce",
     "costs_from_dict": "._spec",
@@ -141,6 +146,8 @@ __getattr__, __dir__ = _lazy_exports(__name__, _WHERE)
 
 __all__ = [
     "BMAP",
+    "DEADLINE_PHASES_DEFAULT",
+    "DEADLINE_PHASES_MAX",
     "METHODS",
     "PH",
     "Admission",
@@ -194,6 +201,8 @@ __all__ = [
     "buffer_cost",
     "cost_of",
     "costs_from_dict",
+    "deadline_error",
+    "deadline_law",
     "enumerate_states",
     "explicit_generator",
     "fleet_model",

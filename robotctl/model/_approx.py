@@ -117,6 +117,9 @@ class ApproxSolution:
         States of the chain reported.
     seconds : float
     reduction : tuple of str
+    budget_exhausted : bool
+        True when the ladder stopped because the next depth's projected time exceeded ``max_seconds``:
+        the error bar is then the last one measured and may exceed the tolerance asked for.
     """
 
     success: bool
@@ -134,6 +137,7 @@ class ApproxSolution:
     n_states: int
     seconds: float
     reduction: tuple[str, ...]
+    budget_exhausted: bool = False
 
 
 def evaluate_rates(chain: LevelChain, robots_at_level: Sequence[int]) -> tuple[Rates, str]:
@@ -222,24 +226,33 @@ def solve_approx(model: QueueModel, policy: QueueLengthPolicy, costs: Costs | No
         message = STATUS_MESSAGES[status]
         if status is ApproxStatus.LIMITED:
             message += f" (h = {chain.h}, {chain.n_states} states)"
+            if out_of_time:
+                message += f"; the time budget of {max_seconds:g} s ran out"
         return ApproxSolution(status is not ApproxStatus.FAILED, status, message, chain.label,
                               None if chain.exact else chain.h, chain.exact, policy, m, cost, bound, errors,
-                              tuple(steps), chain.n_states, time.perf_counter() - start, red.notes)
+                              tuple(steps), chain.n_states, time.perf_counter() - start, red.notes,
+                              status is ApproxStatus.LIMITED and out_of_time)
 
     done_measures: list[Measures] = []
+    out_of_time = False
+    top = exact_chain.h if h_max is None else min(h_max, exact_chain.h)
     if exact_chain.max_dim <= DENSE_DIM or exact_chain.n_states <= exact_states:
         t0 = time.perf_counter()
-        rates, engine = evaluate_rates(exact_chain, r)
-        steps.append(LadderStep(exact_chain.h, exact_chain.n_states,
-                                rates.cost(costs) if costs else math.nan, time.perf_counter() - t0, engine))
-        return finish(ApproxStatus.EXACT, exact_chain, rates, None, None)
-    top = exact_chain.h if h_max is None else min(h_max, exact_chain.h)
+        try:
+            rates, engine = evaluate_rates(exact_chain, r)
+        except (ArithmeticError, np.linalg.LinAlgError):
+            top = exact_chain.h - 1  # the exact solve stalled: the ladder below it, with its error bar
+        else:
+            steps.append(LadderStep(exact_chain.h, exact_chain.n_states,
+                                    rates.cost(costs) if costs else math.nan, time.perf_counter() - t0, engine))
+            return finish(ApproxStatus.EXACT, exact_chain, rates, None, None)
     done: list[tuple[LevelChain, Rates, Measures, float]] = []  # (chain, rates, measures, cost or NaN)
     for h in range(min(h_start, top), top + 1):
         chain = LevelChain(reduced, h)
         projected = steps[-1].seconds * chain.R * 1.2 if steps else 0.0
         over_time = max_seconds is not None and time.perf_counter() - start + projected > max_seconds
         if done and (chain.n_states > max_states or over_time):
+            out_of_time = chain.n_states <= max_states
             break
         t0 = time.perf_counter()
         try:

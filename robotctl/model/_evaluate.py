@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from ._levels import LevelChain, fast_kron, to_dense
@@ -62,6 +63,9 @@ Array = NDArray[np.float64]
 
 #: Generator blocks with at most this many entries are kept per (level, mode) once built.
 SMALL_BLOCK = 1024
+#: Inner operators with more entries than this, and at most this share of them non-zero, multiply sparse.
+SPARSE_ABOVE = 4096
+SPARSE_DENSITY = 0.1
 #: The rate columns every evaluation carries (then, optionally, P(level = i) for i = 0..K).
 FUNCTIONALS = ("mass", "starvation", "robots", "offered", "lost", "served", "obsolete", "served_time",
                "obsolete_time", "will_serve", "will_expire", "queue_length")
@@ -163,7 +167,9 @@ class PolicyEvaluator:
         caches = chain.evaluator_caches
         self._dense: dict[tuple[str, int, int], Array] = caches.setdefault("dense", {})
         self._small: dict[tuple[str, int, int], Array] = caches.setdefault("small", {})
-        self._F: dict[tuple[int, int], Array] = caches.setdefault(f"F{int(levels)}", {})
+        # the rate columns only: with ``levels`` the K + 1 level columns are added per call, never cached
+        # (cached, they were 128 modes x 501 levels x 513 columns: 1 GiB of a 2,004-state chain at K = 500)
+        self._F: dict[tuple[int, int], Array] = caches.setdefault("F", {})
         # backward quantities "at l" (valid for l >= back_lo): Pi[(j, l)], B[(j, l)] for l < j <= l + kmax
         self.Pi: dict[tuple[int, int], Array] = {}
         self.B: dict[tuple[int, int], Array] = {}
@@ -189,10 +195,26 @@ class PolicyEvaluator:
         Y = arr @ X.reshape(self.W, inner * cols)
         return Y.reshape(*arr.shape[:-2], self.W * inner, cols)
 
-    def _eye_kron(self, B: Array, X: Array) -> Array:
-        """(I_W (x) B) X with B (p x q) and X (W q, cols)."""
+    def _eye_kron(self, B: Any, X: Array) -> Array:
+        """(I_W (x) B) X with B (p x q, dense or sparse) and X (W q, cols)."""
         cols = X.shape[1]
-        return (B @ X.reshape(self.W, B.shape[1], cols)).reshape(self.W * B.shape[0], cols)
+        p, q = B.shape
+        if sp.issparse(B):  # one sparse product over all W blocks side by side
+            wide = X.reshape(self.W, q, cols).transpose(1, 0, 2).reshape(q, self.W * cols)
+            out = np.asarray(B @ wide).reshape(p, self.W, cols).transpose(1, 0, 2)
+            return np.ascontiguousarray(out).reshape(self.W * p, cols)
+        return (B @ X.reshape(self.W, q, cols)).reshape(self.W * p, cols)
+
+    def _inner_op(self, kind: str, i: int, a: int = 0) -> Any:
+        """The inner operator ``down`` or ``up`` for products: sparse (CSR) when large and sparse (the ordered
+        pages' operators have a few entries per row), else the dense block. Cached with the chain."""
+        key = (kind + "_op", i, a)
+        if key not in self._dense:
+            dense = self._inner(kind, i, a)
+            nnz = int(np.count_nonzero(dense))
+            self._dense[key] = (sp.csr_matrix(dense) if dense.size > SPARSE_ABOVE and nnz <= SPARSE_DENSITY * dense.size
+                                else dense)
+        return self._dense[key]
 
     def _inner_diag(self, i: int) -> Array:
         """I_W (x) A(i) (zero on level 0)."""
@@ -219,7 +241,10 @@ class PolicyEvaluator:
         hit = self._small.get(key)
         if hit is not None:
             return hit
-        out = self._up(i, mode, k, np.eye(self.dims[i + k]))
+        arr = self.chain.arrivals(mode, i)
+        # (D_k (x) I_inner)(I_W (x) up) = D_k (x) up, formed directly (not as a product with an identity)
+        out: Array = (np.zeros((self.dims[i], self.dims[i + k])) if k >= len(arr)
+                      else np.asarray(np.kron(arr[k], self._inner("up", i, k)), dtype=float))
         if out.size <= SMALL_BLOCK:
             self._small[key] = out
         return out
@@ -236,22 +261,26 @@ class PolicyEvaluator:
         arr = self.chain.arrivals(mode, i)
         if k >= len(arr):
             return np.zeros((self.dims[i], X.shape[1]))
-        return self._kron_arr(arr[k], self._eye_kron(self._inner("up", i, k), X), self.chain.inner_dim(i))
+        return self._kron_arr(arr[k], self._eye_kron(self._inner_op("up", i, k), X), self.chain.inner_dim(i))
 
     def _down(self, i: int, X: Array) -> Array:
-        return self._eye_kron(self._inner("down", i), X)
+        return self._eye_kron(self._inner_op("down", i), X)
 
     def functionals(self, i: int, mode: int) -> Array:
         """F_i under ``mode``: d_i x nf rates (columns ``FUNCTIONALS``, then the levels)."""
         key = (i, mode)
-        if key not in self._F:
-            F = np.zeros((self.dims[i], self.nf))
-            F[:, 0] = 1.0  # mass
-            F[:, 1:len(FUNCTIONALS)] = self.chain.rate_columns(mode, i)[:, _COLUMN_ORDER]
-            if self.levels:
-                F[:, len(FUNCTIONALS) + i] = 1.0
-            self._F[key] = F
-        return self._F[key]
+        F0 = self._F.get(key)
+        if F0 is None:
+            F0 = np.empty((self.dims[i], len(FUNCTIONALS)))
+            F0[:, 0] = 1.0  # mass
+            F0[:, 1:] = self.chain.rate_columns(mode, i)[:, _COLUMN_ORDER]
+            self._F[key] = F0
+        if not self.levels:
+            return F0
+        F = np.zeros((self.dims[i], self.nf))
+        F[:, :len(FUNCTIONALS)] = F0
+        F[:, len(FUNCTIONALS) + i] = 1.0
+        return F
 
     # -- passes -------------------------------------------------------------------------------
     def _reach(self, i: int) -> int:
@@ -340,7 +369,7 @@ class PolicyEvaluator:
             DB = self._down(i, Bd)
         PU, BU = [], []
         for k in range(1, self._reach(i) + 1):
-            U = self._inner("up", i, k)
+            U = self._inner_op("up", i, k)
             PU.append(self._eye_kron(U, self.Pi[i + k, i]))
             BU.append(self._eye_kron(U, self.B[i + k, i]))
         return base, PU, BU, DB

@@ -81,11 +81,16 @@ class _LevelSolve:
         self.kron = KronSum(factors, rng_seed=i)
         self.lu: Any = None
         counted = i > 0 and chain.shape(i).counted > 0
-        if counted and chain.dim(i) <= SPLU_LIMIT:
-            # the count generator's eigenvectors are badly conditioned: factorise the block itself
+        if (counted or not self.kron.well_conditioned) and chain.dim(i) <= SPLU_LIMIT:
+            # the count generator's eigenvectors are badly conditioned, and a defective factor (an Erlang
+            # law) has none: the perturbed inverse can be wrong by orders of magnitude (a GMRES residual
+            # of 1e56 with Erlang-3 obsolescence at K = 8), so factorise the block itself
             W, inner = chain.W, chain.inner_dim(i)
-            A = chain.A(i)
-            block = sp.kron(sp.csr_matrix(arr0), sp.identity(inner)) + sp.kron(sp.identity(W), sp.csr_matrix(A))
+            if i == 0:
+                block = sp.csr_matrix(arr0)
+            else:
+                A = chain.A(i)
+                block = sp.kron(sp.csr_matrix(arr0), sp.identity(inner)) + sp.kron(sp.identity(W), sp.csr_matrix(A))
             self.lu = spla.splu(sp.csc_matrix(block.T))
 
     def row(self, x: Array) -> Array:

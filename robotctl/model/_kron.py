@@ -82,6 +82,14 @@ class KronSum:
         return out.reshape(-1)
 
     # -- inverse --------------------------------------------------------------------------------
+    @property
+    def well_conditioned(self) -> bool:
+        """True when no factor had to be perturbed, so :meth:`solve_row` and :meth:`solve_col` are exact
+        up to rounding (decomposes the factors on first use). A defective factor, such as an Erlang law,
+        makes the inverse only approximate: callers factorise such levels instead."""
+        self._decompose()
+        return not self.perturbed
+
     def _decompose(self) -> tuple[list[CArray], list[CArray], CArray]:
         if self._eig is None:
             rng = np.random.default_rng(self.rng_seed)

@@ -319,7 +319,9 @@ class LevelChain:
                 if Dk.any():  # a batch size that never comes may admit more than ``top`` (reject-batch)
                     out[a] += Dk
             return out
-        return self._memo(("arr", mode, i), build)
+        # the admitted batch sizes depend on i only through min(K - i, largest batch): levels far from the top
+        # share one list (at 128 modes and K = 500, a list per level was 320,000 small arrays)
+        return self._memo(("arr", mode, min(self.K - i, self.model.arrivals[mode].max_batch)), build)
 
     def max_jump(self, mode: int, i: int) -> int:
         return len(self.arrivals(mode, i)) - 1
@@ -335,7 +337,7 @@ class LevelChain:
                 offered += k * rate
                 lost += (k - self.model.admission.admitted(k, self.K - i)) * rate
             return offered, lost
-        return self._memo(("rates", mode, i), build)
+        return self._memo(("rates", mode, min(self.K - i, self.model.arrivals[mode].max_batch)), build)
 
     # -- inner operators ----------------------------------------------------------------------
     def kron_factors(self, i: int) -> list[NDArray[np.float64]]:
@@ -467,20 +469,30 @@ class LevelChain:
         """x -> (-(A(n + 1) (+) Gamma))^{-1} x: LU on small levels and on levels with counted pages; on
         large ordered ones the Kronecker-sum inverse refined by GMRES against the exact product
         (``model._kron``)."""
-        factors = [*self.kron_factors(n + 1), self.Gamma]
-        size = int(np.prod([f.shape[0] for f in factors]))
-        if size <= 600 or (self.shape(n + 1).counted and size <= 200_000):
-            # counted pages: the count generator's eigenvectors are badly conditioned, LU is safer
-            A = _sum([_kron(self.A(n + 1), np.eye(self.R)), _kron(_eye(self.inner_dim(n + 1)), self.Gamma)])
-            return _factorise(-A)
         from ._kron import KronSum, refine
 
+        factors = [*self.kron_factors(n + 1), self.Gamma]
+        size = int(np.prod([f.shape[0] for f in factors]))
         ks = KronSum(factors, rng_seed=n)
+        if size <= 600 or (size <= 200_000 and (self.shape(n + 1).counted or not ks.well_conditioned)):
+            # counted pages: the count generator's eigenvectors are badly conditioned; a defective factor
+            # (an Erlang law) has none, and the perturbed inverse stalls GMRES: LU is safer
+            A = _sum([_kron(self.A(n + 1), np.eye(self.R)), _kron(_eye(self.inner_dim(n + 1)), self.Gamma)])
+            return _factorise(-A)
+
+        direct: list[Any] = []
 
         def solve(rhs: Vector) -> Vector:
+            if direct:
+                return np.asarray(direct[0](rhs))
             x, res, _ = refine(ks.col, ks.solve_col, -np.asarray(rhs, dtype=float), rtol=1e-14)
             if not res <= 1e-11:
-                raise ArithmeticError(f"tagged-page solve at {n} pages ahead stalled at residual {res:.1e}")
+                if size > 200_000:
+                    raise ArithmeticError(f"tagged-page solve at {n} pages ahead stalled at residual {res:.1e}")
+                # stalled: factorise this level once, and use LU from now on
+                A = _sum([_kron(self.A(n + 1), np.eye(self.R)), _kron(_eye(self.inner_dim(n + 1)), self.Gamma)])
+                direct.append(_factorise(-A))
+                return np.asarray(direct[0](rhs))
             return x
         return solve
 

@@ -47,6 +47,9 @@ class QueueModel:
         (gamma, Gamma): useful life of each waiting page; ``None`` means pages never go stale.
     admission : Admission
         Partial admission (the paper) or whole-batch rejection.
+    deadline : float or None
+        When set, the useful life is in truth this constant (seconds) and ``obsolescence`` is the Erlang law
+        standing for it in the chain (``model._deadline``); the simulator draws the constant.
     """
 
     capacity: int
@@ -54,8 +57,12 @@ class QueueModel:
     service: PH
     obsolescence: PH | None = None
     admission: Admission = Admission.PARTIAL
+    deadline: float | None = None
 
     def __post_init__(self) -> None:
+        if self.deadline is not None and (self.obsolescence is None or not self.deadline > 0):
+            raise InputError("model.obsolescence.deadline", f"needs a positive deadline and the law standing for "
+                             f"it, got {self.deadline!r}", "write obsolescence: {deadline: 10}")
         if isinstance(self.capacity, bool) or not isinstance(self.capacity, int | np.integer) or self.capacity < 1:
             raise InputError("model.capacity", f"must be a whole number >= 1, got {self.capacity!r}",
                              "K counts the pages in the system, the one being indexed included")

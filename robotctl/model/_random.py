@@ -78,7 +78,9 @@ def fleet_model(robots: int, capacity: int, *, obsolescence: str | PH = "exponen
     (paper 000's (beta, S), scaled to ``service_mean``); all N robots offer ``load`` times what the
     indexer can take. ``obsolescence``: ``exponential`` (mean ``life_mean``, default 20 service times),
     ``paper`` (paper 000's two-phase law, which lumps exactly to an exponential one), ``two-phase``
-    (:data:`TWO_PHASE_LIFE`, which does not lump), or a PH law. Costs follow paper 000's example, with the
+    (:data:`TWO_PHASE_LIFE`, which does not lump), ``erlang3``, ``h3`` (hyper-exponential, three phases),
+    ``deadline`` (a deterministic life of that mean, as the model's Erlang law; the simulator draws the
+    constant), or a PH law. Costs follow paper 000's example, with the
     price of a robot divided so that the whole fleet costs as much as 4 robots there.
     """
 
@@ -92,6 +94,16 @@ def fleet_model(robots: int, capacity: int, *, obsolescence: str | PH = "exponen
         law = obsolescence
     elif obsolescence == "exponential":
         law = PH.exponential(1.0 / mean)
+    elif obsolescence == "erlang3":
+        law = PH.erlang(3, 3.0 / mean)
+    elif obsolescence == "h3":  # three phases that never mix: the hardest case for the ordered-head ladder
+        law = PH.hyperexponential([0.5, 0.3, 0.2], [1.0, 0.5, 0.25])
+        law = PH(law.beta, law.S * (law.mean / mean))
+    elif obsolescence == "deadline":
+        from ._deadline import deadline_law
+
+        costs = Costs(loss=5.0, obsolescence=10.0, response=2.0, robot=80.0 / robots, starvation=300.0)
+        return QueueModel(capacity, arrivals, service, deadline_law(mean), Admission.PARTIAL, mean), costs
     elif obsolescence in ("paper", "two-phase"):
         gamma, G = (np.array([0.3, 0.7]), np.array([[-0.6, 0.4], [0.1, -0.3]])) if obsolescence == "paper" else (
             np.array(TWO_PHASE_LIFE[0]), np.array(TWO_PHASE_LIFE[1]))

@@ -140,9 +140,14 @@ class Simulation:
         self._has_obs = obs is not None
         self._fault = bool(obsolete_in_service) and obs is not None
         next_life = ph_stream(obs, streams["useful_life"]).__next__ if obs is not None else None
-        self._next_life_fn = next_life
         self._next_fault_life = (ph_stream(obs, streams["in_service_life"]).__next__
                                  if obs is not None and self._fault else None)
+        if model.deadline is not None:  # the true deterministic useful life, not the Erlang law of the chain
+            deadline = float(model.deadline)
+            next_life = self._next_fault_life = lambda: deadline
+            if not self._fault:
+                self._next_fault_life = None
+        self._next_life_fn = next_life
         self._next_robot_u = uniform_stream(streams["trace_robot"], 1024).__next__
         self.record = record
         self._rows: list[TraceRow] = []

@@ -205,9 +205,19 @@ def model_from_dict(value: Any, *, field: str = "model") -> QueueModel:
     arrivals = arrivals_from_dict(f"{field}.arrivals", _require(field, d, "arrivals", "give arrivals: per_mode: ..."))
     service = ph_from_dict(f"{field}.service", _require(field, d, "service", "give service: {rate: x} or {beta, S}"))
     obs_raw = d.get("obsolescence")
-    obsolescence = None if obs_raw is None else ph_from_dict(f"{field}.obsolescence", obs_raw,
-                                                             vector="gamma", matrix="Gamma")
-    return QueueModel(capacity, arrivals, service, obsolescence, admission)
+    deadline = None
+    obsolescence: PH | None
+    if isinstance(obs_raw, Mapping) and "deadline" in obs_raw:
+        from ._deadline import DEFAULT_PHASES, deadline_law
+
+        _reject_unknown(f"{field}.obsolescence", obs_raw, {"deadline", "phases"})
+        deadline = _number(f"{field}.obsolescence.deadline", obs_raw["deadline"], "deadline: 10")
+        phases = obs_raw.get("phases", DEFAULT_PHASES)
+        obsolescence = deadline_law(deadline, phases, field=f"{field}.obsolescence")
+    else:
+        obsolescence = None if obs_raw is None else ph_from_dict(f"{field}.obsolescence", obs_raw,
+                                                                 vector="gamma", matrix="Gamma")
+    return QueueModel(capacity, arrivals, service, obsolescence, admission, deadline)
 
 
 def costs_from_dict(value: Any, *, field: str = "costs") -> Costs:
@@ -225,7 +235,9 @@ def model_to_dict(model: QueueModel) -> dict[str, Any]:
         "arrivals": model.arrivals.to_dict(),
         "service": model.service.to_dict(),
     }
-    if model.obsolescence is not None:
+    if model.deadline is not None and model.obsolescence is not None:
+        out["obsolescence"] = {"deadline": float(model.deadline), "phases": model.obsolescence.order}
+    elif model.obsolescence is not None:
         ob = model.obsolescence
         out["obsolescence"] = {"rate": float(-ob.S[0, 0])} if ob.order == 1 else {
             "gamma": ob.beta.tolist(), "Gamma": ob.S.tolist()}

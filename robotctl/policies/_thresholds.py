@@ -143,6 +143,9 @@ class PolicySearch:
         With ``space="all"``: the best queue-length policy found (monotone or not).
     reduction : tuple of str
         Exact reductions made before the search.
+    budget_exhausted : bool
+        True when the error bar's ladder stopped because ``max_seconds`` ran out, so ``error_bound`` may
+        exceed the tolerance asked for.
     """
 
     best: ThresholdOptimum
@@ -159,6 +162,7 @@ class PolicySearch:
     search_chain: str = "exact"
     queue_length: LocalOptimum | None = None
     reduction: tuple[str, ...] = ()
+    budget_exhausted: bool = False
 
 
 def search_chain(model: QueueModel, *, dim: int = SEARCH_DIM) -> LevelChain:
@@ -453,7 +457,7 @@ def optimise(model: QueueModel, costs: Costs, *, modes: Sequence[int] | None = N
     minimum_static = min(c.total for _, c in static)
     profit = (1.0 - best.cost.total / minimum_static) * 100.0 if math.isfinite(minimum_static) and minimum_static \
         else 0.0
-    method_name, bound, exact = "exact", 0.0, True
+    method_name, bound, exact, out_of_time = "exact", 0.0, True, False
     if chain.exact and not best.measures.queue_length_distribution:
         best = _as_optimum(costing, best.policy, best.modes, best.thresholds, best.search_method, best.exact,
                            best.evaluated, levels=True)
@@ -461,14 +465,14 @@ def optimise(model: QueueModel, costs: Costs, *, modes: Sequence[int] | None = N
         if solver_method != "auto":
             warnings.warn(f"solver_method={solver_method!r} ignored: the exact chain is too large; the optimum "
                           "is evaluated on the ordered-head ladder", stacklevel=2)
-        best, method_name, bound, exact = _ladder(model, costs, best, chain.h, rtol, max_seconds)
+        best, method_name, bound, exact, out_of_time = _ladder(model, costs, best, chain.h, rtol, max_seconds)
     elif solver_method != "auto":
         best = _resolve(model, costs, best, solver_method)
     ok = costing.failures == 0 and math.isfinite(best.cost.total)
     message = "optimum found" if ok else f"{costing.failures} policies could not be solved and were skipped"
     bound_value = None if lower_bound is None else float(lower_bound(model, costs))
     return PolicySearch(best, tuple(subsets), static, profit, solved, ok, message, method_name, bound, exact,
-                        bound_value, chain.label, queue_length, red.notes)
+                        bound_value, chain.label, queue_length, red.notes, out_of_time)
 
 
 def _subset_task(args: tuple[QueueModel, int, Costs, tuple[int, ...], str]
@@ -501,13 +505,13 @@ def _starts(model: QueueModel, chain: LevelChain, costs: Costs, pool: tuple[int,
 
 
 def _ladder(model: QueueModel, costs: Costs, best: ThresholdOptimum, h: int, rtol: float,
-            max_seconds: float | None) -> tuple[ThresholdOptimum, str, float, bool]:
+            max_seconds: float | None) -> tuple[ThresholdOptimum, str, float, bool, bool]:
     """The optimum evaluated with its error bar (model.solve_approx, from the search chain's depth)."""
     out = solve_approx(model, best.policy, costs, rtol=rtol, max_seconds=max_seconds, h_start=h)
     cost = cost_of(out.measures, costs)
     reported = ThresholdOptimum(best.modes, best.thresholds, best.policy, cost, out.measures, out.method,
                                 best.search_method, best.exact, best.evaluated)
-    return reported, out.method, out.error_bound, out.exact
+    return reported, out.method, out.error_bound, out.exact, out.budget_exhausted
 
 
 def static_costs(model: QueueModel, costs: Costs, *, prepared: PreparedModel | None = None

@@ -1,7 +1,12 @@
 """robotctl for Scrapy: an extension that maps robotctl's robots to Scrapy's concurrent downloads and
 reports the crawl's deliveries, and an item pipeline that reports indexing completions.
 
-Enable it in a project's ``settings.py``::
+The whole set-up, in a project's ``settings.py``::
+
+    ADDONS = {"robotctl.scrapy.Addon": 100}     # the agent runs inside the crawl
+    ROBOTCTL_CAPACITY = 10                       # K, the indexer's buffer in items
+
+Or the extension alone, with a sidecar::
 
     EXTENSIONS = {"robotctl.scrapy.RobotctlExtension": 500}
     ROBOTCTL_URL = "http://127.0.0.1:8787"      # the sidecar (robotctl serve)
@@ -24,6 +29,8 @@ from typing import Any
 INSTALL_HINT = "Scrapy is not installed: pip install 'robotctl[scrapy]' (or pip install scrapy)"
 
 _EXPORTS = {
+    "Addon": "robotctl.scrapy._addon",
+    "RobotctlEntryPipeline": "robotctl.scrapy._pipeline",
     "NullReporter": "robotctl.scrapy._reporter",
     "Reporter": "robotctl.scrapy._reporter",
     "ReporterStats": "robotctl.scrapy._reporter",
@@ -35,14 +42,16 @@ _EXPORTS = {
 }
 
 #: names whose module needs Scrapy itself
-_NEEDS_SCRAPY = {"RobotctlExtension", "RobotctlPipeline", "reporter"}
+_NEEDS_SCRAPY = {"RobotctlExtension", "RobotctlPipeline", "RobotctlEntryPipeline", "reporter"}
 
 __all__ = [
     "INSTALL_HINT",
+    "Addon",
     "NullReporter",
     "Reporter",
     "ReporterStats",
     "RobotSlots",
+    "RobotctlEntryPipeline",
     "RobotctlExtension",
     "RobotctlPipeline",
     "RobotctlSettings",

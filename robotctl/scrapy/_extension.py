@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 import weakref
@@ -34,6 +35,7 @@ from scrapy.http import Request, Response
 
 from robotctl.agent import AgentClient, AgentRejectedError, AgentUnavailableError, RobotHandle
 
+from ._pushback import PUSHBACK_STATUSES, Pushback, retry_after_s
 from ._reporter import AgentHealth, NullReporter, Reporter
 from ._settings import RobotctlSettings
 from ._slots import RobotSlots
@@ -45,6 +47,12 @@ META_ROBOT = "robotctl_robot"
 META_SLOT = "robotctl_slot"
 
 _EXTENSIONS: weakref.WeakKeyDictionary[Crawler, RobotctlExtension] = weakref.WeakKeyDictionary()
+
+
+def extension(crawler: Crawler) -> RobotctlExtension | None:
+    """``crawler``'s running :class:`RobotctlExtension`, or None."""
+    ext = _EXTENSIONS.get(crawler)
+    return ext if ext is not None and ext.running else None
 
 
 def reporter(crawler: Crawler) -> Reporter | NullReporter:
@@ -87,6 +95,22 @@ class RobotctlExtension:
         self._registered: set[str] = set()
         self.client = client if client is not None else AgentClient(settings.url, token=settings.token,
                                                                      timeout_s=settings.timeout_s)
+        self.url = settings.url
+        #: the local agent (ROBOTCTL_AGENT = local): its context manager and its application, once started
+        self._local: Any = None
+        self.local_app: Any = None
+        self.spider: Any = None
+        #: items in the item pipelines (entered, not yet scraped, dropped or failed), and the service clock
+        self.in_pipeline = 0
+        #: items (or responses) delivered so far, and how many when the agent first lowered the concurrency
+        self.delivered = 0
+        self.delivered_at_first_park: int | None = None
+        #: servers' pushback (429/503): caps per download slot; the slots' own settings to restore
+        self.pushback = Pushback(settings.concurrency)
+        self._slot_settings: dict[str, tuple[int, float, Any]] = {}
+        self.given_up = 0
+        self._busy_since = 0.0
+        self._last_exit = 0.0
         default = (f"the crawl goes on at its default: every robot active ({settings.concurrency} concurrent "
                    f"downloads, CONCURRENT_REQUESTS = {settings.concurrency})"
                    if settings.default_state == "active" else
@@ -109,6 +133,10 @@ class RobotctlExtension:
         self.pauses = 0
         self.changes = 0
 
+    @property
+    def _log_extra(self) -> dict[str, Any]:
+        return {"spider": self.spider} if self.spider is not None else {}
+
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RobotctlExtension:
         settings = RobotctlSettings.from_settings(crawler.settings)
@@ -119,10 +147,14 @@ class RobotctlExtension:
         crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
         crawler.signals.connect(ext.request_reached_downloader, signal=signals.request_reached_downloader)
         crawler.signals.connect(ext.request_left_downloader, signal=signals.request_left_downloader)
-        if settings.delivery_signal == "response_received":
-            crawler.signals.connect(ext.response_received, signal=signals.response_received)
-        elif settings.delivery_signal == "item_scraped":
+        crawler.signals.connect(ext.response_downloaded, signal=signals.response_downloaded)
+        crawler.signals.connect(ext.response_received, signal=signals.response_received)
+        if settings.delivery_signal == "item_scraped":
             crawler.signals.connect(ext.item_scraped, signal=signals.item_scraped)
+        elif settings.delivery_signal == "item":
+            crawler.signals.connect(ext.item_left, signal=signals.item_scraped)
+            crawler.signals.connect(ext.item_left, signal=signals.item_dropped)
+            crawler.signals.connect(ext.item_left, signal=signals.item_error)
         _EXTENSIONS[crawler] = ext
         return ext
 
@@ -159,26 +191,82 @@ class RobotctlExtension:
             return
         self.changes += 1
         self._allowed = allowed
+        if allowed < self.settings.concurrency and self.handles and self.delivered_at_first_park is None:
+            self.delivered_at_first_park = self.delivered
         if allowed == 0:
             if not engine.paused:
                 engine.pause()
                 self._paused_by_us = True
                 self.pauses += 1
-                LOG.info("robotctl: every robot is parked: the engine is paused (%d downloads in flight finish)",
-                         len(engine.downloader.active))
+                LOG.debug("robotctl: every robot is parked: the engine is paused (%d downloads in flight finish)",
+                          len(engine.downloader.active), extra=self._log_extra)
             return
         engine.downloader.total_concurrency = allowed
         if self._paused_by_us:
             engine.unpause()
             self._paused_by_us = False
-            LOG.info("robotctl: a robot is active again: the engine resumes at %d concurrent downloads", allowed)
+            LOG.debug("robotctl: a robot is active again: the engine resumes at %d concurrent downloads", allowed,
+                      extra=self._log_extra)
         else:
-            LOG.debug("robotctl: %d robots active: %d concurrent downloads", len(self.slots.active), allowed)
+            LOG.debug("robotctl: %d robots active: %d concurrent downloads", len(self.slots.active), allowed,
+                      extra=self._log_extra)
         _nudge(engine)
+
+    async def _start_local(self) -> bool:
+        """Start the agent inside this event loop (``ROBOTCTL_AGENT = local``); False if it cannot run."""
+        import secrets
+        from pathlib import Path
+
+        from robotctl import InputError
+        from robotctl.agent import AgentConfig, run_in_process
+
+        from ._addon import local_agent_config
+
+        s = self.settings
+        capacity = s.capacity if s.capacity is not None else self._pipeline_capacity()
+        if capacity is not None and s.capacity is None:
+            self.settings = s = dataclasses.replace(s, capacity=capacity)
+        if capacity is None:
+            LOG.warning("robotctl: the indexer's buffer K is not known, so the crawl runs uncontrolled (every robot "
+                        "active); set ROBOTCTL_CAPACITY = K (items) in settings.py, or give the indexing pipeline a "
+                        "robotctl_capacity attribute", extra=self._log_extra)
+            return False
+        _quiet_agent_log()
+        token = secrets.token_urlsafe(32)
+        directory = Path(s.dir) / self.prefix
+        try:
+            cfg = AgentConfig.from_dict(local_agent_config(s, capacity=capacity, directory=directory, token=token),
+                                        source="ROBOTCTL_AGENT_CONFIG")
+            self._local = run_in_process(cfg)
+            url, self.local_app = await self._local.__aenter__()
+        except InputError as exc:
+            self._local = None
+            LOG.error("robotctl: the local agent cannot start (%s); the crawl runs uncontrolled", exc,
+                      extra=self._log_extra)
+            return False
+        self.client = AgentClient(url, token=token, timeout_s=s.timeout_s)
+        self.reporter.client = self.client
+        self.health.url = url
+        self.url = url
+        LOG.debug("robotctl: local agent at %s, K = %d, log and policy in %s", url, capacity, directory,
+                  extra=self._log_extra)
+        return True
+
+    def _pipeline_capacity(self) -> int | None:
+        """The ``robotctl_capacity`` attribute of an item pipeline, if one has it."""
+        scraper = getattr(self.crawler.engine, "scraper", None)
+        for pipeline in getattr(getattr(scraper, "itemproc", None), "middlewares", ()):
+            k = getattr(pipeline, "robotctl_capacity", None)
+            if isinstance(k, int) and not isinstance(k, bool) and k >= 1:
+                return k
+        return None
 
     async def _connect(self) -> None:
         """Register the robots (retrying while the agent is down), then follow their commands."""
         s = self.settings
+        if s.agent == "local" and self._local is None and not await self._start_local():
+            return
+        self.reporter.start()
         k = 1
         while k <= s.robots:
             try:
@@ -189,17 +277,20 @@ class RobotctlExtension:
                 await asyncio.sleep(s.retry_interval_s)
                 continue
             except AgentRejectedError as exc:
-                LOG.warning("robotctl: the agent at %s refused robot %s (%s); robots %d..%d follow "
-                            "ROBOTCTL_DEFAULT_STATE = %s and the crawl is not controlled", s.url,
-                            self.robot_id(k), exc, k, s.robots, s.default_state)
+                if exc.status in (401, 403):
+                    self.health.refused(exc)
+                    return
+                LOG.error("robotctl: the agent at %s refused robot %s (%s); robots %d..%d follow "
+                          "ROBOTCTL_DEFAULT_STATE = %s and the crawl is not controlled", self.url,
+                          self.robot_id(k), exc, k, s.robots, s.default_state, extra=self._log_extra)
                 return
             self.health.answered()
             self.handles[k] = handle
             self._registered.add(handle.robot_id)
             self._tasks.append(asyncio.ensure_future(self._follow(handle)))
             k += 1
-        LOG.info("robotctl: %d robots registered with the agent at %s (%s .. %s)", s.robots, s.url,
-                 self.robot_id(1), self.robot_id(s.robots))
+        LOG.info("robotctl: %d robots registered with the %s agent at %s (%s .. %s)", s.robots, s.agent,
+                 self.url, self.robot_id(1), self.robot_id(s.robots), extra=self._log_extra)
         self.apply()
 
     async def _follow(self, handle: RobotHandle) -> None:
@@ -216,12 +307,16 @@ class RobotctlExtension:
             return
         if self.settings.robot_prefix is None:
             self.prefix = str(getattr(spider, "name", None) or "robot")
+        self.spider = spider
         self.running = True
         self._since = time.monotonic()
         s = self.settings
-        LOG.info("robotctl: %d robots over CONCURRENT_REQUESTS = %d download slots, agent %s, deliveries on %s",
-                 s.robots, s.concurrency, s.url, s.delivery_signal)
-        self.reporter.start()
+        LOG.debug("robotctl: %d robots over CONCURRENT_REQUESTS = %d download slots, %s agent %s, deliveries on %s",
+                  s.robots, s.concurrency, s.agent, s.url if s.agent == "remote" else "(in this crawl)",
+                  s.delivery_signal, extra=self._log_extra)
+        self.warn_if_moot()
+        if s.agent == "remote":
+            self.reporter.start()
         self.apply()  # until the robots are registered they follow ROBOTCTL_DEFAULT_STATE
         self._tasks.append(asyncio.ensure_future(self._connect()))
 
@@ -243,6 +338,10 @@ class RobotctlExtension:
                     await handle.close(deregister=not self.health.down)
         with contextlib.suppress(Exception):
             await self.client.aclose()
+        if self._local is not None:
+            local, self._local = self._local, None
+            with contextlib.suppress(Exception):
+                await local.__aexit__(None, None, None)
         self._record_stats()
 
     def _record_stats(self) -> None:
@@ -258,6 +357,11 @@ class RobotctlExtension:
         stats.set_value("robotctl/paused_seconds", round(self.paused_seconds, 3))
         stats.set_value("robotctl/allowed_download_seconds", round(self.allowed_seconds, 3))
         stats.set_value("robotctl/agent_outages", self.health.outages)
+        stats.set_value("robotctl/delivered", self.delivered)
+        stats.set_value("robotctl/pushbacks", self.pushback.pushbacks)
+        stats.set_value("robotctl/requests_given_up", self.given_up)
+        if self.delivered_at_first_park is not None:
+            stats.set_value("robotctl/delivered_at_first_park", self.delivered_at_first_park)
 
     def request_reached_downloader(self, request: Request, spider: Any = None) -> None:
         slot = self.slots.acquire()
@@ -274,7 +378,11 @@ class RobotctlExtension:
     def response_received(self, response: Response, request: Request, spider: Any = None) -> None:
         if not self.running or urlsplit(response.url).path == "/robots.txt":
             return
-        self.reporter.deliver(1, bytes=len(response.body), robot=request.meta.get(META_ROBOT))
+        if response.status in PUSHBACK_STATUSES:  # retried to the end (RETRY_HTTP_CODES hold 429 and 503)
+            self.given_up += 1
+        if self.settings.delivery_signal == "response_received" and response.status in self.settings.deliver_statuses:
+            self.delivered += 1
+            self.reporter.deliver(1, bytes=len(response.body), robot=request.meta.get(META_ROBOT))
 
     def item_scraped(self, item: Any, response: Any = None, spider: Any = None) -> None:
         if not self.running:
@@ -282,6 +390,121 @@ class RobotctlExtension:
         body = getattr(response, "body", None)
         meta = response.meta if isinstance(response, Response) and response.request is not None else {}
         self.reporter.deliver(1, bytes=len(body) if body is not None else None, robot=meta.get(META_ROBOT))
+
+
+    def response_downloaded(self, response: Response, request: Request, spider: Any = None) -> None:
+        """Every response from the downloader, retried ones included: the servers' pushback."""
+        engine = self.crawler.engine
+        if not self.running or engine is None:
+            return
+        downloader = engine.downloader
+        key = downloader.get_slot_key(request)
+        slot = downloader.slots.get(key)
+        if slot is None:
+            return
+        now = time.monotonic()
+        header = response.headers.get(b"Retry-After") if response.status in PUSHBACK_STATUSES else None
+        wait = retry_after_s(header, time.time())
+        if not self.pushback.answer(key, response.status, len(slot.transferring), now, wait) \
+                and not (key in self._slot_settings and now >= self.pushback.hold_until(key)):
+            return
+        if key not in self._slot_settings:
+            self._slot_settings[key] = (slot.concurrency, slot.delay, getattr(slot, "jitter", None))
+        conc, delay, jitter = self._slot_settings[key]
+        cap = self.pushback.cap(key)
+        slot.concurrency = conc if cap is None else min(conc, cap)
+        hold = self.pushback.hold_until(key) - now
+        if hold > 0:  # nothing to this server before Retry-After: one request per hold, the first after it
+            slot.delay, slot.lastseen = max(delay, hold), _downloader_clock()
+            if jitter is not None:
+                slot.jitter = 0.0
+        else:
+            slot.delay = delay
+            if jitter is not None:
+                slot.jitter = jitter
+            if cap is None:
+                del self._slot_settings[key]
+        LOG.debug("robotctl: download slot %s: cap %s, held %.1f s (HTTP %d)", key, cap, max(hold, 0.0),
+                  response.status, extra=self._log_extra)
+
+    def item_entered(self, item: Any) -> None:
+        """An item entered the item pipelines (:class:`RobotctlEntryPipeline`): one delivery."""
+        if not self.running:
+            return
+        now = time.monotonic()
+        if self.in_pipeline == 0:
+            self._busy_since = now
+        self.in_pipeline += 1
+        self.delivered += 1
+        self.reporter.deliver(1, queue_length=self._queue_view())
+
+    def item_left(self, item: Any = None, response: Any = None, spider: Any = None, **kw: Any) -> None:
+        """An item left the item pipelines, scraped, dropped or failed: one completion. Scraped, it carries
+        its service time as a single server's: from the later of its server's last departure and the
+        start of the busy period to now; dropped or failed, none."""
+        if not self.running or self.in_pipeline == 0:
+            return
+        now = time.monotonic()
+        self.in_pipeline -= 1
+        if kw.keys() & {"exception", "failure"}:
+            # dropped (a full buffer's DropItem, a filter's) or failed: it leaves, unserved; the agent may
+            # have counted it lost already, so its queue is set rather than a completion sent
+            self.reporter.set_queue(self._queue_view())
+            return
+        service = now - max(self._busy_since, self._last_exit)
+        self._last_exit = now
+        self.reporter.complete(1, service_s=service, queue_length=self._queue_view())
+
+    def _queue_view(self) -> int:
+        """Items in the pipelines, at most K (the agent refuses a longer queue: the rest are lost to it)."""
+        k = self.settings.capacity
+        return self.in_pipeline if k is None else min(self.in_pipeline, k)
+
+    def warn_if_moot(self) -> None:
+        """One warning per setting that leaves the robots nothing to control."""
+        settings = self.crawler.settings
+        s = self.settings
+        if s.robots_asked is not None and s.robots_asked > s.concurrency:
+            LOG.warning("robotctl: ROBOTCTL_ROBOTS = %d is more than CONCURRENT_REQUESTS = %d download slots, so "
+                        "only %d robots are used; raise CONCURRENT_REQUESTS or lower ROBOTCTL_ROBOTS",
+                        s.robots_asked, s.concurrency, s.concurrency, extra=self._log_extra)
+        per_domain = settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN", 8)
+        # deprecated since Scrapy 2.14: read only when the project set it (reading warns)
+        set_by_project = (settings.getpriority("CONCURRENT_REQUESTS_PER_IP") or 0) > 0
+        per_ip = settings.getint("CONCURRENT_REQUESTS_PER_IP", 0) if set_by_project else 0
+        per_site = per_ip if per_ip > 0 else per_domain
+        name = "CONCURRENT_REQUESTS_PER_IP" if per_ip > 0 else "CONCURRENT_REQUESTS_PER_DOMAIN"
+        if s.robots > 1 and per_site <= s.concurrency // s.robots:
+            LOG.warning("robotctl: %s = %d lets a site take at most %d downloads at once, no more than one robot's "
+                        "share (%d robots over CONCURRENT_REQUESTS = %d): on a crawl of one site the robots cannot "
+                        "act; raise %s (e.g. to %d) or remove it", name, per_site, per_site, s.robots,
+                        s.concurrency, name, s.concurrency, extra=self._log_extra)
+        delay = settings.getfloat("DOWNLOAD_DELAY", 0.0)
+        if delay >= 0.5 and s.robots > 1:
+            LOG.warning("robotctl: DOWNLOAD_DELAY = %g s spaces each site's requests, so a site is fetched at most "
+                        "%.2g pages/s whatever the robots; the robots can only act across sites. Lower "
+                        "DOWNLOAD_DELAY (e.g. to 0) and let robotctl pace the crawl", delay, 1.0 / delay,
+                        extra=self._log_extra)
+
+
+def _downloader_clock() -> float:
+    """Now on the clock of the downloader's ``slot.lastseen``: ``time.monotonic`` since Scrapy 2.14 (which
+    imports it into the downloader's module), ``time.time`` before."""
+    import scrapy.core.downloader as downloader
+
+    clock = getattr(downloader, "monotonic", None) or time.time
+    return float(clock())
+
+
+def _quiet_agent_log() -> None:
+    """The local agent's lines per robot (registered, deregistered, commanded) go below INFO; its refits stay
+    at INFO. Loggers the project configured itself are left alone."""
+    agent = logging.getLogger("robotctl.agent")
+    if agent.level == logging.NOTSET:
+        agent.setLevel(logging.WARNING)
+        refit = logging.getLogger("robotctl.agent.refit")
+        if refit.level == logging.NOTSET:
+            refit.setLevel(logging.INFO)
 
 
 def _nudge(engine: Any) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 from itemadapter import ItemAdapter
 from scrapy.crawler import Crawler
 
-from ._extension import reporter
+from ._extension import extension, reporter
 
 
 class RobotctlPipeline:
@@ -53,3 +53,22 @@ def _number(v: Any) -> float | None:
     if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
         return None
     return float(v)
+
+
+class RobotctlEntryPipeline:
+    """First in ``ITEM_PIPELINES`` (the add-on puts it there): an item entering the item pipelines is one
+    delivery to the indexer (``ROBOTCTL_DELIVERY_SIGNAL = "item"``); the extension counts it leaving them
+    (``item_scraped``, ``item_dropped``, ``item_error``) as a completion."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> RobotctlEntryPipeline:
+        return cls(crawler)
+
+    def process_item(self, item: Any, spider: Any = None) -> Any:
+        ext = extension(self.crawler)
+        if ext is not None:
+            ext.item_entered(item)
+        return item

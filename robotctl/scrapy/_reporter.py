@@ -65,6 +65,8 @@ class AgentHealth:
         self.clock = clock
         self.down_since: float | None = None
         self.outages = 0
+        #: why the agent refused our token (401/403), once it has: nothing more is sent
+        self.refused_by: str | None = None
 
     @property
     def down(self) -> bool:
@@ -78,6 +80,16 @@ class AgentHealth:
         self.outages += 1
         LOG.warning("robotctl: the agent at %s cannot be reached (%s); %s. This is logged once per outage.",
                     self.url, exc, self.consequence)
+
+    def refused(self, exc: BaseException) -> None:
+        """The agent refused our credentials (401/403): say so once, at ERROR, with the setting to fix;
+        nothing more is sent to it for this crawl."""
+        if self.refused_by is not None:
+            return
+        self.refused_by = str(exc)
+        LOG.error("robotctl: the agent at %s refuses this crawl's token (%s); set ROBOTCTL_TOKEN (in settings.py "
+                  "or the environment) to the agent's server.token. Nothing more is sent to it for this crawl, "
+                  "and the robots follow ROBOTCTL_DEFAULT_STATE.", self.url, exc)
 
     def answered(self) -> None:
         """A request was answered: note the end of an outage."""
@@ -115,6 +127,8 @@ class ReporterStats:
         Acknowledgements whose queue length differed from the indexer's.
     max_batch_seen : int
         Largest batch sent.
+    coalesced : int
+        Queue lengths not sent because a later one, sent instead, superseded them.
     """
 
     queued: int = 0
@@ -125,6 +139,7 @@ class ReporterStats:
     resyncs: int = 0
     mismatches: int = 0
     max_batch_seen: int = 0
+    coalesced: int = 0
 
     def to_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -234,7 +249,7 @@ class Reporter:
         if self._closing:
             return
         self.stats.queued += 1
-        if self.health.down:
+        if self.health.down or self.health.refused_by is not None:
             self._drop(report)
             return
         if len(self._pending) >= self.max_pending:
@@ -266,6 +281,11 @@ class Reporter:
                 await asyncio.sleep(self.retry_interval_s)
                 await self._probe()
                 continue
+            if self.health.refused_by is not None:
+                self._drop_pending()
+                self._wake.clear()
+                await self._wake.wait()
+                continue
             if not self._pending and self._resync_to is None:
                 self._wake.clear()
                 await self._wake.wait()
@@ -288,6 +308,10 @@ class Reporter:
         if first.kind in ("delivery", "completion", "obsolete"):
             while self._pending and self._pending[0].kind == first.kind and len(batch) < self.max_batch:
                 batch.append(self._pending.popleft())
+        elif first.kind == "queue":  # consecutive queue lengths: only the last one matters
+            while self._pending and self._pending[0].kind == "queue":
+                self.stats.coalesced += 1  # superseded by a later length, which is sent
+                batch = [self._pending.popleft()]
         return batch
 
     async def _send_pending(self) -> None:
@@ -315,6 +339,10 @@ class Reporter:
                 self.stats.rejected += 1
                 for r in batch:
                     self._drop(r)
+                if exc.status in (401, 403):
+                    self.health.refused(exc)
+                    self._drop_pending()
+                    return
                 if exc.field not in self._rejected_fields:
                     self._rejected_fields.add(exc.field)
                     LOG.warning("robotctl: the agent at %s refused %s reports (%s); they are dropped",

@@ -8,6 +8,7 @@ misconfigured crawl stops at once instead of running uncontrolled. This module d
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -15,8 +16,13 @@ from urllib.parse import urlsplit
 
 from robotctl import InputError
 
-#: what a delivery is: a response received (default), an item scraped, or nothing (the indexer reports)
-DELIVERY_SIGNALS = ("response_received", "item_scraped", "none")
+#: what a delivery is: a response received (default), an item scraped, an item entering the item pipelines
+#: (``item``: the add-on's default; the item leaving them, scraped, dropped or failed, is its completion), or
+#: nothing (the indexer reports)
+DELIVERY_SIGNALS = ("response_received", "item_scraped", "item", "none")
+
+#: where the agent runs: a sidecar at ROBOTCTL_URL (remote), or inside the crawl's own event loop (local)
+AGENT_PLACES = ("remote", "local")
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -80,6 +86,59 @@ def _choice(*options: str) -> Callable[[str, Any], str]:
     return parse
 
 
+def _optional_int(minimum: int, hint: str) -> Callable[[str, Any], int | None]:
+    def parse(name: str, v: Any) -> int | None:
+        if v is None or v == "":
+            return None
+        return int(_number(name, v, whole=True, minimum=minimum, hint=hint))
+
+    return parse
+
+
+def _optional_float(minimum: float, hint: str) -> Callable[[str, Any], float | None]:
+    def parse(name: str, v: Any) -> float | None:
+        if v is None or v == "":
+            return None
+        return float(_number(name, v, whole=False, minimum=minimum, hint=hint))
+
+    return parse
+
+
+def _fraction(name: str, v: Any) -> float | None:
+    if v is None or v == "":
+        return None
+    x = float(_number(name, v, whole=False, minimum=0.0, hint="set e.g. 0.01 for 1%"))
+    if not 0.0 < x <= 1.0:
+        raise InputError(name, f"must be a fraction above 0 and at most 1, got {v!r}", "set e.g. 0.01 for 1%")
+    return x
+
+
+def _statuses(name: str, v: Any) -> tuple[int, ...]:
+    items = v.replace(",", " ").split() if isinstance(v, str) else v
+    try:
+        out = tuple(sorted({int(_number(name, x, whole=True, minimum=100, hint="")) for x in items}))
+    except (TypeError, InputError):
+        out = ()
+    if not out or any(x > 599 for x in out):
+        raise InputError(name, f"must list HTTP statuses (100..599), got {v!r}", "set e.g. [200] or [200, 404]")
+    return out
+
+
+def _mapping(name: str, v: Any) -> dict[str, Any] | None:
+    if v is None or v == "":
+        return None
+    if not isinstance(v, Mapping):
+        raise InputError(name, f"must be a mapping of agent configuration sections, got {type(v).__name__}",
+                         'set e.g. {"costs": {"loss": 10.0}} (sections as in config/sidecar.yaml)')
+    return dict(v)
+
+
+def _dir(name: str, v: Any) -> str:
+    if not isinstance(v, str) or not v.strip() or not v.isprintable():
+        raise InputError(name, f"must be a directory path, got {v!r}", 'set e.g. ".robotctl"')
+    return v
+
+
 def _prefix(name: str, v: Any) -> str | None:
     if v is None or v == "":
         return None
@@ -91,8 +150,30 @@ def _prefix(name: str, v: Any) -> str | None:
 #: setting -> (field, default, parser, what it is); ROBOTCTL_ROBOTS' default (None) means CONCURRENT_REQUESTS
 _SPEC: dict[str, tuple[str, Any, Callable[[str, Any], Any], str]] = {
     "ROBOTCTL_ENABLED": ("enabled", True, _bool, "False turns the extension off (the crawl runs as without it)"),
+    "ROBOTCTL_AGENT": ("agent", "remote", _choice(*AGENT_PLACES),
+                       "remote: the sidecar at ROBOTCTL_URL; local: an agent inside the crawl's event loop (the "
+                       "add-on's default when ROBOTCTL_URL is not set)"),
     "ROBOTCTL_URL": ("url", "http://127.0.0.1:8787", _url, "the agent's base URL (robotctl serve)"),
-    "ROBOTCTL_TOKEN": ("token", None, _optional_str, "the agent's server.token, sent as a bearer token"),
+    "ROBOTCTL_TOKEN": ("token", None, _optional_str, "the agent's server.token, sent as a bearer token (default: "
+                       "the environment's ROBOTCTL_TOKEN)"),
+    "ROBOTCTL_DIR": ("dir", ".robotctl", _dir, "local agent: the directory of its log and saved policy, "
+                     "so that the next crawl starts warm"),
+    "ROBOTCTL_CAPACITY": ("capacity", None, _optional_int(1, "set K, the indexer's buffer in items, e.g. 10"),
+                          "local agent: K, the indexer's buffer in items (default: the robotctl_capacity "
+                          "attribute of an item pipeline)"),
+    "ROBOTCTL_MAX_LOSS": ("max_loss", 0.01, _fraction, "local agent: at most this fraction of items lost"),
+    "ROBOTCTL_MAX_OBSOLETE": ("max_obsolete", 0.02, _fraction,
+                              "local agent: at most this fraction of items obsolete (with ROBOTCTL_USEFUL_LIFE_S)"),
+    "ROBOTCTL_USEFUL_LIFE_S": ("useful_life_s", None, _optional_float(0.001, "set e.g. 60"),
+                               "local agent: mean useful life of a waiting item, seconds (default: none)"),
+    "ROBOTCTL_METRICS_PORT": ("metrics_port", None, _optional_int(1, "set e.g. 8787, or leave it unset"),
+                              "local agent: serve /metrics (and the API) on this loopback port (default: a free "
+                              "one)"),
+    "ROBOTCTL_AGENT_CONFIG": ("agent_config", None, _mapping,
+                              "local agent: sections of its configuration (config/sidecar.yaml), e.g. costs; "
+                              "costs without targets means weights instead of targets"),
+    "ROBOTCTL_DELIVER_STATUSES": ("deliver_statuses", (200,), _statuses,
+                                  "response statuses that count as deliveries (response_received)"),
     "ROBOTCTL_ROBOTS": ("robots", None, _int(1, "set e.g. 4, at most CONCURRENT_REQUESTS"),
                         "virtual robots; CONCURRENT_REQUESTS download slots are split among them "
                         "(default: one robot per slot)"),
@@ -101,7 +182,8 @@ _SPEC: dict[str, tuple[str, Any, Callable[[str, Any], Any], str]] = {
     "ROBOTCTL_DEFAULT_STATE": ("default_state", "active", _choice("active", "parked"),
                                "what a robot does while the agent cannot be reached"),
     "ROBOTCTL_DELIVERY_SIGNAL": ("delivery_signal", "response_received", _choice(*DELIVERY_SIGNALS),
-                                 "what counts as a delivery to the indexer; none: the indexer reports them"),
+                                 "what counts as a delivery to the indexer; item: an item entering the item "
+                                 "pipelines (the add-on's default); none: the indexer reports them"),
     "ROBOTCTL_FLUSH_INTERVAL_S": ("flush_interval_s", 0.0, _float(0.0, "set e.g. 0.05"),
                                   "after the first report, wait this long to gather a batch (0: send as soon "
                                   "as the previous batch is acknowledged)"),
@@ -124,12 +206,23 @@ class RobotctlSettings:
     Attributes
     ----------
     enabled : bool
+    agent : str
+        ``remote`` or ``local``.
     url : str
     token : str or None
+        ``ROBOTCTL_TOKEN``, else the environment's ``ROBOTCTL_TOKEN``.
+    dir : str
+    capacity : int or None
+    max_loss, max_obsolete, useful_life_s : float or None
+    metrics_port : int or None
+    agent_config : dict or None
+    deliver_statuses : tuple of int
     robots : int
         N, resolved: ``ROBOTCTL_ROBOTS`` or ``CONCURRENT_REQUESTS``.
     concurrency : int
         C, the crawl's ``CONCURRENT_REQUESTS``: the downloads allowed with every robot active.
+    robots_asked : int or None
+        ``ROBOTCTL_ROBOTS`` as set: above C, ``robots`` is C (a robot is at least one download slot).
     robot_prefix : str or None
     default_state : str
     delivery_signal : str
@@ -140,10 +233,20 @@ class RobotctlSettings:
     """
 
     enabled: bool = True
+    agent: str = "remote"
     url: str = "http://127.0.0.1:8787"
     token: str | None = None
+    dir: str = ".robotctl"
+    capacity: int | None = None
+    max_loss: float | None = 0.01
+    max_obsolete: float | None = 0.02
+    useful_life_s: float | None = None
+    metrics_port: int | None = None
+    agent_config: dict[str, Any] | None = None
+    deliver_statuses: tuple[int, ...] = (200,)
     robots: int = 16
     concurrency: int = 16
+    robots_asked: int | None = None
     robot_prefix: str | None = None
     default_state: str = "active"
     delivery_signal: str = "response_received"
@@ -155,8 +258,10 @@ class RobotctlSettings:
     poll_wait_s: float | None = None
 
     @classmethod
-    def from_settings(cls, settings: Mapping[str, Any]) -> RobotctlSettings:
-        """Read ``ROBOTCTL_*`` and ``CONCURRENT_REQUESTS`` from Scrapy's settings (any mapping)."""
+    def from_settings(cls, settings: Mapping[str, Any], *,
+                      environ: Mapping[str, str] | None = None) -> RobotctlSettings:
+        """Read ``ROBOTCTL_*`` and ``CONCURRENT_REQUESTS`` from Scrapy's settings (any mapping); the token
+        falls back to ``environ``'s (default ``os.environ``) ``ROBOTCTL_TOKEN``."""
         if not _bool("ROBOTCTL_ENABLED", settings.get("ROBOTCTL_ENABLED", True)):
             return cls(enabled=False)  # off: the rest is not read, so it cannot stop the crawl
         values: dict[str, Any] = {}
@@ -165,12 +270,14 @@ class RobotctlSettings:
             values[name] = default if raw is None else parse(key, raw)
         conc = _int(1, "the robots need at least one download slot")(
             "CONCURRENT_REQUESTS", settings.get("CONCURRENT_REQUESTS", 16))
+        if values["token"] is None:
+            env = os.environ if environ is None else environ
+            values["token"] = _optional_str("ROBOTCTL_TOKEN (environment)", env.get("ROBOTCTL_TOKEN"))
         robots = values.pop("robots")
         robots = conc if robots is None else robots
-        if robots > conc:
-            raise InputError("ROBOTCTL_ROBOTS", f"is {robots}, more than CONCURRENT_REQUESTS = {conc}: a robot is "
-                             "at least one concurrent download", "raise CONCURRENT_REQUESTS or lower ROBOTCTL_ROBOTS")
-        return cls(robots=robots, concurrency=conc, **values)
+        asked = robots
+        robots = min(robots, conc)  # a robot is at least one download slot (the extension warns once)
+        return cls(robots=robots, concurrency=conc, robots_asked=asked, **values)
 
     @staticmethod
     def documented() -> dict[str, tuple[Any, str]]:

@@ -49,13 +49,14 @@ def _config(tmp_path: Path, costs: dict[str, float]) -> AgentConfig:
     return AgentConfig.from_dict({
         "server": {"port": 0, "insecure_loopback": True},
         "queue": {"capacity": 5},
-        # undamped, as in the model: the test checks that the fleet is r(i) after every event
+        # undamped, as in the model: the test checks that the fleet is r(i) after every event (no hysteresis:
+        # the plain threshold optimum, which the exact hysteresis choice would trade for fewer commands)
         "robots": {"ids": [f"robot-{r}" for r in range(1, N_ROBOTS + 1)], "lease_s": 1e6, "dwell_s": 0,
-                   "max_commands_per_min": 0},
+                   "max_commands_per_min": 0, "hysteresis": 0},
         "costs": costs,
         "policy": {"startup": "all"},
         "refit": {"interval_s": 1e9, "min_interval_s": 0, "window_s": 1e5, "drift_window_s": 60,
-                  "drift_bound": None, "min_deliveries": 200, "probe_s": PROBE_S,
+                  "drift_bound": None, "min_deliveries": 200, "probe_s": PROBE_S, "cold_start_deliveries": 0,
                   "executor": "process", "timeout_s": 300},
         "log": {"dir": str(tmp_path / "log")},
     })

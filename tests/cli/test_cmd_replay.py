@@ -114,9 +114,9 @@ def test_text_output_is_for_people_on_an_epoch_stamped_trace(files: tuple[str, s
     shifted = tmp_path / "epoch.jsonl"
     shifted.write_text("".join(json.dumps({**d, "t": d["t"] + epoch}) + "\n"
                                for d in map(json.loads, Path(trace).read_text().splitlines())))
-    config = tmp_path / "sidecar.yaml"  # the first refit, at 300 s, has too few deliveries
-    config.write_text(SIDECAR.replace("interval_s: 600", "interval_s: 300").replace("min_deliveries: 300",
-                                                                                    "min_deliveries: 1000"))
+    config = tmp_path / "sidecar.yaml"  # the first refit, at 300 s, has too few deliveries (no cold start)
+    config.write_text(SIDECAR.replace("interval_s: 600", "interval_s: 300").replace(
+        "min_deliveries: 300", "min_deliveries: 1000, cold_start_deliveries: 0"))
     code = main(["replay", str(shifted), "--config", str(config), "--sim-events", "2000"])
     out = capsys.readouterr().out
     assert code == 0, out

@@ -106,7 +106,8 @@ async def main(scenario: str, out: Path) -> None:
                     "server": {"host": "127.0.0.1", "port": 0, "token": token}, "queue": {"capacity": 8},
                     "robots": {"count": 2}, "log": {"dir": str(Path(tmp) / "agent"), "fsync": "never"},
                     "policy": {"startup": "all"},
-                    "refit": {"interval_s": 1e9, "min_deliveries": 10**9, "drift_bound": None}})
+                    "refit": {"interval_s": 1e9, "min_deliveries": 10**9, "drift_bound": None,
+                              "cold_start_deliveries": 0}})  # no refit: the test commands the robots
                 agent_cm = run_in_process(cfg)
                 url, app = await agent_cm.__aenter__()
                 settings.update({"ROBOTCTL_URL": url, "ROBOTCTL_TOKEN": token, "CLOSESPIDER_TIMEOUT": LIMIT_S})

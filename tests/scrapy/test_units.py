@@ -30,7 +30,12 @@ def test_settings_defaults_and_command_line_strings() -> None:
 
 
 @pytest.mark.parametrize(("settings", "field", "words"), [
-    ({"ROBOTCTL_ROBOTS": 20, "CONCURRENT_REQUESTS": 16}, "ROBOTCTL_ROBOTS", "more than CONCURRENT_REQUESTS = 16"),
+    ({"ROBOTCTL_CAPACITY": 0}, "ROBOTCTL_CAPACITY", "whole number >= 1"),
+    ({"ROBOTCTL_MAX_LOSS": 2}, "ROBOTCTL_MAX_LOSS", "at most 1"),
+    ({"ROBOTCTL_AGENT": "cloud"}, "ROBOTCTL_AGENT", "'cloud'"),
+    ({"ROBOTCTL_DELIVER_STATUSES": "ok"}, "ROBOTCTL_DELIVER_STATUSES", "HTTP statuses"),
+    ({"ROBOTCTL_DELIVER_STATUSES": [200, 700]}, "ROBOTCTL_DELIVER_STATUSES", "HTTP statuses"),
+    ({"ROBOTCTL_AGENT_CONFIG": "costs"}, "ROBOTCTL_AGENT_CONFIG", "mapping"),
     ({"ROBOTCTL_ROBOTS": 0}, "ROBOTCTL_ROBOTS", "whole number >= 1"),
     ({"ROBOTCTL_ROBOTS": "three"}, "ROBOTCTL_ROBOTS", "'three'"),
     ({"ROBOTCTL_URL": "127.0.0.1:8787"}, "ROBOTCTL_URL", "not an http(s) URL"),
@@ -43,6 +48,17 @@ def test_a_bad_setting_is_named(settings: dict[str, Any], field: str, words: str
     with pytest.raises(InputError, match=field) as info:
         RobotctlSettings.from_settings(settings)
     assert info.value.field == field and words in info.value.problem and info.value.hint
+
+
+def test_more_robots_than_slots_are_the_slots_and_the_token_comes_from_the_environment() -> None:
+    s = RobotctlSettings.from_settings({"ROBOTCTL_ROBOTS": 20, "CONCURRENT_REQUESTS": 16}, environ={})
+    assert (s.robots, s.robots_asked, s.token) == (16, 20, None)  # the extension warns once (test_addon.py)
+    s = RobotctlSettings.from_settings({}, environ={"ROBOTCTL_TOKEN": "from-env"})
+    assert s.token == "from-env"
+    s = RobotctlSettings.from_settings({"ROBOTCTL_TOKEN": "mine"}, environ={"ROBOTCTL_TOKEN": "from-env"})
+    assert s.token == "mine"
+    s = RobotctlSettings.from_settings({"ROBOTCTL_DELIVER_STATUSES": "200, 404", "ROBOTCTL_CAPACITY": "10"})
+    assert (s.deliver_statuses, s.capacity, s.max_loss, s.max_obsolete) == ((200, 404), 10, 0.01, 0.02)
 
 
 def test_an_extension_switched_off_reads_nothing_else() -> None:
@@ -240,3 +256,63 @@ def test_the_readme_lists_every_setting() -> None:
     readme = (Path(__file__).resolve().parents[2] / "robotctl" / "scrapy" / "README.md").read_text(encoding="utf-8")
     listed = set(re.findall(r"^\| `(ROBOTCTL_\w+)` \|", readme, re.M))
     assert listed == set(RobotctlSettings.documented()) | {"ROBOTCTL_SERVICE_FIELD", "ROBOTCTL_BYTES_FIELD"}
+
+
+# -- warnings where control is moot ----------------------------------------------------------------
+@pytest.mark.parametrize(("settings", "expected"), [
+    ({"CONCURRENT_REQUESTS_PER_DOMAIN": 1, "DOWNLOAD_DELAY": 1},  # startproject's template
+     ["CONCURRENT_REQUESTS_PER_DOMAIN = 1", "DOWNLOAD_DELAY = 1 s"]),
+    ({"CONCURRENT_REQUESTS_PER_IP": 1}, ["CONCURRENT_REQUESTS_PER_IP = 1"]),
+    ({"ROBOTCTL_ROBOTS": 20, "CONCURRENT_REQUESTS_PER_DOMAIN": 16}, ["ROBOTCTL_ROBOTS = 20"]),
+    ({"CONCURRENT_REQUESTS_PER_DOMAIN": 16, "DOWNLOAD_DELAY": 0.1}, []),
+    ({}, []),  # Scrapy's defaults: 16 slots, 8 per domain
+])
+def test_template_settings_that_leave_nothing_to_control_warn_once_each(
+        settings: dict[str, Any], expected: list[str], caplog: pytest.LogCaptureFixture) -> None:
+    pytest.importorskip("scrapy")
+    from scrapy.utils.test import get_crawler
+
+    from robotctl.scrapy import RobotctlExtension
+
+    crawler = get_crawler(settings_dict={"CONCURRENT_REQUESTS": 16, **settings})
+    ext = RobotctlExtension.from_crawler(crawler)
+    with caplog.at_level(logging.WARNING, logger="robotctl.scrapy"):
+        ext.warn_if_moot()
+    texts = [r.getMessage() for r in caplog.records if r.name == "robotctl.scrapy"]
+    assert len(texts) == len(expected)
+    for text, words in zip(texts, expected, strict=True):
+        assert words in text
+        setting = words.split(" =")[0]
+        # names the setting and its fix
+        assert any(f in text for f in (f"raise {setting}", f"Lower {setting}", f"lower {setting}"))
+        assert all(r.levelno == logging.WARNING for r in caplog.records)
+
+
+# -- a wrong token --------------------------------------------------------------------------------
+async def test_a_wrong_token_stops_the_reports_and_says_error_once_with_the_hint_once(
+        caplog: pytest.LogCaptureFixture) -> None:
+    from robotctl.agent.client import AgentRejectedError
+
+    def refuse(req: Request) -> Response:  # the agent's own error body: its text already ends with the hint
+        hint = "send Authorization: Bearer <server.token>"
+        return Response(401, {"error": f"authorization: missing or wrong bearer token; {hint}",
+                              "field": "authorization", "hint": hint})
+
+    transport = Translating(refuse)
+    client = AgentClient("http://agent", transport=transport, token="wrong")
+    rep = Reporter(client, AgentHealth("http://agent", "..."), retry_interval_s=0.01)
+    rep.start()
+    with caplog.at_level(logging.DEBUG, logger="robotctl.scrapy"):
+        for _ in range(50):
+            rep.deliver(1)
+            await asyncio.sleep(0.002)
+        await rep.aclose(timeout_s=0.2)
+    assert len(transport.requests) == 1  # refused once: never tried again
+    assert rep.stats.dropped == 50 and rep.stats.sent == 0
+    loud = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [r.levelno for r in loud] == [logging.ERROR]
+    text = loud[0].getMessage()
+    assert "ROBOTCTL_TOKEN" in text and text.count("send Authorization") == 1
+    exc = AgentRejectedError(401, "authorization", "missing or wrong bearer token; fix it", "fix it")
+    assert str(exc).count("fix it") == 1
+    assert str(AgentRejectedError(400, "x", "bad", "do this")) == "HTTP 400: bad; do this"

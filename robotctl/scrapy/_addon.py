@@ -1,0 +1,90 @@
+"""``Addon``: robotctl in one line of a Scrapy project's ``settings.py``::
+
+    ADDONS = {"robotctl.scrapy.Addon": 100}
+    ROBOTCTL_CAPACITY = 10          # K, the indexer's buffer in items (or a pipeline's robotctl_capacity)
+
+The add-on enables :class:`RobotctlExtension` and :class:`RobotctlEntryPipeline` (first in
+``ITEM_PIPELINES``: an item entering the pipelines is a delivery; leaving them, scraped, dropped or failed,
+a completion), and, unless ``ROBOTCTL_URL`` names a sidecar, runs the agent inside the crawl's own
+asyncio loop (``ROBOTCTL_AGENT = "local"``): no second process, no token to set; it refits in a worker
+process so the crawl never stalls, and keeps its log and policy under ``ROBOTCTL_DIR/<spider>/`` so the
+next crawl starts warm. :func:`local_agent_config` is that agent's configuration (no Scrapy here beyond
+the settings object the add-on is handed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ._settings import RobotctlSettings
+
+EXTENSION = "robotctl.scrapy.RobotctlExtension"
+ENTRY_PIPELINE = "robotctl.scrapy.RobotctlEntryPipeline"
+#: the entry pipeline runs before every other item pipeline
+ENTRY_PRIORITY = -1_000_000
+
+
+class Addon:
+    """Scrapy add-on (``ADDONS = {"robotctl.scrapy.Addon": 100}``); see the module docstring."""
+
+    def update_settings(self, settings: Any) -> None:
+        settings.set_in_component_priority_dict("EXTENSIONS", EXTENSION, 500)
+        if settings.get("ROBOTCTL_URL") is None:
+            settings.set("ROBOTCTL_AGENT", "local", priority="addon")
+        if settings.get("ROBOTCTL_DELIVERY_SIGNAL") is None:
+            settings.set("ROBOTCTL_DELIVERY_SIGNAL", "item", priority="addon")
+        if settings.get("ROBOTCTL_DELIVERY_SIGNAL") == "item":
+            settings.set_in_component_priority_dict("ITEM_PIPELINES", ENTRY_PIPELINE, ENTRY_PRIORITY)
+
+
+def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merge(dict(out[key]), value)
+        else:
+            out[key] = value
+    return out
+
+
+def safe_startup(robots: int, capacity: int) -> tuple[int, ...]:
+    """The policy before the first fit: every robot at an empty buffer, fewer as it fills, one when full,
+    ``r(i) = max(1, ceil(N (K - i) / K))``: a cold crawl loses few items while the first fits are made."""
+    return tuple(max(1, -(-robots * (capacity - i) // capacity)) for i in range(capacity + 1))
+
+
+def local_agent_config(s: RobotctlSettings, *, capacity: int, directory: Path, token: str) -> dict[str, Any]:
+    """The configuration (as ``config/sidecar.yaml``'s mapping) of the agent the add-on runs in the crawl.
+
+    Parameters
+    ----------
+    s : RobotctlSettings
+    capacity : int
+        K, from ``ROBOTCTL_CAPACITY`` or a pipeline's ``robotctl_capacity``.
+    directory : Path
+        Its log and saved policy (``ROBOTCTL_DIR/<spider>``).
+    token : str
+        A fresh random token: only this crawl's extension may command the robots.
+
+    Before the first fit the robots follow :func:`safe_startup`. The objective is targets
+    (``ROBOTCTL_MAX_LOSS``, ``ROBOTCTL_MAX_OBSOLETE``: the fewest robots meeting both);
+    ``ROBOTCTL_AGENT_CONFIG`` overrides any section, and its ``costs`` without ``targets`` means weights
+    instead of targets.
+    """
+    cfg: dict[str, Any] = {
+        "policy": {"startup": safe_startup(s.robots, capacity)},
+        "server": {"host": "127.0.0.1", "port": s.metrics_port or 0, "token": token},
+        "queue": {"capacity": capacity},
+        "robots": {"count": s.robots, "default_state": s.default_state},
+        "log": {"dir": str(directory)},
+        "refit": {"executor": "process", "time_source": "client"},
+        "targets": {"max_loss": s.max_loss, "max_obsolete": s.max_obsolete},
+    }
+    if s.useful_life_s is not None:
+        cfg["fit"] = {"mean_useful_life_s": s.useful_life_s}
+    user = dict(s.agent_config or {})
+    if "costs" in user and "targets" not in user:
+        del cfg["targets"]
+    return _merge(cfg, user)

@@ -56,16 +56,12 @@ if typing.TYPE_CHECKING:
     from ._hysteresis import HysteresisPoint, HysteresisSearch, choose_hysteresis, optimise_hysteresis
     from ._mdp import (
         DynamicController,
-        DynamicOptimum,
-        DynamicPolicy,
-        MdpStatus,
-        RobotsProblem,
-        StaticFleet,
         solve_dynamic,
         static_cost,
         static_fleet,
         unrestricted_dynamic,
     )
+    from ._mdp_problem import DynamicOptimum, DynamicPolicy, MdpStatus, RobotsProblem, StaticFleet
     from ._mincycle import MeanCycle, min_mean_cycle
     from ._multimodular import (
         COUNTEREXAMPLE,
@@ -157,8 +153,8 @@ _WHERE = {
     "CyclicCost": "._revisit",
     "DEFAULT_MAX_LENGTH": "._revisit",
     "DynamicController": "._mdp",
-    "DynamicOptimum": "._mdp",
-    "DynamicPolicy": "._mdp",
+    "DynamicOptimum": "._mdp_problem",
+    "DynamicPolicy": "._mdp_problem",
     "ENUMERATE_LIMIT": "._routing",
     "EXHAUSTIVE_LIMIT": "._thresholds",
     "FORMULATIONS": "._certificate",
@@ -182,7 +178,7 @@ _WHERE = {
     "MDP_STATE_LIMIT": "._routing",
     "MEASURE_OF": "._targets",
     "MIN_OBSERVATIONS": "._change_rates",
-    "MdpStatus": "._mdp",
+    "MdpStatus": "._mdp_problem",
     "MeanCycle": "._mincycle",
     "PARALLEL_POLICIES": "._thresholds",
     "PHI": "._golden",
@@ -193,7 +189,7 @@ _WHERE = {
     "RandomisedPolicy": "._revisit",
     "RenovationOptimum": "._buffers",
     "RevisitPlan": "._revisit",
-    "RobotsProblem": "._mdp",
+    "RobotsProblem": "._mdp_problem",
     "RoutingResult": "._routing",
     "RoutingStatus": "._routing",
     "SEARCH_DIM": "._thresholds",
@@ -201,7 +197,7 @@ _WHERE = {
     "SPACES": "._thresholds",
     "ServerCosts": "._routing",
     "SimplexOptimum": "._simplex",
-    "StaticFleet": "._mdp",
+    "StaticFleet": "._mdp_problem",
     "TARGET_METHODS": "._targets",
     "TargetSearch": "._targets",
     "TargetStatus": "._targets",

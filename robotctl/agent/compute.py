@@ -20,7 +20,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -203,6 +203,10 @@ class RefitOutcome:
         Wall time of the two stages.
     deliveries : int
         Deliveries in the window.
+    joint_params : fitting.JointParams or None
+        The window's joint estimate (``fit.options.arrivals: joint``), set whenever the joint fit ran, a
+        refused (``misfit``) refit included: the refit loop passes it to the next refit's
+        ``RefitInput.joint_init`` so the EM starts from it (it is picklable: it crosses to the worker).
     """
 
     success: bool
@@ -212,6 +216,7 @@ class RefitOutcome:
     fit_seconds: float = 0.0
     solve_seconds: float = 0.0
     deliveries: int = 0
+    joint_params: Any = None
 
     def __post_init__(self) -> None:
         if self.success != (self.result is not None):
@@ -376,6 +381,24 @@ def _fit_stage(inp: RefitInput, fit_fn: FitFn) -> _Fitted | RefitOutcome:
     return _Fitted(fitted, summary, seconds, joint)
 
 
+def _nuisance_se(inp: RefitInput) -> dict[str, Any]:
+    """The relative standard errors of the service and useful-life means the window estimated (0 for a
+    configured one), so the joint fit's cost intervals carry them too: sqrt(c^2 / n) of the service
+    sample (or of the page sizes over a configured processing rate), 1 / sqrt(drops) of a useful life
+    estimated from obsolete drops."""
+    out: dict[str, Any] = {"service_rel_se": 0.0, "obsolescence_rel_se": 0.0}
+    sample = inp.service_times if inp.service_times is not None else inp.sizes_bytes
+    if sample is not None:
+        x = np.asarray(sample, dtype=float)
+        x = x[np.isfinite(x)]
+        mean = float(x.mean()) if x.size else 0.0
+        if x.size >= 2 and mean > 0:
+            out["service_rel_se"] = math.sqrt(float(x.var(ddof=1)) / mean**2 / x.size)
+    if inp.mean_useful_life_s is None and inp.obsolete_drops is not None:
+        out["obsolescence_rel_se"] = 1.0 / math.sqrt(max(int(inp.obsolete_drops), 1))
+    return out
+
+
 def _check_stage(inp: RefitInput, fitted: _Fitted) -> RefitOutcome | None:
     """Issue 27's model check: price the policy in force under the fitted model (with the joint fit's
     parameter uncertainty when there is one) and compare with its observed cost on the window. The verdict
@@ -393,8 +416,9 @@ def _check_stage(inp: RefitInput, fitted: _Fitted) -> RefitOutcome | None:
     try:
         if fitted.joint is not None:
             predicted = price_interval(fitted.joint, fitted.model, inp.policy_in_force, inp.costs,
-                                       covariance=fitted.covariance(),
+                                       covariance=fitted.covariance(), **_nuisance_se(inp),
                                        draws=inp.check_draws, level=inp.check_level)
+            fitted.cache["priced"] = (inp.policy_in_force, predicted)   # its draws serve the adoption too
         else:
             price = float(cost_of(_solve_policy(fitted.model, inp.policy_in_force), inp.costs).total)
             predicted = PricedCost(price, (price, price), inp.check_level)
@@ -488,15 +512,21 @@ def _beyond_uncertainty(inp: RefitInput, fitted: _Fitted, result: PolicyFit) -> 
 
     summary = dict(result.fit)
     current = inp.current_policy if inp.current_policy is not None else inp.policy_in_force
+    cached_policy, cached = fitted.cache.get("priced", (None, None))
     try:
         if current is None or current == result.policy:
-            priced = price_interval(fitted.joint, fitted.model, result.policy, inp.costs,
-                                    covariance=fitted.covariance(), draws=inp.check_draws, level=inp.check_level)
+            if cached is not None and cached_policy == result.policy:
+                priced = cached
+            else:
+                priced = price_interval(fitted.joint, fitted.model, result.policy, inp.costs,
+                                        covariance=fitted.covariance(), **_nuisance_se(inp),
+                                        draws=inp.check_draws, level=inp.check_level)
             summary["predicted"] = {"cost": finite(priced.cost), "cost_interval": [finite(x) for x in priced.interval]}
             return replace(result, fit=summary), "adopted"
         cmp = compare_policies(fitted.joint, fitted.model, result.policy, current, inp.costs,
-                               covariance=fitted.covariance(),
-                               draws=inp.check_draws, level=inp.check_level)
+                               covariance=fitted.covariance(), **_nuisance_se(inp),
+                               draws=inp.check_draws, level=inp.check_level,
+                               current_priced=cached if cached_policy == current else None)
     except InputError as exc:
         summary["predicted"] = {"cost": finite(float(result.cost.total)) if result.cost else None,
                                 "cost_interval": None, "message": f"no interval: {exc}"}
@@ -818,11 +848,13 @@ def compute_refit(inp: RefitInput, *, fit_fn: FitFn | None = None,
     fitted = _fit_stage(inp, fit_fn)
     if isinstance(fitted, RefitOutcome):
         return fitted
+    joint_params = fitted.joint.params if fitted.joint is not None else None
     misfit = _check_stage(inp, fitted)
     if misfit is not None:
-        return misfit
-    return _with_origin(_with_damping(inp, _mdp_stage(inp, _optimise_stage(inp, fitted, optimise_fn))),
-                        "regular", change)
+        return replace(misfit, joint_params=joint_params)
+    out = _with_origin(_with_damping(inp, _mdp_stage(inp, _optimise_stage(inp, fitted, optimise_fn))),
+                       "regular", change)
+    return replace(out, joint_params=joint_params)
 
 
 def _with_origin(out: RefitOutcome, origin: str, change: Mapping[str, Any]) -> RefitOutcome:

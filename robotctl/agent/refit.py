@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from .clock import Clock, cancel_and_wait
@@ -143,6 +143,8 @@ class RefitLoop:
         self._lock = asyncio.Lock()
         self._started_at: float | None = None
         self._quiesced = False
+        #: the last joint estimate (``fit.options.arrivals: joint``): the next refit's EM starts from it
+        self._joint_params: Any = None
 
     @classmethod
     def for_agent(cls, config: AgentConfig, *, clock: Clock, target: RefitTarget, worker: RefitWorker,
@@ -259,7 +261,11 @@ class RefitLoop:
                 if isinstance(made, str):
                     outcome = RefitOutcome(False, RefitStage.INPUT, made)
                 else:
+                    if made.joint_init is None and self._joint_params is not None:
+                        made = replace(made, joint_init=self._joint_params)   # warm-start the joint EM
                     outcome = await self.worker.run(made)
+                    if outcome.joint_params is not None:
+                        self._joint_params = outcome.joint_params
             finally:
                 self.record.running = False
             self._finish(outcome, reason)

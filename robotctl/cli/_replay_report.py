@@ -26,9 +26,10 @@ INSTALL_HINT = "pip install 'robotctl[reports]' (matplotlib) for the plots"
 BINS = 1200
 
 _STYLE = """
-body { font-family: sans-serif; margin: 2em; color: #222; max-width: 1200px; }
-table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
-th, td { border: 1px solid #bbb; padding: 0.25em 0.6em; text-align: right; }
+body { font-family: sans-serif; margin: 1.5em; color: #222; max-width: 1340px; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 0.85em; max-width: 100%; }
+th, td { border: 1px solid #bbb; padding: 0.2em 0.45em; text-align: right; vertical-align: top; }
+.wide { overflow-x: auto; max-width: 100%; }
 th { background: #eee; } td.l, th.l { text-align: left; }
 img { max-width: 100%; border: 1px solid #ddd; margin: 0.5em 0; }
 .note { background: #fff4d6; padding: 0.5em 1em; border-left: 4px solid #e0a800; }
@@ -77,8 +78,9 @@ def _plots(result: ReplayResult, capacity: int) -> list[tuple[str, str]]:
     ax1.legend(loc="upper right", fontsize=8)
     xa, a = _binned(s.t, s.active, BINS)
     xd, d = _binned(s.t, s.desired, BINS)
-    ax2.plot(xa - t0, a, lw=0.9, color="tab:gray", label="active robots (recorded fleet)")
-    ax2.plot(xd - t0, d, lw=0.9, color="tab:green", label="robots robotctl would run, r(i)")
+    # the recorded fleet drawn wide and pale underneath, robotctl's thin line on top: both stay visible
+    ax2.plot(xa - t0, a, lw=3.0, color="tab:gray", alpha=0.55, label="active robots (recorded fleet)", zorder=1)
+    ax2.plot(xd - t0, d, lw=0.9, color="tab:green", label="robots robotctl would run, r(i)", zorder=2)
     for w in result.windows:
         ax2.axvline(w.in_force[0] - t0, color="tab:purple", lw=0.5, alpha=0.5)
     ax2.set_ylabel("robots")
@@ -115,16 +117,30 @@ def _plots(result: ReplayResult, capacity: int) -> list[tuple[str, str]]:
     return out
 
 
+def _num(v: Any, digits: int = 4) -> str:
+    """A number for people: thousands separated, ``digits`` significant digits, '-' when unknown."""
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "-"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}"
+    if isinstance(v, float):
+        return f"{v:,.0f}" if abs(v) >= 10 ** digits else f"{v:,.{digits}g}"
+    return str(v)
+
+
+def _pct(v: Any) -> str:
+    return "-" if v is None or not math.isfinite(float(v)) else f"{100 * float(v):.2g}%"
+
+
 def _table(head: list[str], rows: list[list[Any]], left: int = 1) -> str:
     def cell(v: Any, i: int) -> str:
-        text = v if isinstance(v, str) else ("-" if v is None or (isinstance(v, float) and not math.isfinite(v))
-                                             else f"{v:.5g}" if isinstance(v, float) else str(v))
+        text = v if isinstance(v, str) else _num(v)
         cls = ' class="l"' if i < left else ""
         return f"<td{cls}>{html.escape(text)}</td>"
 
     th = "".join(f'<th{" class=l" if i < left else ""}>{html.escape(h)}</th>' for i, h in enumerate(head))
     body = "".join("<tr>" + "".join(cell(v, i) for i, v in enumerate(r)) + "</tr>" for r in rows)
-    return f"<table><tr>{th}</tr>{body}</table>"
+    return f"<div class='wide'><table><tr>{th}</tr>{body}</table></div>"
 
 
 def render(result: ReplayResult, config: AgentConfig) -> tuple[str, str | None]:
@@ -178,23 +194,30 @@ def render(result: ReplayResult, config: AgentConfig) -> tuple[str, str | None]:
         rows = []
         for w in d["windows"]:
             fm = w["fit"]["modes"]
-            interval = w["predicted"].get("cost_interval") or [None, None]
-            rows.append([f"{w['t_start']:.1f}", f"{w['t_end']:.1f}", w["reason"], w["status"],
-                         *[fm.get(m, {}).get("arrival_rate") for m in modes],
-                         *[fm.get(m, {}).get("lag1_correlation") for m in modes],
-                         *[fm.get(m, {}).get("mean_batch_size") for m in modes],
-                         ", ".join(f"{k}: {v}" for k, v in sorted(w["fit"].get("rungs", {}).items())),
-                         ",".join(map(str, w["policy"]["robots_at_level"])), w["predicted"]["cost"],
-                         interval[0], interval[1], w["predicted"]["p_loss"], w["predicted"]["p_starvation"]])
-        head = ["fit from", "to", "reason", "status", *[f"rate {m}" for m in modes], *[f"rho1 {m}" for m in modes],
-                *[f"batch {m}" for m in modes], "fallback rungs", "robots_at_level", "J predicted", "J low",
-                "J high", "P_loss", "P_starvation"]
-        parts.append("<h2>Refit windows</h2>" + _table(head, rows, left=4))
-        parts.append("<p class='note'>status: the window's model check (ok: the fitted model priced the policy in "
-                     "force as observed; misfit: it did not; uncertain: nothing to check against or too wide to "
-                     "tell; fallback: a rung of the fit fell back). rate m: pages/s with m robots; rho1 m: lag-1 "
-                     "correlation of the intervals; batch m: mean pages per delivery; J low/high: the predicted "
-                     "cost's 95% interval from the fit's parameter uncertainty (joint fit only).</p>")
+            lo, hi = w["predicted"].get("cost_interval") or [None, None]
+
+            def per_mode(key: str, fm: Any = fm) -> str:
+                return ", ".join(f"{m}: {_num(fm[m].get(key), 3)}" for m in modes if m in fm)
+
+            rows.append([f"{w['t_start']:,.0f}–{w['t_end']:,.0f}", w["reason"], w["status"],
+                         per_mode("arrival_rate"), per_mode("lag1_correlation"), per_mode("mean_batch_size"),
+                         ", ".join(f"{k}: {v}" for k, v in sorted(w["fit"].get("rungs", {}).items())) or "-",
+                         " ".join(map(str, w["policy"]["robots_at_level"])),
+                         _num(w["predicted"]["cost"]) + ("" if lo is None or hi is None
+                                                         else f" [{_num(lo)}, {_num(hi)}]"),
+                         _pct(w["predicted"]["p_loss"]), _pct(w["predicted"]["p_starvation"])])
+        head = ["fit window (s)", "reason", "status", "pages/s by robots", "rho1 by robots", "batch by robots",
+                "fallback rungs", "robots at queue level 0, 1, ...", "J predicted [95%]", "P loss", "P starve"]
+        parts.append("<h2>Refit windows</h2>" + _table(head, rows, left=3))
+        parts.append("<p class='note'><b>Legend.</b> status: the window's model check (ok: the fitted model "
+                     "priced the policy in force as observed; misfit: it did not; uncertain: nothing to check "
+                     "against or too wide to tell; fallback: a rung of the fit fell back). pages/s by robots: the "
+                     "fitted arrival rate with that many robots active (robots: rate); rho1: lag-1 correlation of "
+                     "the intervals between deliveries (0 for Poisson traffic); batch: mean pages per delivery; "
+                     "fallback rungs: where the fit fell back to a simpler law; robots at queue level: how many "
+                     "robots the policy runs with 0, 1, 2, ... pages waiting; J: the cost rate of paper 000 eq. "
+                     "(2), with its 95% interval from the fit's uncertainty (joint fit only); P loss, P starve: "
+                     "predicted share of pages lost at a full buffer and of time the indexer waits idle.</p>")
     failed = d["refits"]["failed"]
     if failed:
         parts.append("<h2>Refits that failed</h2>" + _table(

@@ -924,7 +924,16 @@ def _joint_arrivals(window: _Window, trajectory: ModeTrajectory | None, mode_fit
         data = joint_data(b.epochs, np.minimum(b.sizes, opts.max_batch), trajectory,
                           censor_above_s=bound if bound is not None and bound > 0 else math.inf)
         structures = ("shared", "linear") if opts.joint_structure == "auto" else (opts.joint_structure,)
+        if init is not None and (init.structure not in structures or init.phases not in opts.joint_phases):
+            init = None                                  # the options changed since: search afresh
         jf = fit_joint(data, phases=opts.joint_phases, structure=structures, init=init)
+        more = [p for p in opts.joint_phases if p > jf.params.phases]
+        if init is not None and more:
+            # a warm start keeps its phases and structure; one more phase is tried cold each window (BIC
+            # decides), so an estimate made on little data does not pin the model to too few phases
+            bigger = fit_joint(data, phases=min(more), structure=jf.params.structure)
+            if math.isfinite(bigger.bic) and bigger.bic < jf.bic:
+                jf = bigger
         wanted = [mf.mode for mf in mode_fits if mf.mode >= 1]
         arrivals = jf.params.arrivals(wanted)
     except (InputError, np.linalg.LinAlgError, ValueError, FloatingPointError) as exc:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -47,12 +47,16 @@ class PricedCost:
     level : float
     draws : int
         Parameter draws behind the interval (0: not from draws).
+    samples : tuple of float
+        The price on each draw (nan where a draw could not be priced), so that :func:`compare_policies`
+        pairs a policy already priced on the same draws without solving it again.
     """
 
     cost: float
     interval: tuple[float, float]
     level: float = 0.95
     draws: int = 0
+    samples: tuple[float, ...] = field(default=(), compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"cost": self.cost, "interval": list(self.interval)}
@@ -138,9 +142,36 @@ def model_check(predicted: PricedCost, observed: PricedCost, *, level: float = 0
                       f"ok: predicted {p.cost:.4g}, observed {o.cost:.4g} ({rel}; {z:.1f} standard errors)")
 
 
+def _nuisance_laws(base: QueueModel, service_rel_se: float, obsolescence_rel_se: float, draws: int,
+                   seed: int) -> list[tuple[Any, Any]]:
+    """Per draw, the service and obsolescence laws with their means' own uncertainty: each law's rate
+    scaled by a log-normal factor exp(N(0, rel_se^2)) (the delta method's standard error of a log mean:
+    sqrt(c^2 / n) for n service samples, 1 / sqrt(drops) for a useful life estimated from drops). A
+    separate stream of the seed, so the arrival draws stay the same (common random numbers)."""
+    for name, val in (("service_rel_se", service_rel_se), ("obsolescence_rel_se", obsolescence_rel_se)):
+        if not (isinstance(val, (int, float)) and math.isfinite(val) and val >= 0):
+            raise InputError(name, f"must be a finite number >= 0, got {val!r}", "e.g. sqrt(c^2 / samples)")
+    if service_rel_se == 0 and obsolescence_rel_se == 0:
+        return [(base.service, base.obsolescence)] * draws
+    from robotctl.model import PH
+
+    z = np.random.default_rng([seed, 1]).standard_normal((draws, 2))
+    out = []
+    for zs, zo in z:
+        svc = base.service
+        if service_rel_se:
+            svc = PH(svc.beta, svc.S * math.exp(service_rel_se * zs))
+        obs = base.obsolescence
+        if obsolescence_rel_se and obs is not None:
+            obs = PH(obs.beta, obs.S * math.exp(obsolescence_rel_se * zo))
+        out.append((svc, obs))
+    return out
+
+
 def price_interval(joint: JointFit, base: QueueModel, policy: QueueLengthPolicy, costs: Costs, *,
                    modes: Sequence[int] | None = None, draws: int = 40, level: float = 0.95, seed: int = 0,
-                   covariance: np.ndarray | None = None) -> PricedCost:
+                   covariance: np.ndarray | None = None, service_rel_se: float = 0.0,
+                   obsolescence_rel_se: float = 0.0) -> PricedCost:
     """The cost of ``policy`` under the joint fit, with an interval from the fit's parameter uncertainty.
 
     Parameters
@@ -157,15 +188,19 @@ def price_interval(joint: JointFit, base: QueueModel, policy: QueueLengthPolicy,
         The draws' random seed (the function is deterministic).
     covariance : ndarray, optional
         :func:`joint_covariance` already computed.
+    service_rel_se, obsolescence_rel_se : float
+        Relative standard errors of the service and useful-life means (0: known); each draw scales the
+        law's rate by exp(N(0, rel_se^2)), so the interval carries their uncertainty too.
     """
     from robotctl.model import cost_of, solve
 
     if isinstance(draws, bool) or not isinstance(draws, int) or draws < 2:
         raise InputError("draws", f"must be a whole number >= 2, got {draws!r}", "e.g. 40")
     want = tuple(base.modes) if modes is None else tuple(modes)
+    laws = _nuisance_laws(base, service_rel_se, obsolescence_rel_se, draws, seed)
 
-    def price(params: Any) -> float:
-        model = QueueModel(base.capacity, params.arrivals(want), base.service, base.obsolescence, base.admission)
+    def price(params: Any, svc: Any = base.service, obs: Any = base.obsolescence) -> float:
+        model = QueueModel(base.capacity, params.arrivals(want), svc, obs, base.admission)
         return float(cost_of(solve(model, policy).measures, costs).total)
 
     point = price(joint.params)
@@ -177,17 +212,18 @@ def price_interval(joint: JointFit, base: QueueModel, policy: QueueLengthPolicy,
     root = U * np.sqrt(np.maximum(w, 0.0))
     rng = np.random.default_rng(seed)
     prices = []
-    for _ in range(draws):
+    for svc, obs in laws:
         x = x0 + root @ rng.standard_normal(x0.size)
         try:
-            prices.append(price(joint_from_free_vector(joint.params, x)))
+            prices.append(price(joint_from_free_vector(joint.params, x), svc, obs))
         except InputError:
-            continue
-    if len(prices) < 2:
-        return PricedCost(point, (-math.inf, math.inf), level, len(prices))
+            prices.append(math.nan)
     a = np.asarray(prices)
+    a = a[np.isfinite(a)]
+    if a.size < 2:
+        return PricedCost(point, (-math.inf, math.inf), level, int(a.size), tuple(prices))
     lo, hi = np.quantile(a, [(1 - level) / 2, (1 + level) / 2])
-    return PricedCost(point, (float(min(lo, point)), float(max(hi, point))), level, int(a.size))
+    return PricedCost(point, (float(min(lo, point)), float(max(hi, point))), level, int(a.size), tuple(prices))
 
 
 @dataclass(frozen=True)
@@ -216,22 +252,43 @@ class PolicyComparison:
 
 def compare_policies(joint: JointFit, base: QueueModel, new: QueueLengthPolicy, current: QueueLengthPolicy,
                      costs: Costs, *, modes: Sequence[int] | None = None, draws: int = 40, level: float = 0.95,
-                     seed: int = 0, covariance: np.ndarray | None = None) -> PolicyComparison:
+                     seed: int = 0, covariance: np.ndarray | None = None, service_rel_se: float = 0.0,
+                     obsolescence_rel_se: float = 0.0, current_priced: PricedCost | None = None
+                     ) -> PolicyComparison:
     """Price ``new`` and ``current`` on the same draws of the joint fit's parameters (see
     :func:`price_interval`); the paired differences give the interval of the saving, so that a new policy
-    is adopted only when it beats the one in force beyond the fit's uncertainty."""
+    is adopted only when it beats the one in force beyond the fit's uncertainty.
+
+    ``current_priced``: ``current`` already priced by :func:`price_interval` with the same fit, draws,
+    seed, covariance and standard errors (its ``samples``): it is not solved again. The draws stop as
+    soon as the verdict is settled: once more savings are <= 0 than the quantile at (1 - level) / 2 can
+    pass over, the saving's interval reaches 0 whatever the remaining draws give (not decisive; the
+    saving's and the new policy's intervals then come from the draws taken, the current policy's from
+    ``current_priced`` when given)."""
     from robotctl.model import cost_of, solve
 
     if isinstance(draws, bool) or not isinstance(draws, int) or draws < 2:
         raise InputError("draws", f"must be a whole number >= 2, got {draws!r}", "e.g. 40")
     want = tuple(base.modes) if modes is None else tuple(modes)
+    laws = _nuisance_laws(base, service_rel_se, obsolescence_rel_se, draws, seed)
 
-    def prices(params: Any) -> tuple[float, float]:
-        model = QueueModel(base.capacity, params.arrivals(want), base.service, base.obsolescence, base.admission)
+    def prices(params: Any, svc: Any = base.service, obs: Any = base.obsolescence) -> tuple[float, float]:
+        model = QueueModel(base.capacity, params.arrivals(want), svc, obs, base.admission)
         return (float(cost_of(solve(model, new).measures, costs).total),
                 float(cost_of(solve(model, current).measures, costs).total))
 
-    p_new, p_cur = prices(joint.params)
+    def price_one(params: Any, svc: Any, obs: Any) -> float:
+        model = QueueModel(base.capacity, params.arrivals(want), svc, obs, base.admission)
+        return float(cost_of(solve(model, new).measures, costs).total)
+
+    reuse = (current_priced is not None and len(current_priced.samples) == draws
+             and math.isfinite(current_priced.cost))
+    if reuse:
+        assert current_priced is not None
+        p_cur = current_priced.cost
+        p_new = price_one(joint.params, base.service, base.obsolescence)
+    else:
+        p_new, p_cur = prices(joint.params)
     cov = joint_covariance(joint.params, joint.data) if covariance is None else np.asarray(covariance)
     unbounded = (-math.inf, math.inf)
     if not np.all(np.isfinite(cov)):
@@ -242,11 +299,28 @@ def compare_policies(joint: JointFit, base: QueueModel, new: QueueLengthPolicy, 
     root = U * np.sqrt(np.maximum(w, 0.0))
     rng = np.random.default_rng(seed)
     pairs = []
-    for _ in range(draws):
+    # more savings <= 0 than this and the lower quantile (numpy's linear one, at most the order statistic
+    # ceil(q (n - 1)) for n <= draws) is <= 0 whatever the remaining draws give
+    settled = math.ceil((1 - level) / 2 * (draws - 1)) + 1
+    nonpositive = 0
+    for i, (svc, obs) in enumerate(laws):
+        z = rng.standard_normal(x0.size)
         try:
-            pairs.append(prices(joint_from_free_vector(joint.params, x0 + root @ rng.standard_normal(x0.size))))
+            params = joint_from_free_vector(joint.params, x0 + root @ z)
+            if reuse:
+                assert current_priced is not None
+                cur = current_priced.samples[i]
+                if not math.isfinite(cur):
+                    continue
+                pair = (price_one(params, svc, obs), cur)
+            else:
+                pair = prices(params, svc, obs)
         except InputError:
             continue
+        pairs.append(pair)
+        nonpositive += pair[1] - pair[0] <= 0
+        if nonpositive >= settled and len(pairs) >= 2:
+            break
     if len(pairs) < 2:
         return PolicyComparison(PricedCost(p_new, unbounded, level), PricedCost(p_cur, unbounded, level),
                                 PricedCost(p_cur - p_new, unbounded, level), False)
@@ -258,6 +332,7 @@ def compare_policies(joint: JointFit, base: QueueModel, new: QueueLengthPolicy, 
         return float(min(lo, point)), float(max(hi, point))
 
     saving = PricedCost(p_cur - p_new, interval(a[:, 1] - a[:, 0], p_cur - p_new), level, len(pairs))
-    return PolicyComparison(PricedCost(p_new, interval(a[:, 0], p_new), level, len(pairs)),
-                            PricedCost(p_cur, interval(a[:, 1], p_cur), level, len(pairs)), saving,
+    cur_priced = (current_priced if reuse and current_priced is not None
+                  else PricedCost(p_cur, interval(a[:, 1], p_cur), level, len(pairs)))
+    return PolicyComparison(PricedCost(p_new, interval(a[:, 0], p_new), level, len(pairs)), cur_priced, saving,
                             saving.interval[0] > 0)

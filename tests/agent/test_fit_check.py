@@ -117,3 +117,31 @@ def test_a_replay_windows_status_means_something() -> None:
     assert window_status({"status": "fallback", "check": {"status": "uncertain"}}) == "fallback"
     assert window_status({"status": "ok", "check": {"status": "uncertain"}}) == "uncertain"
     assert window_status({"status": "ok"}) == "uncertain"
+
+
+def test_drift_under_a_joint_fit_compares_pages_with_the_policys_offered_rate() -> None:
+    """Under a threshold policy the mode follows the shared phase: the pages in each mode's time are not the
+    joint fit's mode rate times it. With a joint fit the drift check weighs the window's pages against the
+    policy's predicted offered rate instead; the per-mode fit keeps the mode-by-mode rates."""
+    from types import SimpleNamespace
+
+    from robotctl.agent.queue import mode_pages_key, mode_time_key
+    from robotctl.agent.refit_window import drift
+    # mode 1 holds in the lulls (0.2 pages/s), mode 3 in the bursts (9 pages/s): 1,000 s each
+    totals = {mode_time_key(1): 1000.0, mode_pages_key(1): 200.0,
+              mode_time_key(3): 1000.0, mode_pages_key(3): 9000.0}
+    arrivals = {1: SimpleNamespace(rate=1.5), 3: SimpleNamespace(rate=4.5)}     # the modes' own long-run rates
+    offered = 4.6                                                                # the policy's, model-predicted
+    measures = SimpleNamespace(arrival_rate=offered)
+
+    def agent(fit: dict) -> SimpleNamespace:
+        return SimpleNamespace(
+            config=SimpleNamespace(refit=SimpleNamespace(drift_bound=0.5, drift_min_pages=50)),
+            policy=SimpleNamespace(model=SimpleNamespace(modes=(1, 3), arrivals=arrivals), fit=fit,
+                                   measures=measures),
+            drift_window=SimpleNamespace(totals=lambda now: totals))
+
+    assert drift(agent({"joint": {"phases": 2}}), 2000.0) is None                 # 9,200 pages vs 9,200
+    assert drift(agent({}), 2000.0) is not None                                  # 9,200 vs 6,000 expected
+    totals[mode_pages_key(3)] = 20_000.0
+    assert "observed_rate" in (drift(agent({"joint": {"phases": 2}}), 2000.0) or "")

@@ -8,6 +8,7 @@ import contextlib
 import functools
 import logging
 import os
+import pickle
 import time
 from pathlib import Path
 from typing import Any
@@ -31,14 +32,14 @@ ROOT = Path(__file__).resolve().parents[2]
 TRUE_MODEL, COSTS = load_model_file(str(ROOT / "config" / "paper-example.yaml"))
 
 
-def _config(tmp_path: Path, **refit: Any) -> AgentConfig:
+def _config(tmp_path: Path, fit: dict[str, Any] | None = None, **refit: Any) -> AgentConfig:
     return AgentConfig.from_dict({
         "server": {"port": 0, "insecure_loopback": True}, "queue": {"capacity": 5},
         "robots": {"count": 4, "allow_unregistered": True},
         "costs": COSTS.to_dict(), "policy": {"startup": [4, 4, 3, 2, 1, 1]},
         "refit": {"interval_s": 1e9, "min_interval_s": 0, "window_s": 1e5, "drift_window_s": 600,
                   "min_deliveries": 100, "executor": "thread", "cold_start_deliveries": 0, **refit},
-        "fit": {"mean_useful_life_s": 5.0},
+        "fit": fit or {"mean_useful_life_s": 5.0},
         "log": {"dir": str(tmp_path / "log")},
     })
 
@@ -147,6 +148,27 @@ async def test_failing_fit_and_too_little_data_keep_the_startup_policy(tmp_path:
         assert outcome.stage is RefitStage.FIT and "all equal (injected)" in outcome.message
         assert agent.holder.current is start and start.source == "startup"
         assert app[REFIT].record.failures == {"input": 1, "fit": 1}
+
+
+async def test_the_joint_estimate_warm_starts_the_next_refit(tmp_path: Path) -> None:
+    seen: list[Any] = []
+
+    def recording(inp: RefitInput) -> RefitOutcome:
+        seen.append(inp.joint_init)
+        return compute_refit(inp)
+
+    clock = ManualClock(0.0)
+    cfg = _config(tmp_path, fit={"mean_useful_life_s": 5.0, "options": {"arrivals": "joint"}})
+    async with run_in_process(cfg, clock=clock, compute=recording) as (_, app):
+        feed(app[AGENT], clock, 600.0, seed=4)
+        first = await app[REFIT].refit("test")
+        assert first.joint_params is not None, first.message
+        feed(app[AGENT], clock, 100.0, seed=5)
+        second = await app[REFIT].refit("test")
+    assert seen[0] is None and seen[1] is first.joint_params
+    assert pickle.loads(pickle.dumps(first.joint_params)).phases == first.joint_params.phases   # crosses to a worker
+    assert second.joint_params is not None and second.joint_params.phases == first.joint_params.phases
+    assert first.result is not None and second.result is not None and "joint" in second.result.fit
 
 
 async def test_a_refit_over_its_timeout_is_abandoned(tmp_path: Path) -> None:

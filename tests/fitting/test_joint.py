@@ -10,6 +10,7 @@ the modes' own clocks) where the modes are Poisson.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -236,6 +237,34 @@ def test_warm_start_needs_few_iterations_and_linear_rule_extends_to_unseen_modes
         shared.bmap(-1)
 
 
+def _slice(tr, t0: float, t1: float) -> JointData:
+    """The batches and trajectory of ``tr`` in [t0, t1] (the agent's refit window)."""
+    keep = (tr.batch_times >= t0) & (tr.batch_times <= t1)
+    first = max(int(np.searchsorted(tr.epochs, t0, side="right")) - 1, 0)
+    inside = (tr.epochs > t0) & (tr.epochs <= t1)
+    traj = ModeTrajectory(np.concatenate([[t0], tr.epochs[inside]]),
+                          np.concatenate([[tr.trajectory_modes[first]], tr.trajectory_modes[inside]]), end_s=t1)
+    return joint_data(tr.batch_times[keep], tr.batch_sizes[keep], traj)
+
+
+def test_warm_start_on_the_slid_window_stops_after_one_step_within_the_estimates_noise() -> None:
+    tr = _shared_trace(11_000.0, seed=21)
+    a, b = _slice(tr, 0.0, 10_000.0), _slice(tr, 1_000.0, 11_000.0)
+    fit_a = fit_joint(a, phases=2)
+    cold = fit_joint(b, phases=2)
+    warm = fit_a.warm_start(b)
+    assert warm.iterations == 1 and warm.converged
+    # the one-step estimate is as likely as the cold one up to a fraction of the parameters' own
+    # chi-square scale (k/2 log-likelihood units separate an estimate from the truth on average)
+    assert warm.loglik == pytest.approx(joint_loglikelihood(warm.params, b), abs=1e-6)
+    assert cold.loglik - warm.loglik < cold.n_parameters / 2
+    # a start far from the estimate does not stop early: EM runs on to the cold fit's likelihood
+    far = replace(fit_a.params, rates=fit_a.params.rates * 0.5)
+    moved = fit_joint(b, init=far)
+    assert moved.iterations > 1 and moved.loglik == pytest.approx(cold.loglik, abs=cold.n_parameters / 2)
+    assert fit_joint(b, init=fit_a.params, warm_tol=None).iterations >= warm.iterations
+
+
 @pytest.mark.parametrize("kw,field", [({"phases": 0}, "phases"), ({"phases": 5}, "phases"),
                                       ({"structure": "full"}, "structure"), ({"batch_law": "x"}, "batch_law")])
 def test_bad_options_name_the_field(kw: dict, field: str) -> None:
@@ -283,3 +312,19 @@ def test_fit_model_with_joint_arrivals_gets_the_long_run_rates_the_per_mode_fit_
 def test_fit_model_joint_options_are_checked(options: dict, field: str) -> None:
     with pytest.raises(InputError, match=f"options.{field}"):
         fit_model([0.0, 1.0, 2.0], capacity=3, mean_useful_life_s=1.0, options=options)
+
+
+def test_a_warm_start_with_too_few_phases_is_outgrown() -> None:
+    """A warm start keeps its phases, but one more is tried each window: an estimate pinned to one phase
+    (made on little data) gives way to two on a long burst/quiet window (BIC), and a start the options no
+    longer allow is dropped."""
+    tr = _shared_trace(8_000.0, seed=12)
+    one = fit_joint(_data(tr), phases=1).params
+    grown = _fit_model(tr, "joint", joint_init=one)
+    assert grown.joint is not None and grown.joint.params.phases == 2
+    only_one = fit_model(tr.batch_times, pages=tr.batch_sizes, modes=tr.batch_modes,
+                         mode_changes=ModeTrajectory(tr.epochs, tr.trajectory_modes, end_s=tr.seconds),
+                         all_modes=[1, 2, 3, 4], service_times=np.full(50, 0.2), mean_useful_life_s=60.0,
+                         capacity=12, options={"arrivals": "joint", "joint_phases": [1]},
+                         joint_init=grown.joint.params)
+    assert only_one.joint is not None and only_one.joint.params.phases == 1

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from robotctl.fitting import ModeTrajectory, fit_joint, fit_model, joint_data
+from robotctl.fitting import ModeTrajectory, fit_joint, fit_model, joint_data, joint_free_vector
 from robotctl.fitting._modelcheck import PricedCost, compare_policies, model_check, price_interval
 from robotctl.fitting._synthetic import threshold_trace
 from robotctl.model import BMAP, PH, Costs, InputError, ModeArrivals, QueueModel, ThresholdPolicy, cost_of, solve
@@ -120,3 +120,62 @@ def test_a_new_policy_is_adopted_only_beyond_the_uncertainty() -> None:
     better = compare_policies(joint, base, one, POLICY, COSTS, draws=20, covariance=cov)
     assert better.decisive and better.saving.interval[0] > 0
     assert better.to_dict()["saving"]["cost"] == pytest.approx(better.current.cost - better.new.cost)
+
+
+def test_intervals_carry_the_service_means_uncertainty() -> None:
+    """With the arrivals held exact (a zero covariance), the interval is the service mean's alone: its
+    ends lie within the prices at service rates scaled by exp(z se), |z| <= 3.5 (an independent route:
+    plain solves on a grid; the cost need not be monotone in the rate), it has a width, and with se = 0
+    it collapses to the point. With the arrivals' covariance too, it is wider than theirs alone (the same
+    arrival draws: common random numbers)."""
+    tr = _trace(3_000.0, seed=6)
+    joint = fit_joint(joint_data(tr.batch_times, tr.batch_sizes,
+                                 ModeTrajectory(tr.epochs, tr.trajectory_modes, end_s=tr.seconds)), phases=2)
+    base = QueueModel(K, joint.model_arrivals([1, 2, 3]), PH.exponential(SERVICE), None)
+    k = joint_free_vector(joint.params).size
+    zero = np.zeros((k, k))
+    se = 0.1
+
+    def at(scale: float) -> float:
+        return _exact(QueueModel(K, base.arrivals, PH.exponential(SERVICE * scale), None))
+
+    priced = price_interval(joint, base, POLICY, COSTS, draws=200, covariance=zero, service_rel_se=se)
+    grid = [at(math.exp(z * se)) for z in np.linspace(-3.5, 3.5, 29)]
+    assert min(grid) <= priced.interval[0] < priced.interval[1] <= max(grid)
+    assert priced.interval[1] - priced.interval[0] > 0.2 * (max(grid) - min(grid))
+    assert price_interval(joint, base, POLICY, COSTS, draws=20, covariance=zero).interval == (priced.cost, priced.cost)
+    cov = joint.covariance()
+    plain = price_interval(joint, base, POLICY, COSTS, draws=20, covariance=cov)
+    both = price_interval(joint, base, POLICY, COSTS, draws=20, covariance=cov, service_rel_se=se)
+    assert both.interval[1] - both.interval[0] > plain.interval[1] - plain.interval[0]
+    with pytest.raises(InputError, match="service_rel_se"):
+        price_interval(joint, base, POLICY, COSTS, draws=20, covariance=cov, service_rel_se=-1.0)
+
+
+def test_the_comparison_reuses_the_checks_draws_and_stops_when_settled() -> None:
+    """A policy priced by the check (price_interval's per-draw samples) is paired without solving it again:
+    the same saving on every draw as a comparison that solves both. Near-equal policies stop early (the
+    saving's interval reaches 0 whatever the rest give) with the same verdict as all the draws."""
+    tr = _trace(6_000.0, seed=4)
+    joint = fit_joint(joint_data(tr.batch_times, tr.batch_sizes,
+                                 ModeTrajectory(tr.epochs, tr.trajectory_modes, end_s=tr.seconds)), phases=2)
+    base = QueueModel(K, joint.model_arrivals([1, 2, 3]), PH.exponential(SERVICE), None)
+    cov = joint.covariance()
+    checked = price_interval(joint, base, POLICY, COSTS, draws=30, covariance=cov, service_rel_se=0.05)
+    assert len(checked.samples) == 30
+    one = ThresholdPolicy.static(1, K)
+    solved = compare_policies(joint, base, one, POLICY, COSTS, draws=30, covariance=cov, service_rel_se=0.05)
+    reused = compare_policies(joint, base, one, POLICY, COSTS, draws=30, covariance=cov, service_rel_se=0.05,
+                              current_priced=checked)
+    assert solved.decisive and reused.decisive and reused.saving.draws == solved.saving.draws == 30
+    assert reused.saving.interval == pytest.approx(solved.saving.interval, rel=1e-9)
+    assert reused.current is checked
+    near = ThresholdPolicy((3, 3, 3, 3, 3, 2, 2, 2, 1, 1, 1, 1, 1))
+    # all 30 draws' savings by an independent route: both policies priced on the same draws
+    near_priced = price_interval(joint, base, near, COSTS, draws=30, covariance=cov, service_rel_se=0.05)
+    savings = np.asarray(checked.samples) - np.asarray(near_priced.samples)
+    full_decisive = min(float(np.quantile(savings, 0.025)), checked.cost - near_priced.cost) > 0
+    quick = compare_policies(joint, base, near, POLICY, COSTS, draws=30, covariance=cov, service_rel_se=0.05,
+                             current_priced=checked)
+    assert quick.decisive == full_decisive is False and quick.saving.draws < 30
+    assert quick.current is checked and quick.saving.cost == pytest.approx(checked.cost - near_priced.cost)

@@ -839,8 +839,8 @@ def compute_refit(inp: RefitInput, *, fit_fn: FitFn | None = None,
         from robotctl.policies import optimise
 
         optimise_fn = optimise
-    if inp.cold:
-        return _with_origin(_cold_stage(inp, optimise_fn), "cold", {})
+    if inp.cold:  # the command budget holds from the first fit on: the cold policy gets its hysteresis too
+        return _with_origin(_with_damping(inp, _cold_stage(inp, optimise_fn)), "cold", {})
     cut = _change_stage(inp)
     if isinstance(cut, RefitOutcome):
         return cut

@@ -10,7 +10,15 @@ Every figure of one table is measured in the same run; targets from issue 5:
 - p99 acknowledgement latency while a refit runs / while none does (interleaved): at most 2x
 
 - issue 26: single deliveries at least 0.6x, batched at least 0.5x the bare aiohttp handler (which reads and
-  parses the same JSON) measured in the same run (``--ingest-only`` measures just these, alternately)
+  parses the same JSON with the same parser, on the same event loop) measured in the same run, with the same
+  client, bodies and number of connections (``--ingest-only`` measures just these, alternately). Each ratio
+  is printed twice: by wall-clock rate, and by the server process's own CPU time per delivery (which other
+  work on a shared machine inflates less), with the load average over each figure.
+
+The agent refits only when asked (``POST /v1/refit`` in the latency runs): its start-up refits on growing
+windows (``refit.cold_start_deliveries``) are off, since with ``interval_s`` this long they would go on at
+every doubling of the deliveries and put seconds of fitting into the throughput figures (a thread executor
+shares the event loop's interpreter; a process one its two cores), which are about the ingest path.
 
 Usage: ``.venv/bin/python bench/agent_ingest.py [--seconds 4] [--executor thread|process|both] [--ingest-only]``.
 """
@@ -26,7 +34,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 BATCH = 1000
@@ -66,7 +74,8 @@ def start_agent(log_dir: Path, executor: str, fsync: str) -> tuple[subprocess.Po
         "queue: {capacity: 5}\n"
         "robots: {count: 4, allow_unregistered: true}\n"
         "costs: {loss: 5, obsolescence: 10, response: 2, robot: 20, starvation: 300}\n"
-        f"refit: {{interval_s: 1000000, min_interval_s: 1000000, executor: {executor}, min_deliveries: 100}}\n"
+        f"refit: {{interval_s: 1000000, min_interval_s: 1000000, executor: {executor}, min_deliveries: 100, "
+        "cold_start_deliveries: 0}\n"
         "fit: {mean_useful_life_s: 5, processing_rate_bps: 100000}\n"
         f"log: {{dir: {log_dir / 'log'}, fsync: {fsync}}}\n")
     env = dict(os.environ, PYTHONPATH=str(ROOT), OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
@@ -237,18 +246,26 @@ async def run(executor: str, seconds: float) -> dict[str, float]:
             "n_base": len(base), "n_refit": len(loaded)}
 
 
-async def _measured(proc: subprocess.Popen[bytes], host: str, port: int, seconds: float, batch: int
-                    ) -> tuple[float, float]:
-    """(deliveries per second, server CPU microseconds per delivery): the second is what the server itself
-    spends, which a loaded machine's scheduling does not inflate as much as the wall-clock rate."""
+class Figure(NamedTuple):
+    """One throughput measurement: deliveries per second (wall clock), the server's CPU microseconds per
+    delivery, and the 1-minute load average at its end."""
+
+    rate: float
+    cpu_us: float
+    load: float
+
+
+async def _measured(proc: subprocess.Popen[bytes], host: str, port: int, seconds: float, batch: int) -> Figure:
+    """The second figure is what the server itself spends, which a loaded machine's scheduling does not
+    inflate as much as the wall-clock rate."""
     c0, t0 = cpu_seconds(proc.pid), time.perf_counter()
     rate = await throughput(host, port, seconds=seconds, conns=8 if batch == 1 else 4, batch=batch)
     done = rate * (time.perf_counter() - t0)
-    return rate, 1e6 * (cpu_seconds(proc.pid) - c0) / max(done, 1.0)
+    return Figure(rate, 1e6 * (cpu_seconds(proc.pid) - c0) / max(done, 1.0), os.getloadavg()[0])
 
 
-async def run_bare(seconds: float) -> tuple[tuple[float, float], tuple[float, float]]:
-    """Single and batched (rate, CPU us per delivery) through the bare handler (the same client and bodies)."""
+async def run_bare(seconds: float) -> tuple[Figure, Figure]:
+    """Single and batched figures of the bare handler (the same client, bodies and connections)."""
     proc, host, port = start_bare()
     try:
         await throughput(host, port, seconds=1.0, conns=8, batch=1)  # warm-up, as the agent's fill_window
@@ -257,8 +274,8 @@ async def run_bare(seconds: float) -> tuple[tuple[float, float], tuple[float, fl
         stop_agent(proc)
 
 
-async def run_ingest(seconds: float) -> tuple[tuple[float, float], tuple[float, float]]:
-    """Single and batched (rate, CPU us per delivery) through the agent only (no latency runs)."""
+async def run_ingest(seconds: float) -> tuple[Figure, Figure]:
+    """Single and batched figures of the agent only (no latency runs)."""
     with tempfile.TemporaryDirectory() as tmp:
         proc, host, port = start_agent(Path(tmp), "thread", "interval")
         try:
@@ -290,20 +307,27 @@ def ingest_only(seconds: float, rounds: int = 2) -> int:
     """Agent and bare handler alternately (``rounds`` each), so both see the same outside load; targets of
     issue 26: single >= 0.6x and batched >= 0.5x the bare handler. Printed twice: as wall-clock rates, and
     as the server's own CPU time per delivery (the rate one idle core would reach), which depends less on
-    what else runs on the machine."""
+    what else runs on the machine; each round on its own, then the means."""
     print(f"agent ingest against the bare aiohttp handler ({os.cpu_count()} cores, load average "
-          f"{os.getloadavg()[0]:.1f}; {seconds:g} s per figure, {rounds} alternating rounds)")
-    runs: dict[str, list[tuple[tuple[float, float], tuple[float, float]]]] = {"agent": [], "bare": []}
-    for _ in range(rounds):
+          f"{os.getloadavg()[0]:.1f} at the start; {seconds:g} s per figure, {rounds} alternating rounds)")
+    runs: dict[str, list[tuple[Figure, Figure]]] = {"agent": [], "bare": []}
+    for k in range(rounds):
         runs["agent"].append(_run(run_ingest(seconds)))
         runs["bare"].append(_run(run_bare(seconds)))
+        for kind, name in ((0, "single"), (1, "batched")):
+            a, b = runs["agent"][k][kind], runs["bare"][k][kind]
+            print(f"  round {k + 1} {name:<8} agent {a.rate:>9,.0f}/s {a.cpu_us:7.2f} us CPU (load {a.load:4.1f})"
+                  f"   bare {b.rate:>9,.0f}/s {b.cpu_us:7.2f} us CPU (load {b.load:4.1f})"
+                  f"   wall {a.rate / b.rate:4.2f}x  CPU {b.cpu_us / a.cpu_us:4.2f}x")
 
-    def mean(who: str, kind: int, what: int) -> float:
-        return sum(r[kind][what] for r in runs[who]) / rounds
+    def mean(who: str, kind: int, what: str) -> float:
+        return sum(getattr(r[kind], what) for r in runs[who]) / rounds
 
+    loads = [f.load for who in runs for r in runs[who] for f in r]
+    print(f"  means over the rounds (load average {min(loads):.1f}-{max(loads):.1f} at the ends of the figures):")
     for kind, name, target in ((0, "single", 0.6), (1, "batched", 0.5)):
-        a, b = mean("agent", kind, 0), mean("bare", kind, 0)
-        ca, cb = mean("agent", kind, 1), mean("bare", kind, 1)
+        a, b = mean("agent", kind, "rate"), mean("bare", kind, "rate")
+        ca, cb = mean("agent", kind, "cpu_us"), mean("bare", kind, "cpu_us")
         print(f"  {name:<8} deliveries/s  agent {a:>10,.0f}   bare {b:>10,.0f}   {a / b:5.2f}x  "
               f"(target >= {target}x: {'met' if a / b >= target else 'NOT met'})")
         print(f"  {name:<8} server CPU    agent {ca:>8.2f} us   bare {cb:>8.2f} us per delivery   {cb / ca:5.2f}x  "
@@ -319,13 +343,14 @@ def main() -> int:
                     help="where the agent runs refits")
     ap.add_argument("--ingest-only", action="store_true",
                     help="only single and batched throughput against the bare handler, measured alternately")
+    ap.add_argument("--rounds", type=int, default=2, help="alternating rounds of --ingest-only")
     args = ap.parse_args()
     if args.ingest_only:
-        return ingest_only(args.seconds)
+        return ingest_only(args.seconds, args.rounds)
     kinds = ("thread", "process") if args.executor == "both" else (args.executor,)
     print(f"agent ingest on loopback ({os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; agent and "
           f"load generator are separate processes; {args.seconds:g} s per figure)")
-    (bare, _), (bare_batched, _) = _run(run_bare(args.seconds))
+    bare, bare_batched = (f.rate for f in _run(run_bare(args.seconds)))
     print(f"ceiling: a bare aiohttp handler (read body, parse its JSON, answer JSON), same client: {bare:,.0f} "
           f"single, {bare_batched:,.0f} batched deliveries/s")
     for kind in kinds:

@@ -658,20 +658,37 @@ class TraceWriter:
 
     def deliveries(self, t: float, items: Sequence[DeliveryLine], admitted: Sequence[int], active: int) -> str:
         """A ``delivery`` line per item, each followed by a ``loss`` line for its pages refused at K."""
+        return self.delivery_columns(t, [d.robot for d in items], [d.pages for d in items],
+                                     [d.bytes for d in items], [d.client_time for d in items], admitted, active)
+
+    def delivery_columns(self, t: float, robots: Sequence[str | None], pages: Sequence[int],
+                         sizes: Sequence[int | None], client_times: Sequence[float | None],
+                         admitted: Sequence[int], active: int) -> str:
+        """:meth:`deliveries` of deliveries given as columns (the ``robot``, ``pages``, ``bytes`` and
+        ``client_time`` of each, in order): a batch is written by one comprehension, not item by item."""
         head = f'{{"t":{_t(t)},"event":'
         tail = f',"active":{active}}}\n'
-        lines = []
-        for d, a in zip(items, admitted, strict=True):
-            rid = self.robot(d.robot)
-            extra = ""
-            if d.bytes is not None:
-                extra = f',"bytes":{d.bytes}'
-            if d.client_time is not None:
-                extra += f',"client_t":{d.client_time!r}'
-            lines.append(f'{head}"delivery"{rid},"pages":{d.pages}{extra}{tail}')
-            if a < d.pages:
-                lines.append(f'{head}"loss"{rid},"pages":{d.pages - a}{tail}')
-        return "".join(lines)
+        if len(robots) == 1:  # one delivery (the common request)
+            rid, p, b, c, a = self.robot(robots[0]), pages[0], sizes[0], client_times[0], admitted[0]
+            extra = ("" if b is None else f',"bytes":{b}') + ("" if c is None else f',"client_t":{c!r}')
+            line = f'{head}"delivery"{rid},"pages":{p}{extra}{tail}'
+            return line if a >= p else f'{line}{head}"loss"{rid},"pages":{p - a}{tail}'
+        # the parts of a line that depend on the robot, and on the page count, made once per distinct value
+        robot_field = self.robot
+        deliveries = {r: f'{head}"delivery"{robot_field(r)},"pages":' for r in set(robots)}
+        losses = {r: f'{tail}{head}"loss"{robot_field(r)},"pages":' for r in deliveries}
+        if None not in sizes and client_times.count(None) == len(client_times):
+            # the common shape: every size given, no client time
+            counts = {p: f'{p},"bytes":' for p in set(pages)}
+            return "".join([
+                f'{deliveries[r]}{counts[p]}{x}{losses[r]}{p - a}{tail}' if a < p
+                else f'{deliveries[r]}{counts[p]}{x}{tail}'
+                for r, p, x, a in zip(robots, pages, sizes, admitted, strict=True)])
+        extras = [("" if b is None else f',"bytes":{b}') + ("" if c is None else f',"client_t":{c!r}')
+                  for b, c in zip(sizes, client_times, strict=True)]
+        return "".join([
+            f'{deliveries[r]}{p}{x}{losses[r]}{p - a}{tail}' if a < p else f'{deliveries[r]}{p}{x}{tail}'
+            for r, p, x, a in zip(robots, pages, extras, admitted, strict=True)])
 
     def completions(self, t: float, items: Sequence[CompletionLine]) -> str:
         ts = _t(t)

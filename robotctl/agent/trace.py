@@ -17,7 +17,7 @@ import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
+from operator import attrgetter, sub
 from pathlib import Path
 from typing import IO, Any, Protocol
 
@@ -673,22 +673,26 @@ class TraceWriter:
             extra = ("" if b is None else f',"bytes":{b}') + ("" if c is None else f',"client_t":{c!r}')
             line = f'{head}"delivery"{rid},"pages":{p}{extra}{tail}'
             return line if a >= p else f'{line}{head}"loss"{rid},"pages":{p - a}{tail}'
-        # the parts of a line that depend on the robot, and on the page count, made once per distinct value
-        robot_field = self.robot
-        deliveries = {r: f'{head}"delivery"{robot_field(r)},"pages":' for r in set(robots)}
-        losses = {r: f'{tail}{head}"loss"{robot_field(r)},"pages":' for r in deliveries}
-        if None not in sizes and client_times.count(None) == len(client_times):
-            # the common shape: every size given, no client time
-            counts = {p: f'{p},"bytes":' for p in set(pages)}
+        # the parts of a line that depend on its robot and page count (before the size), and on its robot and
+        # lost pages (after it), made once per distinct pair when there are fewer pairs than lines
+        fields = {r: self.robot(r) for r in set(robots)}
+        losses = list(map(sub, pages, admitted))
+        counts, lost = set(pages), set(losses)
+        common = None not in sizes and client_times.count(None) == len(client_times)  # sizes, no client times
+        rest: Sequence[Any] = sizes if common else [
+            ("" if b is None else f',"bytes":{b}') + ("" if c is None else f',"client_t":{c!r}')
+            for b, c in zip(sizes, client_times, strict=True)]
+        size_key = ',"bytes":' if common else ""
+        if len(fields) * (len(counts) + len(lost)) > len(pages):
             return "".join([
-                f'{deliveries[r]}{counts[p]}{x}{losses[r]}{p - a}{tail}' if a < p
-                else f'{deliveries[r]}{counts[p]}{x}{tail}'
-                for r, p, x, a in zip(robots, pages, sizes, admitted, strict=True)])
-        extras = [("" if b is None else f',"bytes":{b}') + ("" if c is None else f',"client_t":{c!r}')
-                  for b, c in zip(sizes, client_times, strict=True)]
-        return "".join([
-            f'{deliveries[r]}{p}{x}{losses[r]}{p - a}{tail}' if a < p else f'{deliveries[r]}{p}{x}{tail}'
-            for r, p, x, a in zip(robots, pages, extras, admitted, strict=True)])
+                f'{head}"delivery"{fields[r]},"pages":{p}{size_key}{x}{tail}'
+                + (f'{head}"loss"{fields[r]},"pages":{n}{tail}' if n else "")
+                for r, p, x, n in zip(robots, pages, rest, losses, strict=True)])
+        before = {r: {p: f'{head}"delivery"{f},"pages":{p}{size_key}' for p in counts} for r, f in fields.items()}
+        after = {r: {n: f'{tail}{head}"loss"{f},"pages":{n}{tail}' if n else tail for n in lost}
+                 for r, f in fields.items()}
+        return "".join([f'{before[r][p]}{x}{after[r][n]}'
+                        for r, p, x, n in zip(robots, pages, rest, losses, strict=True)])
 
     def completions(self, t: float, items: Sequence[CompletionLine]) -> str:
         ts = _t(t)

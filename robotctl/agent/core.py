@@ -34,7 +34,7 @@ import math
 from collections.abc import KeysView, Sequence
 from itertools import accumulate
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -232,7 +232,7 @@ class Agent:
         got = sum(admitted)
         lost = pages - got
         n = len(page_counts)
-        nbytes = sum(sizes) if None not in sizes else sum(b for b in sizes if b is not None)
+        nbytes = sum(cast("list[int]", sizes)) if None not in sizes else sum(b for b in sizes if b is not None)
         self.totals.count_deliveries(n, pages, nbytes, got)
         before = list(accumulate(admitted[:-1], initial=self.queue.length))
         self.queue.admit(got, now)

@@ -439,8 +439,8 @@ class LevelChain:
         key = ("columns", mode, i)
         if not keep:
             hit = self._cache.get(key)
-            return build() if hit is None else hit  # type: ignore[no-any-return]
-        return self._memo(key, build)  # type: ignore[no-any-return]
+            return build() if hit is None else hit
+        return self._memo(key, build)
 
     # -- the tagged page ----------------------------------------------------------------------
     @cached_property

@@ -434,54 +434,67 @@ def choose_hysteresis(model: QueueModel, costs: Costs, start: Sequence[int], *,
         soft = 2.0 * max(static.cost.total - plain_point.cost.total, 0.0) / (
             plain_point.commands_per_robot_min - budget)
 
-    # the damping's price limit: a policy whose J (command term left out) is above it is never chosen, so
-    # the walks below treat it as infeasible and stop at its edge
-    cap = math.inf
+    # the damping's price limit: a policy whose J (command term left out) is above it is never chosen
+    limit = math.inf
     if max_damping_cost is not None and plain_point is not None:
-        cap = (plain_point.base_cost + max_damping_cost * abs(plain_point.base_cost)) * (1 + 1e-12)
+        limit = (plain_point.base_cost + max_damping_cost * abs(plain_point.base_cost)) * (1 + 1e-12)
 
-    def value(x: tuple[int, int, int]) -> float:
-        p, r = _shaped(tp, (), K, *x)
-        pt = costing.point(_vector(p, pool, K), _vector(r, pool, K))
-        if pt is None or pt.base_cost > cap:
-            return math.inf
-        excess = 0.0 if budget is None else max(0.0, pt.commands_per_robot_min - budget)
-        return pt.cost.total + soft * excess
+    def walk(cap: float) -> None:
+        """The pattern walk, then the descent, treating a policy above ``cap`` as infeasible."""
 
-    x = (0, 0, 0)
-    best = value(x)
-    step = PATTERN_STEP
-    spent = len(costing.cache)
-    while step >= 1 and len(costing.cache) - spent < max_evals:
-        moved = False
-        for d in range(3):
-            for sign in (1, -1):
-                y = list(x)
-                y[d] = max(0, y[d] + sign * step)
-                cand = (y[0], y[1], y[2])
-                if cand == x:
-                    continue
-                v = value(cand)
-                if v < best - REL_IMPROVEMENT * abs(best):
-                    x, best, moved = cand, v, True
-                if len(costing.cache) - spent >= max_evals:
-                    break
-        if not moved:
-            step //= 2
-    # then a short descent over the thresholds themselves from the best point so far (statics included)
-    def penalised(p: HysteresisPoint) -> float:
-        if p.base_cost > cap:
-            return math.inf
-        excess = 0.0 if budget is None else max(0.0, p.commands_per_robot_min - budget)
-        return p.cost.total + big * excess
+        def value(x: tuple[int, int, int]) -> float:
+            p, r = _shaped(tp, (), K, *x)
+            pt = costing.point(_vector(p, pool, K), _vector(r, pool, K))
+            if pt is None or pt.base_cost > cap:
+                return math.inf
+            excess = 0.0 if budget is None else max(0.0, pt.commands_per_robot_min - budget)
+            return pt.cost.total + soft * excess
 
-    seed = min((p for p in costing.cache.values() if p is not None), key=penalised)
-    _Descent(costing, pool, penalised).run(_thresholds(seed.policy.park, pool), _thresholds(seed.policy.resume, pool),
-                                           descent_evals)
+        x = (0, 0, 0)
+        best = value(x)
+        step = PATTERN_STEP
+        spent = len(costing.cache)
+        while step >= 1 and len(costing.cache) - spent < max_evals:
+            moved = False
+            for d in range(3):
+                for sign in (1, -1):
+                    y = list(x)
+                    y[d] = max(0, y[d] + sign * step)
+                    cand = (y[0], y[1], y[2])
+                    if cand == x:
+                        continue
+                    v = value(cand)
+                    if v < best - REL_IMPROVEMENT * abs(best):
+                        x, best, moved = cand, v, True
+                    if len(costing.cache) - spent >= max_evals:
+                        break
+            if not moved:
+                step //= 2
+
+        # then a short descent over the thresholds themselves from the best point so far (statics included)
+        def penalised(p: HysteresisPoint) -> float:
+            if p.base_cost > cap:
+                return math.inf
+            excess = 0.0 if budget is None else max(0.0, p.commands_per_robot_min - budget)
+            return p.cost.total + big * excess
+
+        seed = min((p for p in costing.cache.values() if p is not None), key=penalised)
+        _Descent(costing, pool, penalised).run(_thresholds(seed.policy.park, pool),
+                                               _thresholds(seed.policy.resume, pool), descent_evals)
+
+    def within(cap: float) -> list[HysteresisPoint]:
+        return [p for p in costing.cache.values() if p is not None and p.base_cost <= cap
+                and (budget is None or p.commands_per_robot_min <= budget * (1 + 1e-12))]
+
+    # the walk through policies of any price finds the budget where it is cheap; only when what it found
+    # is above the limit does a second walk, bounded by the limit, look for the fewest commands within it
+    walk(math.inf)
+    if math.isfinite(limit) and not within(limit):
+        walk(limit)
     points = [p for p in costing.cache.values() if p is not None]
     plain = _vector(tp, pool, K)
     threshold = costing.point(plain, plain) or static
-    allowed = [p for p in points if p.base_cost <= cap] or [threshold]
+    allowed = [p for p in points if p.base_cost <= limit] or [threshold]
     ok = [p for p in allowed if budget is None or p.commands_per_robot_min <= budget * (1 + 1e-12)]
     chosen = min(ok, key=lambda p: p.cost.total) if ok else min(allowed, key=lambda p: p.commands_per_robot_min)
     return HysteresisSearch(chosen, threshold, static, _front(points), False, len(costing.cache), budget, bool(ok),

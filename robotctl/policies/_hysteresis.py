@@ -393,7 +393,7 @@ def _shaped(tp: Sequence[int], counts: Sequence[int], K: int, park_shift: int, r
 
 def choose_hysteresis(model: QueueModel, costs: Costs, start: Sequence[int], *,
                       max_commands_per_robot_min: float | None = None,
-                      max_damping_cost: float | None = None,
+                      max_damping_cost: float | None = None, modes: Sequence[int] | None = None,
                       chain: HysteresisChain | None = None, max_evals: int = PATTERN_EVALS,
                       descent_evals: int = DESCENT_EVALS) -> HysteresisSearch:
     """The quick choice of a refit, every candidate costed on the chain with the robots in the state (J with
@@ -408,13 +408,14 @@ def choose_hysteresis(model: QueueModel, costs: Costs, start: Sequence[int], *,
     at most. The least J within the budget wins (the fewest commands when none is within it). At most
     ``max_evals`` + ``descent_evals`` + N solves.
 
-    ``max_damping_cost`` (a fraction, e.g. 0.025) bounds what the damping may cost: only policies whose J
+    ``modes`` (default: the model's) are the active counts the policies may use; ``start`` must use only
+    them. ``max_damping_cost`` (a fraction, e.g. 0.025) bounds what the damping may cost: only policies whose J
     without the command term is at most (1 + max_damping_cost) x the plain threshold policy's are chosen
     (the plain policy always qualifies), so the budget is met only where it is cheap enough and
     ``within_budget`` says when it is not.
     """
     K = model.capacity
-    pool = tuple(sorted(set(model.modes), reverse=True))
+    pool = tuple(sorted(set(model.modes if modes is None else modes), reverse=True))
     costing = _Costing(model, costs, None, dim=REFIT_DIM)
     if chain is not None and chain.model is model and chain.chain.max_dim <= REFIT_DIM:
         costing.model, costing.chain = model, chain

@@ -271,6 +271,18 @@ def test_new_refit_keys_are_validated_naming_the_key(tmp_path: Path, key: str, v
     assert err.value.field == f"refit.{key}" and words in str(err.value)
 
 
+@pytest.mark.parametrize(("value", "words"), [(-0.1, "must be"), ("lots", "must be a number"), (1e9, "at most")])
+def test_max_damping_cost_is_validated_naming_the_key(value: Any, words: str) -> None:
+    from robotctl import InputError
+
+    with pytest.raises(InputError) as err:
+        AgentConfig.from_dict({"queue": {"capacity": 6}, "robots": {"count": 4, "max_damping_cost": value}})
+    assert err.value.field == "robots.max_damping_cost" and words in str(err.value)
+    assert AgentConfig.from_dict({"queue": {"capacity": 6},
+                                  "robots": {"count": 4, "max_damping_cost": None}}).robots.max_damping_cost is None
+    assert AgentConfig.from_dict({"queue": {"capacity": 6}, "robots": {"count": 4}}).robots.max_damping_cost == 0.025
+
+
 class _CountingTarget:
     """A RefitTarget whose deliveries the test sets; it never drifts."""
 

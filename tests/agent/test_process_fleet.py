@@ -11,6 +11,8 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from robotctl.agent.actuator import Actuator, Command, ConflictError
 from robotctl.agent.app import AGENT, run_in_process
@@ -52,6 +54,34 @@ def test_a_process_that_leaves_is_dealt_out_and_the_mode_stays_spread() -> None:
     act.set_target(6, 3.0)  # the mode is capped at the 8 registered slots, and spread over a and c
     assert _active_by_process(act) == Counter(a=3, c=3)
     assert sorted(r.rank for r in act.robots.values()) == sorted({r.rank for r in act.robots.values()})
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops=st.lists(st.tuples(st.booleans(), st.integers(0, 3), st.integers(0, 5)), min_size=1, max_size=40))
+def test_every_mode_fills_the_processes_evenly_whatever_the_registrations(ops: list[tuple[bool, int, int]]) -> None:
+    """Robots of 4 processes register and leave in any order. After every step, for every mode m: the
+    active robots number min(m, registered), and a process has two fewer active robots than another only
+    when every one of its robots is active (water-filling: the even spread, checked on the counts alone)."""
+    act = Actuator(24, initial_mode=0)
+    t = 0.0
+    for join, p, k in ops:
+        t += 1.0
+        rid = f"p{p}-{k}"
+        if join and rid not in act.robots:
+            act.register(rid, t, process=f"p{p}")
+        elif not join and rid in act.robots:
+            act.deregister(rid, t)
+        n = Counter(r.process for r in act.robots.values())
+        assert sorted(r.rank for r in act.robots.values()) == sorted(act._by_rank)
+        for m in range(1, len(act.robots) + 1):
+            t += 1.0
+            act.set_target(m, t)
+            active = _active_by_process(act)
+            assert sum(active.values()) == m
+            for q in n:
+                for other in n:
+                    if active[q] < active[other] - 1:
+                        assert active[q] == n[q], (m, dict(n), dict(active))
 
 
 def test_robots_without_a_process_and_asked_ranks_keep_theirs() -> None:

@@ -17,7 +17,6 @@ Needs Debian's redis-server (``make servers`` installs it; ``make test`` runs th
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -182,6 +181,7 @@ def test_three_processes_one_agent_one_killed(tmp_path: Path) -> None:
             assert all(x["process"] in live and not x["lease_lost"] for x in view["robots"]), view
             _, active_after = _by_process(view)
             assert set(active_after) <= live and sum(active_after.values()) == view["mode"]
+            assert abs(active_after[PROCESSES[0]] - active_after[PROCESSES[1]]) <= 1, active_after  # dealt anew
 
             def done() -> bool:
                 inflight = sum(r.llen(f"fleet:inflight:{p}") for p in PROCESSES)
@@ -273,6 +273,3 @@ def _crawlers(crawlers: dict[str, subprocess.Popen[str]], tmp_path: Path, env: d
         for log in procs:
             log.close()
 
-
-if __name__ == "__main__":  # pragma: no cover
-    asyncio.run(asyncio.sleep(0))

@@ -51,7 +51,7 @@ async def serve_site(pages: int) -> None:
         if n >= pages:
             raise web.HTTPNotFound()
         hits[request.path].append((request.headers.get("User-Agent", ""), time.monotonic()))
-        await asyncio.sleep(0.12)
+        await asyncio.sleep(0.08)
         return web.Response(text=f"<html><body><h1>page {n}</h1></body></html>", content_type="text/html")
 
     async def robots(request: web.Request) -> web.Response:
@@ -83,6 +83,7 @@ def crawl(name: str, redis_url: str, agent_url: str) -> None:
     class FleetSpider(RedisSpider):  # type: ignore[misc]
         name = "fleet"
         redis_key = FRONTIER
+        redis_batch_size = 8  # URLs taken from the frontier at once (twice the download slots)
 
         @classmethod
         def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> FleetSpider:

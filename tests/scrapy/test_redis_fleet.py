@@ -196,6 +196,7 @@ def test_three_processes_one_agent_one_killed(tmp_path: Path) -> None:
             for p in live:
                 crawlers[p].wait(timeout=60)
             after_close = fleet()
+            totals = _get(f"{agent_url}/v1/status", token)["totals"]
 
         served = hits()
         reclaimed = {json.loads(x)["url"].removeprefix(site_url) for x in r.lrange("fleet:reclaimed", 0, -1)}
@@ -221,6 +222,11 @@ def test_three_processes_one_agent_one_killed(tmp_path: Path) -> None:
     assert set(after) == live and all(after[p] > 0 for p in live), after
     # a clean shutdown deregisters the survivors' robots
     assert after_close["robots"] == [], after_close
+    # every item is a delivery to the one agent: all the survivors' (flushed at their close), some of the
+    # killed process's; no process set the shared queue to its own count
+    fetches = Counter(ua.rsplit("(", 1)[1].rstrip(")") for who in served.values() for ua, _ in who)
+    assert fetches[PROCESSES[0]] + fetches[PROCESSES[1]] <= totals["pages"] <= sum(fetches.values()), totals
+    assert totals["resyncs"] == 0, totals
     print(f"\nfleet: {PAGES} pages, {len(PROCESSES)} processes x {ROBOTS_PER_PROCESS} robots, lease {LEASE_S:g} s; "
           f"fetched once {PAGES - len(twice)}, twice {len(twice)} (the killed process held {held}, "
           f"reclaimed {len(reclaimed)}); "
@@ -228,7 +234,8 @@ def test_three_processes_one_agent_one_killed(tmp_path: Path) -> None:
           f"robots expired {t_expired - t_kill:.1f} s after the kill; crawl {t_done - t_seeded:.1f} s from the "
           f"seed; {len(samples_three)} views with three processes, active per process "
           f"{sorted(Counter(tuple(sorted(s.values())) for s in samples_three).items())}; "
-          f"pages after the kill {dict(after)}; wall {time.monotonic() - t_start:.1f} s; "
+          f"pages after the kill {dict(after)}; the agent counted {totals['pages']} deliveries of "
+          f"{sum(fetches.values())} fetches; wall {time.monotonic() - t_start:.1f} s; "
           f"load average {load_before[0]:.2f} before, {os.getloadavg()[0]:.2f} after")
 
 

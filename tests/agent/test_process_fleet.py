@@ -144,3 +144,21 @@ async def test_a_silent_process_expires_at_its_lease_and_the_others_take_its_sha
         assert sum(_active_by_process(act).values()) == 3 and set(_active_by_process(act)) == {"a", "b"}
         await asyncio.sleep(0.1)  # the handles hear their new commands
         assert sum(h.may_fetch for p in "ab" for h in handles[p]) == 3
+
+
+def test_the_saved_registry_keeps_the_processes_and_deals_on_after_a_restart() -> None:
+    """robots.json keeps each robot's process and whether its rank was dealt: after a restart a process that
+    joins is dealt in with the restored ones."""
+    act = Actuator(9, initial_mode=0)
+    for p in "ab":
+        for k in (1, 2):
+            act.register(f"{p}{k}", 0.0, process=p)
+    records = act.to_records()
+    assert {r["robot"]: (r["process"], r["dealt"]) for r in records} == {
+        "a1": ("a", True), "a2": ("a", True), "b1": ("b", True), "b2": ("b", True)}
+    again = Actuator(9, initial_mode=0)
+    assert again.restore(records, 10.0) == 4
+    assert {r.robot_id: r.rank for r in again.robots.values()} == {r.robot_id: r.rank for r in act.robots.values()}
+    for k in (1, 2):
+        again.register(f"c{k}", 11.0, process="c")
+    assert [again._by_rank[r].robot_id for r in range(1, 7)] == ["a1", "b1", "c1", "a2", "b2", "c2"]

@@ -7,6 +7,14 @@ Robots and ranks
     de-activated together (paper 000, Section 2, "virtual robot"). Ranks come from ``robots.ids``
     (one entry per slot, a list groups real robots) or are handed out on registration; unlisted
     robots fill slots in groups of ``robots.group_size``.
+Processes
+    A robot may register as one of a crawler process's robots (``process``: several Scrapy processes
+    sharing one agent). The ranks handed out on registration to the robots of two or more processes are
+    dealt round-robin over the processes (each process's first robot, then each one's second, ...) over
+    the ranks they hold, and dealt again whenever a robot of a process registers or leaves, so any mode
+    spreads its active robots across the processes rather than filling one process first. The commands a
+    new deal sends (the mode stays) are not held by ``max_commands_per_min``: they follow the fleet's
+    changes, not r(i).
 Mode
     The number of active virtual robots. With mode m, the robots of slots 1..m are active and the
     others parked, so robot 1 parks last and is resumed first (paper 000: "the first robot is always

@@ -162,3 +162,31 @@ def test_the_saved_registry_keeps_the_processes_and_deals_on_after_a_restart() -
     for k in (1, 2):
         again.register(f"c{k}", 11.0, process="c")
     assert [again._by_rank[r].robot_id for r in range(1, 7)] == ["a1", "b1", "c1", "a2", "b2", "c2"]
+
+
+async def test_a_robot_that_expired_while_alive_registers_again_by_itself(tmp_path: Path) -> None:
+    """A process that was only silent (a pause longer than the lease) finds its robot expired: its next poll
+    is told 404 and the handle registers it again, with its process and a dealt rank, not its old rank."""
+    lease = 0.6
+    async with run_in_process(_config(tmp_path, lease)) as (url, app), AgentClient(url) as a, AgentClient(url) as b:
+        for k in (1, 2):
+            await a.register_robot(f"a-{k}", process="a")
+        hb = await b.register_robot("b-1", process="b")
+        act = app[AGENT].actuator
+        assert [act._by_rank[r].robot_id for r in (1, 2, 3)] == ["a-1", "b-1", "a-2"]
+        assert hb._task is not None
+        hb._task.cancel()  # b goes silent, alive
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 20 * lease
+        while "b-1" in act.robots and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        assert "b-1" not in act.robots
+        assert sorted(r.rank for r in act.robots.values()) == [1, 3]
+        hb._task = None
+        hb.start()  # b polls again: 404, and registers again by itself
+        deadline = loop.time() + 20 * lease
+        while "b-1" not in act.robots and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        robot = act.robots["b-1"]
+        assert robot.process == "b" and robot.dealt
+        assert [act._by_rank[r].robot_id for r in sorted(act._by_rank)] == ["a-1", "b-1", "a-2"]

@@ -256,6 +256,10 @@ class RobotsConfig(_Section):
     default_state: str = _spec("active", _choice("active", "parked"),
                                "what a robot does when it loses the agent")
     lease_s: float = _spec(10.0, _float(positive=True), "a command is valid this long without contact")
+    on_lease_lost: str = _spec("keep", _choice("keep", "deregister"),
+                               "a robot that has not polled for its lease: keep it registered (it runs its "
+                               "default state and may come back) or deregister it (its process is presumed "
+                               "gone: a fleet of crawler processes)")
     dwell_s: float | str = _spec("auto", _dwell,
                                  "minimum time between two changes of the active count: seconds (0: off) or auto "
                                  "(0 with hysteresis: auto, whose commands are in the model; else after each "

@@ -440,11 +440,18 @@ class RobotctlExtension:
         if not self.running or urlsplit(response.url).path == "/robots.txt":
             return
         if response.status in self.give_up_statuses:  # Scrapy retried it to the end, or may not retry it
-            self.given_up += 1
-            self.reporter.given_up(1)
+            self.gave_up(request)
         if self.settings.delivery_signal == "response_received" and response.status in self.settings.deliver_statuses:
             self.delivered += 1
             self.reporter.deliver(1, bytes=len(response.body), robot=request.meta.get(META_ROBOT))
+
+    def gave_up(self, request: Request) -> None:
+        """``request`` is given up (a final 429/503 or retried status, or a download error past the retries:
+        :class:`GiveUpMiddleware`): a page never fetched, which the agent's cost J counts like a page lost."""
+        if not self.running:
+            return
+        self.given_up += 1
+        self.reporter.given_up(1)
 
     def item_scraped(self, item: Any, response: Any = None, spider: Any = None) -> None:
         if not self.running:

@@ -1,4 +1,5 @@
-"""``PushbackMiddleware``: every request, Scrapy's retries included, passes its server's pushback gate.
+"""``PushbackMiddleware``: every request, Scrapy's retries included, passes its server's pushback gate;
+``GiveUpMiddleware``: a download error that Scrapy's retries did not cure is a request given up.
 
 The add-on enables it at 950 (``_addon.PUSHBACK_PRIORITY``: after every built-in downloader middleware, the
 nearest to the downloader), so its ``process_request`` is the last step before a request joins its
@@ -13,6 +14,12 @@ back through the scheduler and then through this gate, so it is held too. The ex
 answer from ``response_downloaded``, before ``RetryMiddleware`` sees it. Without a running
 :class:`RobotctlExtension` (off, or under a reactor without asyncio) the middleware lets everything
 through.
+
+``GiveUpMiddleware`` sits just below ``RetryMiddleware`` (the add-on puts it at 540): an exception reaches
+its ``process_exception`` only when no middleware above it turned it into a retry or a response, so the
+request is given up (a timeout, a refused connection after the last retry), and the extension reports
+it to the agent like a 429 that reached the spider (``Reporter.given_up``). ``IgnoreRequest`` (robots.txt,
+offsite, a filter) is a request the crawl chose not to make, not one given up.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from scrapy.crawler import Crawler
+from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Request, Response
 
 from ._extension import extension
@@ -53,3 +61,21 @@ class PushbackMiddleware:
         ext = extension(self.crawler)
         if ext is not None:
             ext.release(request)
+
+
+class GiveUpMiddleware:
+    """See the module docstring."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> GiveUpMiddleware:
+        return cls(crawler)
+
+    def process_exception(self, request: Request, exception: BaseException, spider: Any = None) -> None:
+        if isinstance(exception, IgnoreRequest):
+            return
+        ext = extension(self.crawler)
+        if ext is not None:
+            ext.gave_up(request)

@@ -361,3 +361,39 @@ def test_only_listed_statuses_are_deliveries_and_retried_statuses_that_reach_the
     ext = RobotctlExtension.from_crawler(own)
     assert ext.give_up_statuses == {429, 502, 503}  # a passing failure; a server's pushback always
     assert ext.settings.deliver_statuses == (200, 404)  # the user says a 404 is a delivery
+
+
+def test_a_download_error_past_the_retries_is_given_up_an_ignored_request_is_not(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("scrapy")
+    from scrapy.exceptions import IgnoreRequest
+    from scrapy.http import Request
+    from scrapy.utils.test import get_crawler
+
+    from robotctl.scrapy import GiveUpMiddleware, RobotctlExtension, _middleware
+
+    crawler = get_crawler(settings_dict={})
+    ext = RobotctlExtension.from_crawler(crawler)
+    ext.running = True
+    pushed: list[str] = []
+    ext.reporter._push = lambda report: pushed.append(report.kind)  # type: ignore[method-assign]
+    monkeypatch.setattr(_middleware, "extension", lambda c: ext if c is crawler else None)
+    mw = GiveUpMiddleware.from_crawler(crawler)
+    request = Request("http://site/a")
+    assert mw.process_exception(request, TimeoutError("no answer")) is None  # Scrapy goes on with it
+    assert mw.process_exception(request, IgnoreRequest("robots.txt")) is None
+    assert ext.given_up == 1 and pushed == ["given_up"]
+
+
+def test_the_addon_puts_the_gate_nearest_the_downloader_and_the_give_up_hook_below_retry() -> None:
+    pytest.importorskip("scrapy")
+    from scrapy.settings import Settings
+
+    from robotctl.scrapy import Addon
+
+    settings = Settings({"ADDONS": {}})
+    Addon().update_settings(settings)
+    mws = settings.getdict("DOWNLOADER_MIDDLEWARES")
+    retry = Settings().getdict("DOWNLOADER_MIDDLEWARES_BASE")["scrapy.downloadermiddlewares.retry.RetryMiddleware"]
+    stats = Settings().getdict("DOWNLOADER_MIDDLEWARES_BASE")["scrapy.downloadermiddlewares.stats.DownloaderStats"]
+    assert mws["robotctl.scrapy.PushbackMiddleware"] > stats > retry > mws["robotctl.scrapy.GiveUpMiddleware"]

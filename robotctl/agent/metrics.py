@@ -301,7 +301,8 @@ class AgentCollector(Collector):
                 g.add_metric(["predicted"], float(getattr(snap.measures, attr)))
             g.add_metric(["observed"], float(getattr(obs, attr)))
             yield g
-        cost = gauge("cost", "Cost rate J of paper 000 eq. (2), predicted or observed.", labels=["source"])
+        cost = gauge("cost", "Cost rate J of paper 000 eq. (2), predicted or observed (observed: with the pages "
+                     "given up at the loss weight).", labels=["source"])
         if snap.cost is not None:
             cost.add_metric(["predicted"], snap.cost.total)
         cost.add_metric(["observed"], obs.cost)

@@ -26,7 +26,12 @@ Otherwise the search costs policies on the ordered-head chain of the largest dep
 (:class:`robotctl.model.LevelChain`), and the optimum found, and the best static fleet, are then evaluated
 by :func:`robotctl.model.solve_approx`, which raises h until consecutive depths agree to ``rtol`` and
 reports the error bar. :class:`PolicySearch` says which (``method``, ``error_bound``, ``exact``); the
-subsets' rows and the other static fleets keep the search chain's costs.
+subsets' rows and the other static fleets keep the search chain's costs. When even the chain of depth 0 has
+levels of more than ``SURROGATE_DIM`` states (three obsolescence phases at K = 50), dense level solves would
+take minutes per policy: the search and the static fleets are then costed on the exponential surrogate's exact
+chain (:func:`search_route`; ``search_chain`` says so, and R compares surrogate costs), and the optimum found is
+evaluated on the real law by the ladder from h = 0. The surrogate's optimum is a local optimum of the
+surrogate, not of the real law.
 
 With ``space="all"`` the search also runs over every queue-length policy (modes in any order), from the
 best threshold policy found, and reports whether that optimum is monotone (``PolicySearch.queue_length``).
@@ -180,15 +185,16 @@ def search_chain(model: QueueModel, *, dim: int = SEARCH_DIM) -> LevelChain:
     return LevelChain(model, h)
 
 
-def search_route(model: QueueModel, *, dim: int = SEARCH_DIM, dense_limit: int = SURROGATE_DIM
+def search_route(model: QueueModel, *, dim: int = SEARCH_DIM, dense_limit: int | None = None
                  ) -> tuple[QueueModel, LevelChain]:
     """The model and chain the search costs policies on: ``model`` on :func:`search_chain`, unless even the
     chain that counts every waiting page by phase (h = 0) has levels of more than ``dense_limit`` states
     (three phases at K = 50: 5,100), where the dense evaluator's level solves cost minutes; then the
     exponential surrogate of the obsolescence law (:func:`surrogate`, same mean) on its exact chain. Either
-    way the optimum is then evaluated on ``model`` by the error bar's ladder."""
+    way the optimum is then evaluated on ``model`` by the error bar's ladder. ``dense_limit`` defaults to
+    ``SURROGATE_DIM``."""
     chain = search_chain(model, dim=dim)
-    if chain.exact or chain.max_dim <= dense_limit:
+    if chain.exact or chain.max_dim <= (SURROGATE_DIM if dense_limit is None else dense_limit):
         return model, chain
     cheap = surrogate(model)
     return cheap, search_chain(cheap, dim=dim)

@@ -229,3 +229,29 @@ def test_the_intervals_cover_the_chosen_policys_true_cost_at_their_level() -> No
         misses += not lo <= true_cost <= hi
         above += true_cost > hi
     assert misses <= allowed, f"{misses} of {windows} intervals missed the true cost ({above} above them)"
+
+
+def test_the_check_flags_a_correctly_fitted_model_no_more_often_than_its_level() -> None:
+    """The model check's false alarms on the model family that is true: 20 independent 3,000 s windows of
+    the shared burst/quiet truth (2 modes, 6 places), each fitted jointly with the true structure (two
+    phases, the linear rule), the policy in force priced with its interval (price_interval, 30 draws) and
+    compared with its cost observed on the same window (batch means). At level 0.95 each window is
+    flagged with probability at most 0.05: 4 or more misfits in 20 has probability 1.6% (the test's
+    false-failure rate); a check flagging 25% of correct windows fails it with probability 0.77."""
+    windows, allowed = 20, 3
+    assert _misses_at_least(allowed + 1, windows, 0.05) < 0.02
+    assert _misses_at_least(allowed + 1, windows, 0.25) > 0.75
+    cap, modes, recorded = 6, (1, 2), ThresholdPolicy((2, 2, 2, 1, 1, 1, 1))
+    statuses = []
+    for s in range(windows):
+        rng = np.random.default_rng(700 + s)
+        tr = threshold_trace(rng, 3_000.0, Q, {m: BASE * m for m in modes}, {m: PROBS for m in modes},
+                             service_rate=SERVICE, capacity=cap, mode_of_queue=recorded.robots_at_level,
+                             slice_s=15.0)
+        joint = fit_joint(joint_data(tr.batch_times, tr.batch_sizes,
+                                     ModeTrajectory(tr.epochs, tr.trajectory_modes, end_s=tr.seconds)),
+                          phases=2, structure="linear")
+        fitted = QueueModel(cap, joint.model_arrivals(modes), PH.exponential(SERVICE), None)
+        priced = price_interval(joint, fitted, recorded, COSTS, draws=30, seed=20_000 + s)
+        statuses.append(model_check(priced, _observed(tr)).status)
+    assert statuses.count("misfit") <= allowed, statuses

@@ -183,6 +183,9 @@ def report(case: str, ws: list[Window]) -> None:
 
 
 def main() -> int:
+    if any(a in ("-h", "--help") for a in sys.argv[1:]):
+        print(__doc__)
+        return 0
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 40
     cases = (sys.argv[2] if len(sys.argv) > 2 else "shared:3000,poisson:3000,shared:30000").split(",")
     seed0 = int(os.environ.get("COVERAGE_SEED0", "1000"))

@@ -43,8 +43,8 @@ from .policy import DynamicDecision, PolicyFit, finite
 
 LOG = logging.getLogger("robotctl.agent.refit")
 
-#: Most value iterations of a refit's MDP (``policy.kind: mdp``); one that has not converged by then
-#: leaves the threshold optimum in force.
+#: Most Bellman steps of a refit's MDP (``policy.kind: mdp``: value-iteration steps, plus one per policy
+#: evaluation of the policy iteration); one that has not converged by then leaves the threshold optimum in force.
 MDP_MAX_ITERATIONS = 200_000
 
 

@@ -4,7 +4,8 @@ At every refit the policy that was in force during the window is priced under th
 interval from the fit's own uncertainty, and compared with the cost observed on the same window, with its
 interval (batch means, by the caller). :func:`price_interval` draws the joint fit's free parameters from
 the normal law of the observed information (:func:`joint_covariance`), rebuilds the model for each draw and
-prices the policy exactly (``model.solve``): the 2.5% and 97.5% points of those prices are the interval
+prices the policy exactly (``model.solve``; ``model.solve_hysteresis`` for a park/resume hysteresis
+policy): the 2.5% and 97.5% points of those prices are the interval
 (parameter uncertainty; the price itself has no simulation noise). The draws are quasi-random
 (:func:`_normal_draws`: a scrambled Sobol sequence through the normal quantile) and the points are read
 with the quantile rule that suits a stratified sample (Hazen's), so that a few dozen draws give the tails
@@ -35,11 +36,25 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtri
 
-from robotctl.model import Costs, InputError, QueueLengthPolicy, QueueModel
+from robotctl.model import Costs, HysteresisPolicy, InputError, QueueLengthPolicy, QueueModel
 
 from ._joint import JointFit, joint_covariance, joint_free_vector, joint_from_free_vector
 
 CHECK_STATUSES = ("ok", "misfit", "uncertain")
+
+#: A policy :func:`price_interval` and :func:`compare_policies` can price: a queue-length policy (solved by
+#: ``model.solve``) or a park/resume hysteresis policy (solved exactly by ``model.solve_hysteresis``).
+PricedPolicy = QueueLengthPolicy | HysteresisPolicy
+
+
+def _exact_cost(model: QueueModel, policy: PricedPolicy, costs: Costs) -> float:
+    """J of eq. (2) of ``policy`` under ``model``: ``solve_hysteresis`` for a hysteresis policy (its command
+    term included when ``costs.command`` > 0), ``solve`` otherwise."""
+    from robotctl.model import cost_of, solve, solve_hysteresis
+
+    if isinstance(policy, HysteresisPolicy):
+        return float(cost_of(solve_hysteresis(model, policy).measures, costs).total)
+    return float(cost_of(solve(model, policy).measures, costs).total)
 
 
 @dataclass(frozen=True)
@@ -199,7 +214,7 @@ def _nuisance_laws(base: QueueModel, service_rel_se: float, obsolescence_rel_se:
     return out
 
 
-def price_interval(joint: JointFit, base: QueueModel, policy: QueueLengthPolicy, costs: Costs, *,
+def price_interval(joint: JointFit, base: QueueModel, policy: PricedPolicy, costs: Costs, *,
                    modes: Sequence[int] | None = None, draws: int = 40, level: float = 0.95, seed: int = 0,
                    covariance: np.ndarray | None = None, service_rel_se: float = 0.0,
                    obsolescence_rel_se: float = 0.0, batch_laws: bool = True) -> PricedCost:
@@ -211,7 +226,9 @@ def price_interval(joint: JointFit, base: QueueModel, policy: QueueLengthPolicy,
         Its arrivals replace ``base``'s (service, obsolescence, capacity and admission are ``base``'s).
     base : QueueModel
         The fitted model (its modes are the ones priced unless ``modes`` is given).
-    policy : QueueLengthPolicy
+    policy : QueueLengthPolicy or HysteresisPolicy
+        A hysteresis policy (the park/resume policy a refit adopts under ``robots.hysteresis: auto``) is
+        priced on each draw by ``model.solve_hysteresis``; the draws, seed and quantile rule are the same.
     costs : Costs
     draws : int
         Parameter draws from N(estimate, inverse observed information) in log coordinates.
@@ -225,8 +242,6 @@ def price_interval(joint: JointFit, base: QueueModel, policy: QueueLengthPolicy,
     batch_laws : bool
         Draw the batch-size laws too (:func:`_batch_laws`); False holds them at the estimate.
     """
-    from robotctl.model import cost_of, solve
-
     if isinstance(draws, bool) or not isinstance(draws, int) or draws < 2:
         raise InputError("draws", f"must be a whole number >= 2, got {draws!r}", "e.g. 40")
     want = tuple(base.modes) if modes is None else tuple(modes)
@@ -234,7 +249,7 @@ def price_interval(joint: JointFit, base: QueueModel, policy: QueueLengthPolicy,
 
     def price(params: Any, svc: Any = base.service, obs: Any = base.obsolescence) -> float:
         model = QueueModel(base.capacity, params.arrivals(want), svc, obs, base.admission)
-        return float(cost_of(solve(model, policy).measures, costs).total)
+        return _exact_cost(model, policy, costs)
 
     point = price(joint.params)
     cov = joint_covariance(joint.params, joint.data) if covariance is None else np.asarray(covariance)
@@ -334,7 +349,7 @@ class PolicyComparison:
                 "decisive": self.decisive}
 
 
-def compare_policies(joint: JointFit, base: QueueModel, new: QueueLengthPolicy, current: QueueLengthPolicy,
+def compare_policies(joint: JointFit, base: QueueModel, new: PricedPolicy, current: PricedPolicy,
                      costs: Costs, *, modes: Sequence[int] | None = None, draws: int = 40, level: float = 0.95,
                      seed: int = 0, covariance: np.ndarray | None = None, service_rel_se: float = 0.0,
                      obsolescence_rel_se: float = 0.0, current_priced: PricedCost | None = None,
@@ -343,14 +358,13 @@ def compare_policies(joint: JointFit, base: QueueModel, new: QueueLengthPolicy, 
     :func:`price_interval`); the paired differences give the interval of the saving, so that a new policy
     is adopted only when it beats the one in force beyond the fit's uncertainty.
 
+    Either policy may be a :class:`~robotctl.model.HysteresisPolicy` (priced by ``model.solve_hysteresis``).
     ``current_priced``: ``current`` already priced by :func:`price_interval` with the same fit, draws,
     seed, covariance and standard errors (its ``samples``): it is not solved again. The draws stop as
     soon as the verdict is settled: once more savings are <= 0 than the quantile at (1 - level) / 2 can
     pass over, the saving's interval reaches 0 whatever the remaining draws give (not decisive; the
     saving's and the new policy's intervals then come from the draws taken, the current policy's from
     ``current_priced`` when given)."""
-    from robotctl.model import cost_of, solve
-
     if isinstance(draws, bool) or not isinstance(draws, int) or draws < 2:
         raise InputError("draws", f"must be a whole number >= 2, got {draws!r}", "e.g. 40")
     want = tuple(base.modes) if modes is None else tuple(modes)
@@ -358,12 +372,11 @@ def compare_policies(joint: JointFit, base: QueueModel, new: QueueLengthPolicy, 
 
     def prices(params: Any, svc: Any = base.service, obs: Any = base.obsolescence) -> tuple[float, float]:
         model = QueueModel(base.capacity, params.arrivals(want), svc, obs, base.admission)
-        return (float(cost_of(solve(model, new).measures, costs).total),
-                float(cost_of(solve(model, current).measures, costs).total))
+        return _exact_cost(model, new, costs), _exact_cost(model, current, costs)
 
     def price_one(params: Any, svc: Any, obs: Any) -> float:
         model = QueueModel(base.capacity, params.arrivals(want), svc, obs, base.admission)
-        return float(cost_of(solve(model, new).measures, costs).total)
+        return _exact_cost(model, new, costs)
 
     reuse = (current_priced is not None and len(current_priced.samples) == draws
              and math.isfinite(current_priced.cost))

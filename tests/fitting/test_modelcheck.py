@@ -18,7 +18,19 @@ from scipy import stats
 from robotctl.fitting import ModeTrajectory, fit_joint, fit_model, joint_data, joint_free_vector
 from robotctl.fitting._modelcheck import PricedCost, compare_policies, model_check, price_interval
 from robotctl.fitting._synthetic import threshold_trace
-from robotctl.model import BMAP, PH, Costs, InputError, ModeArrivals, QueueModel, ThresholdPolicy, cost_of, solve
+from robotctl.model import (
+    BMAP,
+    PH,
+    Admission,
+    Costs,
+    InputError,
+    ModeArrivals,
+    QueueLengthPolicy,
+    QueueModel,
+    ThresholdPolicy,
+    cost_of,
+    solve,
+)
 
 Q = np.array([[-0.02, 0.02], [0.05, -0.05]])
 BASE = np.array([0.3, 3.0])
@@ -179,3 +191,21 @@ def test_the_comparison_reuses_the_checks_draws_and_stops_when_settled() -> None
                              current_priced=checked)
     assert quick.decisive == full_decisive is False and quick.saving.draws < 30
     assert quick.current is checked and quick.saving.cost == pytest.approx(checked.cost - near_priced.cost)
+
+
+@pytest.mark.parametrize("admission", ["partial", "reject-batch"])
+@pytest.mark.parametrize("obsolescence", [None, PH.exponential(0.2), PH([0.3, 0.7], [[-0.6, 0.4], [0.1, -0.3]])])
+def test_the_draws_are_priced_as_model_solve_prices_them(admission: str, obsolescence: PH | None) -> None:
+    # the intervals price each draw by the level evaluator; model.solve (the stationary vector, every
+    # measure) is the independent route
+    from robotctl.fitting._modelcheck import _exact_costs
+
+    true = _true_model()
+    model = QueueModel(K, true.arrivals, PH([0.4, 0.6], [[-3.0, 1.0], [2.0, -3.0]]), obsolescence, Admission(admission))
+    costs = Costs(loss=5, obsolescence=10, response=2, robot=0.2, starvation=1.0)
+    policies = [POLICY, ThresholdPolicy.static(2, K), QueueLengthPolicy((3, 1, 3, 2, 2, 1, 1, 2, 1, 1, 1, 3, 1))]
+    got = _exact_costs(model, policies, costs)
+    want = [float(cost_of(solve(model, p).measures, costs).total) for p in policies]
+    assert got == pytest.approx(want, rel=1e-9)
+    with pytest.raises(InputError):
+        _exact_costs(model, [ThresholdPolicy.static(4, K)], costs)       # mode 4 is not in the model

@@ -1,6 +1,6 @@
 """Issue 27's acceptance experiment: replay a few simulated hours of burst/quiet traffic (one hidden phase
 shared by 4 modes, the modes set by a threshold policy through the queue) through the agent, once with the
-per-mode fit (fit.options.arrivals: per_mode, today's default) and once with the joint fit (joint), and
+per-mode fit (fit.options.arrivals: per_mode) and once with the joint fit (joint, the default auto's choice), and
 price every adopted policy under the TRUE model (model.solve) against the true optimum (policies.optimise
 on the truth): the regret of the last policy, the time-weighted regret over the windows after the first,
 each window's predicted cost against the truth of its policy, and the replay's wall time.

@@ -88,7 +88,8 @@ def test_a_joint_fits_drift_check_allows_the_fitted_bursts() -> None:
         totals = {mode_time_key(2): 60.0, mode_pages_key(2): 1.8 * rate * 60.0}
         agent = SimpleNamespace(
             config=SimpleNamespace(refit=SimpleNamespace(drift_bound=0.5, drift_min_pages=50)),
-            policy=SimpleNamespace(model=model, measures=SimpleNamespace(arrival_rate=rate), fit={"joint": {"phases": bmap.order}}),
+            policy=SimpleNamespace(model=model, measures=SimpleNamespace(arrival_rate=rate),
+                                   fit={"joint": {"phases": bmap.order}}),
             drift_window=SimpleNamespace(totals=lambda now, t=totals: t))
         assert (drift(agent, 100.0) is not None) == fires, (bmap.order, drift(agent, 100.0))
     assert np.isfinite(rate)

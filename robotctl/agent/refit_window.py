@@ -163,13 +163,14 @@ def drift(agent: WindowSource, now: float) -> str | None:
     if cfg.drift_bound is None:
         return None
     rates = {m: float(snapshot.model.arrivals[m].rate) for m in snapshot.model.modes}
-    offered = getattr(snapshot.measures, "arrival_rate", None)
-    joint = bool(snapshot.fit.get("joint")) and offered is not None and np.isfinite(offered) and offered > 0
+    got = getattr(snapshot.measures, "arrival_rate", None)
+    offered = float(got) if got is not None else float("nan")
+    joint = bool(snapshot.fit.get("joint")) and np.isfinite(offered) and offered > 0
     if joint:
         # a joint fit's rates are each mode's own; under a threshold policy the mode follows the shared
         # hidden phase, so a mode's pages over its time are not its rate times it (bursts raise the queue
         # and with it the mode). The window's pages are compared with the policy's predicted offered rate.
-        rates = {m: float(offered) for m in snapshot.model.modes}
+        rates = {m: offered for m in snapshot.model.modes}
     totals = agent.drift_window.totals(now)
     reason = drift_reason(totals, rates, cfg.drift_bound, cfg.drift_min_pages)
     if reason is None or not joint:

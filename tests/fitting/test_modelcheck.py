@@ -81,7 +81,7 @@ def test_the_per_mode_fit_is_a_misfit_and_the_joint_fit_is_not() -> None:
     traj = ModeTrajectory(tr.epochs, tr.trajectory_modes, end_s=tr.seconds)
     per_mode = fit_model(tr.batch_times, pages=tr.batch_sizes, modes=tr.batch_modes, mode_changes=traj,
                          service_times=np.full(20, 1 / SERVICE), mean_useful_life_s=60.0, capacity=K,
-                         options={"batch_resolution_s": 0.0, "censor_above_s": math.inf})
+                         options={"batch_resolution_s": 0.0, "censor_above_s": math.inf, "arrivals": "per_mode"})
     old = QueueModel(K, per_mode.model.arrivals, PH.exponential(SERVICE), None)
     old_price = _exact(old)
     check = model_check(PricedCost(old_price, (old_price, old_price)), obs)

@@ -15,6 +15,9 @@ Bodies (JSON):
     with their total indexing time and/or total size.
 ``POST /v1/obsolete``
     ``{"pages": 2}``: waiting pages dropped as stale.
+``POST /v1/given_up``
+    ``{"pages": 2}``: pages the crawler gave up on (a server refused them past its retries); counted in
+    the observed cost J like pages lost.
 ``POST /v1/queue``
     ``{"length": 4}``: the indexer's own count of pages in the system, 0..K.
 ``POST /v1/actuation``
@@ -252,6 +255,11 @@ def parse_completions(obj: Any, *, max_batch: int) -> list[Completion]:
 
 
 def parse_obsolete(obj: Any) -> int:
+    d = _object("", obj, ("pages",), '"pages": n')
+    return _int("pages", d.get("pages", 1), minimum=1, maximum=MAX_PAGES)
+
+
+def parse_given_up(obj: Any) -> int:
     d = _object("", obj, ("pages",), '"pages": n')
     return _int("pages", d.get("pages", 1), minimum=1, maximum=MAX_PAGES)
 

@@ -53,6 +53,7 @@ from .policy_store import POLICY_FILE, PolicyStore
 from .queue import (
     ACTIVE,
     EMPTY,
+    GIVEN_UP,
     LOST,
     OBSOLETE,
     OFFERED,
@@ -269,6 +270,17 @@ class Agent:
         self._queue_changed(now)
         return {"pages": pages, "removed": removed, "unmatched": pages - removed, "t": now,
                 "queue": self.queue.length, "active": self.actuator.mode}
+
+    def given_up(self, pages: int) -> dict[str, Any]:
+        """Pages the crawler gave up on (a server refused them past its retries): never fetched, so they
+        leave the queue alone, but the observed cost J counts them (:class:`agent.queue.Observed`)."""
+        now = self._stamp()
+        self.journal.write(self.journal.lines.given_up(now, pages))
+        self.totals.given_up += pages
+        self.window.add(now, GIVEN_UP, pages)
+        self.journal.flush()
+        return {"pages": pages, "given_up": self.totals.given_up, "t": now, "queue": self.queue.length,
+                "active": self.actuator.mode}
 
     def set_queue(self, length: int) -> dict[str, Any]:
         now = self._stamp()

@@ -112,6 +112,7 @@ class Totals:
     service_seconds: float = 0.0
     obsolete: int = 0
     obsolete_unmatched: int = 0
+    given_up: int = 0
     resyncs: int = 0
     bad_requests: dict[str, int] = field(default_factory=dict)
     recovered_deliveries: int = 0

@@ -1,6 +1,6 @@
 """Trace files (docs/ARCHITECTURE.md, "Trace file"): JSON Lines, one event per line, or CSV with the same columns.
 
-``{"t": seconds, "event": "delivery"|"completion"|"obsolete"|"loss"|"park"|"resume", "robot": id,
+``{"t": seconds, "event": "delivery"|"completion"|"obsolete"|"loss"|"park"|"resume"|"given_up", "robot": id,
 "pages": n, "bytes": n, "service_s": x}``; ``t`` is required, the rest where it applies (see
 :data:`EVENT_KINDS` for the agent's own kinds). Fields beyond
 these (e.g. ``active``, the number of active robots, written by the simulator and the agent) are kept
@@ -25,8 +25,11 @@ from robotctl import InputError
 
 #: Event kinds; the agent's own log also holds ``queue`` (a checkpoint of the queue length that opens each
 #: file), ``refit`` (a fit window cut, with its ``reason``) and ``policy`` (a policy put in force, with its
-#: ``robots_at_level``, ``version`` and ``source``), which other tools read past.
-EVENT_KINDS = ("delivery", "completion", "obsolete", "loss", "park", "resume", "queue", "refit", "policy")
+#: ``robots_at_level``, ``version`` and ``source``), which other tools read past; ``given_up`` is pages the
+#: crawler wanted and gave up on (never fetched: a server refused them past its retries), which the agent
+#: counts in its observed cost J like pages lost.
+EVENT_KINDS = ("delivery", "completion", "obsolete", "loss", "park", "resume", "queue", "refit", "policy",
+               "given_up")
 _KNOWN = ("t", "event", "robot", "pages", "bytes", "service_s")
 _KIND_CODES = {k: i for i, k in enumerate(EVENT_KINDS)}
 #: Fields of the agent's ``refit`` and ``policy`` lines kept (per row) in :attr:`TraceArrays.notes`.
@@ -53,7 +56,7 @@ class TraceEvent:
         parts = ['{"t":', _number_text(self.t), ',"event":', _encode(self.event)]
         if self.robot is not None:
             parts += [',"robot":', _encode(self.robot)]
-        if self.pages != 1 or self.event in ("delivery", "obsolete", "loss"):
+        if self.pages != 1 or self.event in ("delivery", "obsolete", "loss", "given_up"):
             parts += [',"pages":', _number_text(self.pages)]
         if self.bytes is not None:
             parts += [',"bytes":', _number_text(self.bytes)]
@@ -687,6 +690,9 @@ class TraceWriter:
 
     def obsolete(self, t: float, pages: int) -> str:
         return f'{{"t":{_t(t)},"event":"obsolete","pages":{pages}}}\n'
+
+    def given_up(self, t: float, pages: int) -> str:
+        return f'{{"t":{_t(t)},"event":"given_up","pages":{pages}}}\n'
 
     def switch(self, t: float, resume: bool, active: int, robot: str | None = None) -> str:
         """A ``resume`` or ``park`` line: a robot's new command, or (without a robot) a change of mode."""

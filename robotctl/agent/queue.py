@@ -59,17 +59,15 @@ class QueueView:
         i = self.length if start is None else start
         cap = self.capacity
         out = []
-        if self.admission is Admission.PARTIAL:
-            for k in batches:
-                free = cap - i
-                a = k if k <= free else free
-                i += a
-                out.append(a)
-        else:
-            for k in batches:
-                a = k if k <= cap - i else 0
-                i += a
-                out.append(a)
+        partial = self.admission is Admission.PARTIAL
+        for n, k in enumerate(batches):
+            free = cap - i
+            if free == 0:  # full: nothing more of this batch gets in (a long batch into a small buffer)
+                out += [0] * (len(batches) - n)
+                break
+            a = k if k <= free else (free if partial else 0)
+            i += a
+            out.append(a)
         return out
 
     def admit(self, admitted: int, now: float) -> None:

@@ -17,7 +17,7 @@ import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
+from operator import attrgetter, sub
 from pathlib import Path
 from typing import IO, Any, Protocol
 
@@ -661,20 +661,41 @@ class TraceWriter:
 
     def deliveries(self, t: float, items: Sequence[DeliveryLine], admitted: Sequence[int], active: int) -> str:
         """A ``delivery`` line per item, each followed by a ``loss`` line for its pages refused at K."""
+        return self.delivery_columns(t, [d.robot for d in items], [d.pages for d in items],
+                                     [d.bytes for d in items], [d.client_time for d in items], admitted, active)
+
+    def delivery_columns(self, t: float, robots: Sequence[str | None], pages: Sequence[int],
+                         sizes: Sequence[int | None], client_times: Sequence[float | None],
+                         admitted: Sequence[int], active: int) -> str:
+        """:meth:`deliveries` of deliveries given as columns (the ``robot``, ``pages``, ``bytes`` and
+        ``client_time`` of each, in order): a batch is written by one comprehension, not item by item."""
         head = f'{{"t":{_t(t)},"event":'
         tail = f',"active":{active}}}\n'
-        lines = []
-        for d, a in zip(items, admitted, strict=True):
-            rid = self.robot(d.robot)
-            extra = ""
-            if d.bytes is not None:
-                extra = f',"bytes":{d.bytes}'
-            if d.client_time is not None:
-                extra += f',"client_t":{d.client_time!r}'
-            lines.append(f'{head}"delivery"{rid},"pages":{d.pages}{extra}{tail}')
-            if a < d.pages:
-                lines.append(f'{head}"loss"{rid},"pages":{d.pages - a}{tail}')
-        return "".join(lines)
+        if len(robots) == 1:  # one delivery (the common request)
+            rid, p, b, c, a = self.robot(robots[0]), pages[0], sizes[0], client_times[0], admitted[0]
+            extra = ("" if b is None else f',"bytes":{b}') + ("" if c is None else f',"client_t":{c!r}')
+            line = f'{head}"delivery"{rid},"pages":{p}{extra}{tail}'
+            return line if a >= p else f'{line}{head}"loss"{rid},"pages":{p - a}{tail}'
+        # the parts of a line that depend on its robot and page count (before the size), and on its robot and
+        # lost pages (after it), made once per distinct pair when there are fewer pairs than lines
+        fields = {r: self.robot(r) for r in set(robots)}
+        losses = list(map(sub, pages, admitted))
+        counts, lost = set(pages), set(losses)
+        common = None not in sizes and client_times.count(None) == len(client_times)  # sizes, no client times
+        rest: Sequence[Any] = sizes if common else [
+            ("" if b is None else f',"bytes":{b}') + ("" if c is None else f',"client_t":{c!r}')
+            for b, c in zip(sizes, client_times, strict=True)]
+        size_key = ',"bytes":' if common else ""
+        if len(fields) * (len(counts) + len(lost)) > len(pages):
+            return "".join([
+                f'{head}"delivery"{fields[r]},"pages":{p}{size_key}{x}{tail}'
+                + (f'{head}"loss"{fields[r]},"pages":{n}{tail}' if n else "")
+                for r, p, x, n in zip(robots, pages, rest, losses, strict=True)])
+        before = {r: {p: f'{head}"delivery"{f},"pages":{p}{size_key}' for p in counts} for r, f in fields.items()}
+        after = {r: {n: f'{tail}{head}"loss"{f},"pages":{n}{tail}' if n else tail for n in lost}
+                 for r, f in fields.items()}
+        return "".join([f'{before[r][p]}{x}{after[r][n]}'
+                        for r, p, x, n in zip(robots, pages, rest, losses, strict=True)])
 
     def completions(self, t: float, items: Sequence[CompletionLine]) -> str:
         ts = _t(t)

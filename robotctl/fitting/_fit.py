@@ -84,9 +84,12 @@ class FitOptions:
     admission : str
         ``partial`` (the paper) or ``reject-batch``.
     arrivals : str
-        ``per_mode`` (each mode's MAP(2) by moment matching on its own clock) or ``joint`` (all modes at
+        ``per_mode`` (each mode's MAP(2) by moment matching on its own clock), ``joint`` (all modes at
         once on one hidden phase by maximum likelihood, :func:`fit_joint`; the per-mode fit stays the
-        initialiser's reference and the fallback when the joint fit fails).
+        initialiser's reference and the fallback when the joint fit fails) or ``auto`` (the default:
+        ``joint`` when the mode trajectory is given, ``mode_changes``, as the agent gives it; else
+        ``per_mode``, since a trajectory guessed from the deliveries' modes puts every change half way
+        between two batches).
     joint_phases : list of int
         Phase counts the joint fit compares by BIC (1..4).
     joint_structure : str
@@ -111,7 +114,7 @@ class FitOptions:
     max_service_order: int = 10
     min_obsolete: int = 30
     admission: str = "partial"
-    arrivals: str = "per_mode"
+    arrivals: str = "auto"
     joint_phases: tuple[int, ...] = (1, 2)
     joint_structure: str = "auto"
 
@@ -148,8 +151,8 @@ class FitOptions:
         number("min_service_samples", lo=3, integer=True)
         number("max_service_order", lo=1, integer=True)
         number("min_obsolete", lo=1, integer=True)
-        if self.arrivals not in ("per_mode", "joint"):
-            raise InputError("options.arrivals", f"is {self.arrivals!r}", "use per_mode or joint")
+        if self.arrivals not in ("per_mode", "joint", "auto"):
+            raise InputError("options.arrivals", f"is {self.arrivals!r}", "use auto, joint or per_mode")
         phases = self.joint_phases
         if isinstance(phases, int) and not isinstance(phases, bool):
             phases = (phases,)
@@ -403,7 +406,8 @@ class ModelFit:
     obsolescence : ObsolescenceFit
     options : FitOptions
     joint : JointFit or None
-        The joint maximum-likelihood fit when ``options.arrivals`` is ``joint`` and it succeeded (its
+        The joint maximum-likelihood fit when it ran (``options.arrivals`` ``joint``, or ``auto`` with the
+        mode trajectory) and succeeded (its
         arrivals are the model's; warm-start the next window's with ``fit_model(joint_init=fit.joint.params)``).
     """
 
@@ -830,7 +834,7 @@ def fit_model(delivery_times: Any, *, pages: Any = None, modes: Any = None, all_
     options : FitOptions or mapping, optional
         See :class:`FitOptions`.
     joint_init : JointParams, optional
-        With ``options.arrivals = joint``: warm-start the joint fit from this estimate (the previous
+        When the joint fit runs: warm-start the joint fit from this estimate (the previous
         window's ``fit.joint.params``); its phases and structure are kept.
 
     Returns
@@ -892,7 +896,7 @@ def fit_model(delivery_times: Any, *, pages: Any = None, modes: Any = None, all_
     arrivals = ModeArrivals.per_mode({mf.mode: mf.bmap for mf in mode_fits})
     joint: JointFit | None = None
     joint_failed = False
-    if opts.arrivals == "joint" and not insufficient:
+    if (opts.arrivals == "joint" or (opts.arrivals == "auto" and trajectory is not None)) and not insufficient:
         joint, joint_arrivals, note = _joint_arrivals(window, trajectory, mode_fits, opts, joint_init)
         notes.append(note)
         if joint_arrivals is None:

@@ -131,7 +131,10 @@ def test_drift_under_a_joint_fit_compares_pages_with_the_policys_offered_rate() 
     # mode 1 holds in the lulls (0.2 pages/s), mode 3 in the bursts (9 pages/s): 1,000 s each
     totals = {mode_time_key(1): 1000.0, mode_pages_key(1): 200.0,
               mode_time_key(3): 1000.0, mode_pages_key(3): 9000.0}
-    arrivals = {1: SimpleNamespace(rate=1.5), 3: SimpleNamespace(rate=4.5)}     # the modes' own long-run rates
+    from robotctl.model import BMAP
+
+    # the modes' own long-run rates (Poisson: the drift bound is not widened for the fitted bursts)
+    arrivals = {m: BMAP.from_matrices([[[-r]], [[r]]]) for m, r in ((1, 1.5), (3, 4.5))}
     offered = 4.6                                                                # the policy's, model-predicted
     measures = SimpleNamespace(arrival_rate=offered)
 

@@ -21,10 +21,12 @@ from robotctl.fitting._synthetic import threshold_trace
 from robotctl.model import (
     BMAP,
     PH,
+    Admission,
     Costs,
     HysteresisPolicy,
     InputError,
     ModeArrivals,
+    QueueLengthPolicy,
     QueueModel,
     ThresholdPolicy,
     cost_of,
@@ -82,7 +84,7 @@ def test_the_per_mode_fit_is_a_misfit_and_the_joint_fit_is_not() -> None:
     traj = ModeTrajectory(tr.epochs, tr.trajectory_modes, end_s=tr.seconds)
     per_mode = fit_model(tr.batch_times, pages=tr.batch_sizes, modes=tr.batch_modes, mode_changes=traj,
                          service_times=np.full(20, 1 / SERVICE), mean_useful_life_s=60.0, capacity=K,
-                         options={"batch_resolution_s": 0.0, "censor_above_s": math.inf})
+                         options={"batch_resolution_s": 0.0, "censor_above_s": math.inf, "arrivals": "per_mode"})
     old = QueueModel(K, per_mode.model.arrivals, PH.exponential(SERVICE), None)
     old_price = _exact(old)
     check = model_check(PricedCost(old_price, (old_price, old_price)), obs)
@@ -198,6 +200,24 @@ def test_the_comparison_reuses_the_checks_draws_and_stops_when_settled() -> None
                              current_priced=checked)
     assert quick.decisive == full_decisive is False and quick.saving.draws < 30
     assert quick.current is checked and quick.saving.cost == pytest.approx(checked.cost - near_priced.cost)
+
+
+@pytest.mark.parametrize("admission", ["partial", "reject-batch"])
+@pytest.mark.parametrize("obsolescence", [None, PH.exponential(0.2), PH([0.3, 0.7], [[-0.6, 0.4], [0.1, -0.3]])])
+def test_the_draws_are_priced_as_model_solve_prices_them(admission: str, obsolescence: PH | None) -> None:
+    # the intervals price each draw by the level evaluator; model.solve (the stationary vector, every
+    # measure) is the independent route
+    from robotctl.fitting._modelcheck import _exact_costs
+
+    true = _true_model()
+    model = QueueModel(K, true.arrivals, PH([0.4, 0.6], [[-3.0, 1.0], [2.0, -3.0]]), obsolescence, Admission(admission))
+    costs = Costs(loss=5, obsolescence=10, response=2, robot=0.2, starvation=1.0)
+    policies = [POLICY, ThresholdPolicy.static(2, K), QueueLengthPolicy((3, 1, 3, 2, 2, 1, 1, 2, 1, 1, 1, 3, 1))]
+    got = _exact_costs(model, policies, costs)
+    want = [float(cost_of(solve(model, p).measures, costs).total) for p in policies]
+    assert got == pytest.approx(want, rel=1e-9)
+    with pytest.raises(InputError):
+        _exact_costs(model, [ThresholdPolicy.static(4, K)], costs)       # mode 4 is not in the model
 
 
 def _misses_at_least(misses: int, windows: int, rate: float) -> float:

@@ -868,9 +868,11 @@ def _hysteresis_predicted(inp: RefitInput, fitted: _Fitted, policy: Any, cost: f
         priced = price_interval(fitted.joint, fitted.model, policy, inp.costs, covariance=fitted.covariance(),
                                 **_nuisance_se(inp), seed=_draw_seed(inp), draws=inp.check_draws,
                                 level=inp.check_level)
-    except InputError as exc:
+    except Exception as exc:  # compute_refit never raises: the adopted policy's exact cost, without interval
+        if not isinstance(exc, InputError):
+            LOG.exception("event=hysteresis_interval_failed")
         return {"damping": damping, "predicted": {"cost": finite(float(cost)), "cost_interval": None,
-                                                  "message": f"no interval: {exc}"}}
+                                                  "message": f"no interval: {type(exc).__name__}: {exc}"}}
     return {"damping": damping,
             "predicted": {"cost": finite(priced.cost), "cost_interval": [finite(x) for x in priced.interval]}}
 

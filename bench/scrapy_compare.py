@@ -89,7 +89,8 @@ def crawl(run: dict[str, Any], args: argparse.Namespace, workdir: Path) -> dict[
         settings["ROBOTCTL_DIR"] = str(workdir / ".robotctl")  # warm reads what cold left
     spec.write_text(json.dumps({**run, "settings": settings, "pages": args.pages, "seed": args.seed,
                                 "workdir": str(workdir)}))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    path = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
     proc = subprocess.run([sys.executable, str(CRAWL), str(spec), str(out)], cwd=workdir, env=env,
                           capture_output=True, text=True, timeout=args.timeout, check=False)
     if proc.returncode != 0 or not out.exists():

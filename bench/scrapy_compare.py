@@ -35,9 +35,11 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -87,6 +89,8 @@ def crawl(run: dict[str, Any], args: argparse.Namespace, workdir: Path) -> dict[
     settings = dict(run["settings"])
     if run["name"].startswith("robotctl"):
         settings["ROBOTCTL_DIR"] = str(workdir / ".robotctl")  # warm reads what cold left
+        if run["name"] == "robotctl-cold":
+            shutil.rmtree(workdir / ".robotctl", ignore_errors=True)
     spec.write_text(json.dumps({**run, "settings": settings, "pages": args.pages, "seed": args.seed,
                                 "workdir": str(workdir)}))
     path = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
@@ -178,6 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="smoke: --pages 60 --only fixed-4,robotctl-cold")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds before one crawl is given up (default 600)")
     p.add_argument("--json", default=None, help="write every run's figures to this file")
+    p.add_argument("--workdir", default=None,
+                   help="keep each run's Scrapy log, figures and robotctl's state here (default: a temporary "
+                        "directory)")
     args = p.parse_args(argv)
     if args.quick:
         args.pages, args.only = 60, args.only or "fixed-4,robotctl-cold"
@@ -192,9 +199,12 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     load0 = os.getloadavg()
     t0 = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="robotctl-scrapy-compare-") as tmp:
+    with contextlib.ExitStack() as stack:
+        workdir = Path(args.workdir) if args.workdir else Path(
+            stack.enter_context(tempfile.TemporaryDirectory(prefix="robotctl-scrapy-compare-")))
+        workdir.mkdir(parents=True, exist_ok=True)
         for run in runs:
-            results.append(crawl(run, args, Path(tmp)))
+            results.append(crawl(run, args, workdir))
             r = results[-1]
             print(f"  {r['name']}: {r['indexed']} indexed, {r['lost']} lost, {r['obsolete']} obsolete in "
                   f"{r['crawl_s']:.1f} s", file=sys.stderr, flush=True)

@@ -59,7 +59,8 @@ MIN_RATE_RATIO, MAX_LOST_SHARE = 0.90, 0.15
 def plan(args: argparse.Namespace) -> list[dict[str, Any]]:
     """The runs asked for, in order: name, pipeline and Scrapy settings."""
     fixed = [int(x) for x in args.fixed.split(",") if x.strip()]
-    addon = {"ADDONS": {"robotctl.scrapy.Addon": 100}, "ROBOTCTL_CAPACITY": 10, "ROBOTCTL_USEFUL_LIFE_S": 10.0}
+    addon = {"ADDONS": {"robotctl.scrapy.Addon": 100}, "ROBOTCTL_CAPACITY": 10, "ROBOTCTL_USEFUL_LIFE_S": 10.0,
+             **args.robotctl_settings}
     runs: list[dict[str, Any]] = []
     runs += [{"name": f"fixed-{c}", "pipeline": "lossy",
               "settings": {"CONCURRENT_REQUESTS": c, "CONCURRENT_REQUESTS_PER_DOMAIN": c}} for c in fixed]
@@ -185,7 +186,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workdir", default=None,
                    help="keep each run's Scrapy log, figures and robotctl's state here (default: a temporary "
                         "directory)")
+    p.add_argument("-s", "--robotctl-set", action="append", default=[], metavar="NAME=VALUE",
+                   help="one more Scrapy setting for robotctl's runs, VALUE as JSON where it parses, e.g. "
+                        "-s ROBOTCTL_MAX_LOSS=0.05 or -s 'ROBOTCTL_AGENT_CONFIG={\"robots\": {\"hysteresis\": 0}}'")
     args = p.parse_args(argv)
+    args.robotctl_settings = {}
+    for item in args.robotctl_set:
+        name, eq, value = item.partition("=")
+        if not eq or not name.strip():
+            p.error(f"-s {item!r}: write NAME=VALUE")
+        try:
+            args.robotctl_settings[name.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            args.robotctl_settings[name.strip()] = value
     if args.quick:
         args.pages, args.only = 60, args.only or "fixed-4,robotctl-cold"
     if args.pages < 10:

@@ -229,8 +229,9 @@ def main(argv: list[str] | None = None) -> int:
     print(table(results))
     for r in results:
         for pol in r.get("policies", []):
+            before = [o for t, o in r["arrivals"] if t < pol["at_s"]]
             print(f"- {r['name']}: r(i) = {','.join(map(str, pol['robots_at_level']))} ({pol['source']}) from "
-                  f"{pol['at_s']} s, {pol['items']} items in")
+                  f"{pol['at_s']} s, when {len(before)} items had come ({before.count('lost')} lost)")
     print("\n".join(acceptance(results)))
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "load": [load0, load1], "runs": results},

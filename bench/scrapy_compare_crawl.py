@@ -136,6 +136,7 @@ class Indexer:
     done: list[Entry] = field(default_factory=list)
     level_time: list[float] = field(default_factory=lambda: [0.0] * (BUFFER + 1))
     lost: int = 0
+    lost_at: list[float] = field(default_factory=list)
     last_exit: float = 0.0
 
     def __post_init__(self) -> None:
@@ -181,6 +182,7 @@ class Indexer:
         if self.level >= BUFFER or self.outside:
             if not self.awaiting:
                 self.lost += 1
+                self.lost_at.append(now)
                 self.last_exit = now
                 raise DropItem("the index buffer is full: lost")
             self.outside.append(e)
@@ -349,6 +351,8 @@ def result(run: dict[str, Any], site: Site, indexer: Indexer, clock: Clock, stat
         "p95_wait_s": float(np.percentile(waits, 95)), "mean_wait_s": float(np.mean(waits)),
         "mean_response_s": float(np.mean([e.end - e.enter for e in indexed])) if indexed else math.nan,
         "level_seconds": level.tolist(), "download_seconds": clock.integral,
+        "arrivals": sorted([(round(e.enter - clock.t0, 2), e.outcome) for e in indexer.done]
+                           + [(round(t - clock.t0, 2), "lost") for t in indexer.lost_at]),
         "site": site.counts(), "given_up": int(stats.get("retry/max_reached", 0)), "policies": clock.policies,
         "scrapy": {k: v for k, v in stats.items() if k.startswith(("robotctl/", "retry/", "downloader/response_status",
                                                                   "item_", "finish_reason", "log_count/"))},

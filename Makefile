@@ -28,13 +28,18 @@ scrapy-demo: $(STAMP)
 scrapy-compare: $(STAMP)
 	$(BIN)/python bench/scrapy_compare.py
 
-# Debian's prometheus (promtool and the server) for the server tests of tests/agent/test_deploy.py.
-# A failed install fails `make test`, so those tests never skip unnoticed in CI.
+# Debian's prometheus (promtool and the server) for the server tests of tests/agent/test_deploy.py, and
+# Debian's redis-server for the scrapy-redis fleet of tests/scrapy/test_redis_fleet.py (the test starts its own
+# on a free port). A failed install fails `make test`, so those tests never skip unnoticed in CI.
 servers:
 	@command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 || { \
 	  echo "installing Debian's prometheus (for the server tests)"; \
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+	@command -v redis-server >/dev/null 2>&1 || { \
+	  echo "installing Debian's redis-server (for the scrapy-redis fleet test)"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends redis-server >/dev/null; }
 
 # pytest's own script, not `python -m pytest`: the repository root must not be on sys.path, so that
 # only the installed layout (robotctl.model, ...) is importable, as for a user.

@@ -17,7 +17,7 @@ if typing.TYPE_CHECKING:
     from ._resources import check_config_memory, check_solve_memory
     from .app import AGENT, REFIT, create_app, run_in_process, serve
     from .client import AgentClient, AgentRejectedError, AgentUnavailableError, RobotHandle, RobotState
-    from .clock import ManualClock, MonotonicClock
+    from .clock import ManualClock, MonotonicClock, cancel_and_wait
     from .config import AgentConfig, load_config
     from .log import check_directory
     from .replay import ReplayOptions, ReplayResult, replay
@@ -42,6 +42,7 @@ _WHERE = {
     "RobotState": ".client",
     "TraceArrays": ".trace",
     "TraceEvent": ".trace",
+    "cancel_and_wait": ".clock",
     "check_config_memory": "._resources",
     "check_recognised": ".sources",
     "check_directory": ".log",
@@ -79,6 +80,7 @@ __all__ = [
     "RobotState",
     "TraceArrays",
     "TraceEvent",
+    "cancel_and_wait",
     "check_config_memory",
     "check_directory",
     "check_recognised",

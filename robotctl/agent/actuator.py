@@ -7,6 +7,14 @@ Robots and ranks
     de-activated together (paper 000, Section 2, "virtual robot"). Ranks come from ``robots.ids``
     (one entry per slot, a list groups real robots) or are handed out on registration; unlisted
     robots fill slots in groups of ``robots.group_size``.
+Processes
+    A robot may register as one of a crawler process's robots (``process``: several Scrapy processes
+    sharing one agent). The ranks handed out on registration to the robots of two or more processes are
+    dealt round-robin over the processes (each process's first robot, then each one's second, ...) over
+    the ranks they hold, and dealt again whenever a robot of a process registers or leaves, so any mode
+    spreads its active robots across the processes rather than filling one process first. The commands a
+    new deal sends (the mode stays) are not held by ``max_commands_per_min``: they follow the fleet's
+    changes, not r(i).
 Mode
     The number of active virtual robots. With mode m, the robots of slots 1..m are active and the
     others parked, so robot 1 parks last and is resumed first (paper 000: "the first robot is always
@@ -95,6 +103,11 @@ class Robot:
     waiters: list[asyncio.Future[None]] = field(default_factory=list)
     #: SHA-256 of the robot's key (None: registered before keys existed; the next registration sets one)
     key_hash: bytes | None = None
+    #: the crawler process it belongs to (None: none said); its rank was handed out (not asked for)
+    process: str | None = None
+    dealt: bool = False
+    #: registration order (the order of a process's robots when ranks are dealt)
+    seq: int = 0
 
     def holds(self, key: str | None) -> bool:
         """True when ``key`` is this robot's key (or the robot has none yet)."""
@@ -113,6 +126,8 @@ class Robot:
         d: dict[str, Any] = {"robot": self.robot_id, "rank": self.rank, "slot": self.slot,
                              "state": self.command.value, "version": self.version, "lease_s": lease_s,
                              "default_state": self.default_state.value, "reason": self.reason}
+        if self.process is not None:
+            d["process"] = self.process
         if now is not None:
             d["lease_lost"] = not self.alive(now, lease_s)
         return d
@@ -179,6 +194,7 @@ class Actuator:
         self.evicted: list[str] = []
         #: advise only (shadow mode): record the target, never park or resume
         self.advise = False
+        self._seq = 0
 
     # -- ranks ---------------------------------------------------------------------------------------
     def slot_of_rank(self, rank: int) -> int:
@@ -243,12 +259,13 @@ class Actuator:
                                  "X-Robot-Key")
 
     def register(self, robot_id: str, now: float, *, rank: int | None = None,
-                 default_state: Command | None = None, key: str | None = None) -> Robot:
+                 default_state: Command | None = None, key: str | None = None, process: str | None = None) -> Robot:
         """:meth:`enroll` without the key it may issue."""
-        return self.enroll(robot_id, now, rank=rank, default_state=default_state, key=key)[0]
+        return self.enroll(robot_id, now, rank=rank, default_state=default_state, key=key, process=process)[0]
 
     def enroll(self, robot_id: str, now: float, *, rank: int | None = None,
-               default_state: Command | None = None, key: str | None = None) -> tuple[Robot, str | None]:
+               default_state: Command | None = None, key: str | None = None,
+               process: str | None = None) -> tuple[Robot, str | None]:
         """Register (or re-register, idempotently) a robot; returns it with its current command, and its new
         key when one was issued (a new registration, or a robot that had none).
 
@@ -256,6 +273,8 @@ class Actuator:
         refused (:class:`ConflictError`) until the robot's lease runs out, and then it is taken over: a
         client cannot take another's robot, but a robot that restarted and lost its key gets its id back
         one lease later. Likewise a rank held by a robot whose lease ran out is given to a new registration.
+        ``process`` names the crawler process the robot belongs to: handed-out ranks are dealt round-robin
+        over the processes (the module docstring).
         """
         existing = self.robots.get(robot_id)
         if existing is not None and not existing.holds(key):
@@ -272,12 +291,16 @@ class Actuator:
                                "register without a rank, or deregister it first")
             if default_state is not None:
                 existing.default_state = default_state
+            if process is not None and process != existing.process:
+                raise ConflictError("process", f"robot {robot_id!r} belongs to process {existing.process!r}, not "
+                                    f"{process!r}", "register it with its own process, or deregister it first")
             existing.last_seen = now
             issued = None
             if existing.key_hash is None:
                 issued, existing.key_hash = new_robot_key()
             return existing, issued
         fixed = self._fixed_rank.get(robot_id)
+        dealt = fixed is None and rank is None
         if fixed is not None:
             if rank is not None and rank != fixed[0]:
                 raise ConflictError("rank", f"robots.ids gives {robot_id!r} rank {fixed[0]}, not {rank}",
@@ -304,7 +327,9 @@ class Actuator:
             slot = self.slot_of_rank(rank)
         default = default_state if default_state is not None else self.default_state
         issued, digest = new_robot_key()
-        robot = Robot(robot_id, rank, slot, default, default, last_seen=now, key_hash=digest)
+        self._seq += 1
+        robot = Robot(robot_id, rank, slot, default, default, last_seen=now, key_hash=digest, process=process,
+                      dealt=dealt, seq=self._seq)
         self.robots[robot_id] = robot
         self._by_rank[rank] = robot
         if not self.advise:
@@ -313,14 +338,62 @@ class Actuator:
             wanted = min(self.target, self.registered_slots())
             robot.command = self.default_state if self.shutting_down else (
                 Command.ACTIVE if slot <= self.top_slot(max(self.mode, wanted)) else Command.PARKED)
+        if process is not None and dealt and self._deal() and not self.advise and not self.shutting_down:
+            self._command_mode(max(self.mode, min(self.target, self.registered_slots())), now,
+                               "dealt over processes")
         return robot, issued
 
-    def deregister(self, robot_id: str) -> Robot:
+    def _deal(self) -> bool:
+        """Deal the handed-out ranks of the robots that name a process round-robin over the processes (each
+        process's robots in registration order; the processes in the order their first robot registered),
+        over the same set of ranks they hold; True when a rank moved (the caller commands the robots)."""
+        robots = [r for r in self.robots.values() if r.process is not None and r.dealt]
+        by_process: dict[str, list[Robot]] = {}
+        for r in sorted(robots, key=lambda r: r.seq):
+            by_process.setdefault(r.process or "", []).append(r)
+        if len(by_process) < 2:
+            return False
+        lists = list(by_process.values())
+        order = [lst[i] for i in range(max(map(len, lists))) for lst in lists if i < len(lst)]
+        ranks = sorted(r.rank for r in robots)
+        if [r.rank for r in order] == ranks:
+            return False
+        for r in robots:
+            self._by_rank.pop(r.rank, None)
+        for r, rank in zip(order, ranks, strict=True):
+            r.rank, r.slot = rank, self.slot_of_rank(rank)
+            self._by_rank[rank] = r
+        return True
+
+    def _command_mode(self, mode: int, now: float, reason: str, *, descending: bool = False) -> None:
+        """Command every robot as the mode ``mode`` says: active up to its top slot, parked above it."""
+        robots = sorted(self.robots.values(), key=lambda r: r.rank, reverse=descending)
+        top = self.top_slot(mode)
+        for robot in robots:
+            want = Command.ACTIVE if robot.slot <= top else Command.PARKED
+            if want is not robot.command:
+                robot.command = want
+                robot.version += 1
+                robot.reason = reason
+                self.commands_issued[want] += 1
+                robot.wake()
+                if self.listener is not None:
+                    self.listener(now, robot, want, mode)
+
+    def deregister(self, robot_id: str, now: float | None = None) -> Robot:
+        """Forget a robot. With ``now``, the ranks of the robots of processes are dealt again and the robots
+        are commanded as the mode says over the robots that are left (an active robot that left is replaced
+        by the next one at once, not at the next change of mode)."""
         robot = self.robots.pop(robot_id)
         self._by_rank.pop(robot.rank, None)
         robot.reason = "deregistered"
         robot.version += 1
         robot.wake()
+        if now is not None:
+            if robot.process is not None and robot.dealt:
+                self._deal()
+            if not self.advise and not self.shutting_down:
+                self._command_mode(self.mode, now, "a robot left")
         return robot
 
     # -- mode ----------------------------------------------------------------------------------------
@@ -401,18 +474,7 @@ class Actuator:
             for slot in range(min(old, mode) + 1, max(old, mode) + 1):  # the virtual robots commanded
                 self._budget(slot, now).append(now)
         # lowest-ranked first: parking goes down from the top rank, resuming up from the lowest slot
-        robots = sorted(self.robots.values(), key=lambda r: r.rank, reverse=mode < old)
-        top = self.top_slot(mode)
-        for robot in robots:
-            want = Command.ACTIVE if robot.slot <= top else Command.PARKED
-            if want is not robot.command:
-                robot.command = want
-                robot.version += 1
-                robot.reason = reason
-                self.commands_issued[want] += 1
-                robot.wake()
-                if self.listener is not None:
-                    self.listener(now, robot, want, mode)
+        self._command_mode(mode, now, reason, descending=mode < old)
 
     def fleet_mode(self) -> int:
         """Advise mode: the virtual robots the fleet runs by itself: slots with a registered robot whose
@@ -487,7 +549,8 @@ class Actuator:
     # -- persistence ---------------------------------------------------------------------------------
     def to_records(self) -> list[dict[str, Any]]:
         return [{"robot": r.robot_id, "rank": r.rank, "default_state": r.default_state.value,
-                 **({"key_sha256": r.key_hash.hex()} if r.key_hash is not None else {})}
+                 **({"key_sha256": r.key_hash.hex()} if r.key_hash is not None else {}),
+                 **({"process": r.process, "dealt": r.dealt} if r.process is not None else {})}
                 for r in sorted(self.robots.values(), key=lambda r: r.rank)]
 
     def restore(self, records: Iterable[dict[str, Any]], now: float) -> int:
@@ -500,8 +563,11 @@ class Actuator:
             try:
                 if not isinstance(rec["robot"], str):
                     continue  # str(None) would be the id "None"
+                process = rec.get("process")
                 robot = self.register(rec["robot"], now, rank=int(rec["rank"]),
-                                      default_state=Command(rec.get("default_state", self.default_state.value)))
+                                      default_state=Command(rec.get("default_state", self.default_state.value)),
+                                      process=process if isinstance(process, str) else None)
+                robot.dealt = robot.process is not None and rec.get("dealt") is True
                 digest = rec.get("key_sha256")
                 robot.key_hash = bytes.fromhex(digest) if isinstance(digest, str) else None
                 n += 1

@@ -21,7 +21,8 @@ Bodies (JSON):
     ``{"actuation": "advise"}`` or ``{"actuation": "command"}`` (the deprecated ``POST /v1/mode`` takes
     ``{"mode": ...}``).
 ``POST /v1/robots``
-    ``{"robot": "r1", "rank": 2, "default_state": "active"}``, every key optional.
+    ``{"robot": "r1", "rank": 2, "default_state": "active", "process": "host-1234"}``, every key optional
+    (``process``: the crawler process the robot belongs to; handed-out ranks are dealt over processes).
 ``POST /v1/override`` (and the deprecated ``POST /v1/control``)
     ``{"action": "pause"|"pin"|"resume", "robots": 2, "duration_s": 600, "reason": "..."}``: ``robots``
     (active virtual robots, 0..N) only and always with ``pin``; ``duration_s`` optional with pause and pin.
@@ -265,8 +266,9 @@ def parse_queue(obj: Any, *, capacity: int) -> int:
 
 
 def parse_registration(obj: Any, *, max_rank: int) -> tuple[str | None, int | None, str | None]:
-    d = _object("", obj if obj is not None else {}, ("robot", "rank", "default_state"),
-                '"robot": id, "rank": n, "default_state": "active"|"parked"')
+    """The robot's id, rank and default state of a ``POST /v1/robots`` body (see :func:`parse_process`)."""
+    d = _object("", obj if obj is not None else {}, ("robot", "rank", "default_state", "process"),
+                '"robot": id, "rank": n, "default_state": "active"|"parked", "process": name')
     rid = robot_id("robot", d["robot"]) if d.get("robot") is not None else None
     rank = d.get("rank")
     if rank is not None:
@@ -277,6 +279,18 @@ def parse_registration(obj: Any, *, max_rank: int) -> tuple[str | None, int | No
     if state is not None and state not in ("active", "parked"):
         raise InputError("default_state", f"is {state!r}", 'send "active" or "parked"')
     return rid, rank, state
+
+
+def parse_process(obj: Any) -> str | None:
+    """The ``process`` of a ``POST /v1/robots`` body: the crawler process the robot belongs to (an id as
+    robots' ids are), or None. Call after :func:`parse_registration`, which checks the body's keys."""
+    if not isinstance(obj, Mapping) or obj.get("process") is None:
+        return None
+    value = obj["process"]
+    if not isinstance(value, str) or not value or len(value) > MAX_ID_LENGTH or not value.isprintable():
+        raise InputError("process", f"must be 1..{MAX_ID_LENGTH} printable characters, got {value!r}",
+                         'send the crawler process\'s name, e.g. "host-1234"')
+    return value
 
 
 def query_int(where: str, text: str | None, *, default: int, minimum: int) -> int:

@@ -89,6 +89,7 @@ from .api import (
     parse_deliveries,
     parse_json,
     parse_obsolete,
+    parse_process,
     parse_queue,
     parse_registration,
     query_float,
@@ -228,7 +229,7 @@ async def _post_robots(request: web.Request) -> web.Response:
     body = await request.read()
     obj = parse_json(body) if body.strip() else {}
     rid, rank, default = parse_registration(obj, max_rank=agent.fleet.max_rank)
-    return json_response(agent.register(rid, rank, default, _robot_key(request)))
+    return json_response(agent.register(rid, rank, default, _robot_key(request), parse_process(obj)))
 
 
 async def _get_robots(request: web.Request) -> web.Response:
@@ -411,10 +412,16 @@ async def _reaper_ctx(app: web.Application) -> AsyncIterator[None]:
     agent = app[AGENT]
     clock = app[CLOCK]
 
+    expire = app[CONFIG].robots.on_lease_lost == "deregister"
+
     async def reap() -> None:
         lost: dict[str, str] = {}
         while True:
             await clock.sleep(agent.fleet.lease_s / 2)
+            if expire:
+                for rid in agent.fleet.expire_lost(clock.now()):
+                    LOG.warning("event=robot_expired robot=%s reason=lease_lost", rid)
+                    lost.pop(rid, None)
             current = agent.fleet.lost_robots(clock.now())
             for rid in sorted(current.keys() - lost.keys()):
                 LOG.warning("event=robot_lease_lost robot=%s falls_back_to=%s", rid, current[rid])

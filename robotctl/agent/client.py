@@ -213,8 +213,10 @@ class RobotHandle:
     """
 
     def __init__(self, client: AgentClient, view: Mapping[str, Any], *, default_state: str,
-                 poll_wait_s: float | None = None) -> None:
+                 poll_wait_s: float | None = None, process: str | None = None) -> None:
         self._client = client
+        #: the crawler process it registered with (its rank is then the agent's to deal)
+        self.process = process
         self.robot_id: str = str(view["robot"])
         self.rank: int = int(view["rank"])
         self.slot: int = int(view.get("slot", self.rank))
@@ -307,9 +309,9 @@ class RobotHandle:
                 if reregistered:  # registered again, yet still unknown to the next poll: back off
                     await self._failed(unknown, backoff)
                     backoff = min(backoff * 2, max(0.05, self.lease_s / 4))
-                try:
-                    view = await self._client._register(self.robot_id, self.rank, self.default_state.value,
-                                                        self._key)
+                try:  # a robot of a process takes whatever rank the agent deals it
+                    view = await self._client._register(self.robot_id, None if self.process else self.rank,
+                                                        self.default_state.value, self._key, self.process)
                     self._apply(view)
                     reregistered = True
                     continue
@@ -564,20 +566,26 @@ class AgentClient:
 
     # -- robots --------------------------------------------------------------------------------------
     async def _register(self, robot_id: str | None, rank: int | None, default_state: str,
-                        key: str | None = None) -> dict[str, Any]:
+                        key: str | None = None, process: str | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {"default_state": default_state}
         if robot_id is not None:
             body["robot"] = robot_id
         if rank is not None:
             body["rank"] = rank
+        if process is not None:
+            body["process"] = process
         result: dict[str, Any] = await self._request("POST", "/v1/robots", json=body, robot_id=robot_id,
                                                      headers=_key_header(key))
         return result
 
     async def register_robot(self, robot_id: str | None = None, rank: int | None = None,
                              default_state: str = "active", *, poll_wait_s: float | None = None,
-                             takeover_wait_s: float = 30.0) -> RobotHandle:
+                             takeover_wait_s: float = 30.0, process: str | None = None) -> RobotHandle:
         """Register a robot (an automatic id and rank when omitted) and start following its command.
+
+        ``process`` names the crawler process the robot belongs to (several processes sharing one agent):
+        the agent then deals the robots' ranks round-robin over the processes, so that its active robots
+        spread across them (leave ``rank`` out).
 
         An id the agent holds for another client (this robot's previous process, whose key died with it)
         is refused until that registration's lease runs out; meanwhile this retries every second, for up to
@@ -588,13 +596,13 @@ class AgentClient:
         deadline = self.clock.now() + takeover_wait_s
         while True:
             try:
-                view = await self._register(robot_id, rank, default_state)
+                view = await self._register(robot_id, rank, default_state, process=process)
                 break
             except AgentRejectedError as exc:
                 if exc.status != 409 or exc.field != "robot" or self.clock.now() >= deadline:
                     raise
                 await self.clock.sleep(1.0)
-        handle = RobotHandle(self, view, default_state=default_state, poll_wait_s=poll_wait_s)
+        handle = RobotHandle(self, view, default_state=default_state, poll_wait_s=poll_wait_s, process=process)
         self._handles.add(handle)
         handle.start()
         return handle

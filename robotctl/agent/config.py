@@ -256,6 +256,10 @@ class RobotsConfig(_Section):
     default_state: str = _spec("active", _choice("active", "parked"),
                                "what a robot does when it loses the agent")
     lease_s: float = _spec(10.0, _float(positive=True), "a command is valid this long without contact")
+    on_lease_lost: str = _spec("keep", _choice("keep", "deregister"),
+                               "a robot that has not polled for its lease: keep it registered (it runs its "
+                               "default state and may come back) or deregister it (its process is presumed "
+                               "gone: a fleet of crawler processes)")
     dwell_s: float | str = _spec("auto", _dwell,
                                  "minimum time between two changes of the active count: seconds (0: off) or auto "
                                  "(0 with hysteresis: auto, whose commands are in the model; else after each "
@@ -267,7 +271,12 @@ class RobotsConfig(_Section):
                                   "queue is this many levels below where r(i) alone would resume it (0: off)")
     max_commands_per_robot_min: float = _spec(10.0, _float(),
                                               "with hysteresis: auto, the most park/resume commands per robot "
-                                              "per minute the chosen policy may be predicted to send")
+                                              "per minute the chosen policy may be predicted to send, "
+                                              "where max_damping_cost allows it")
+    max_damping_cost: float | None = _spec(0.025, _optional(_float(maximum=10.0)),
+                                           "with hysteresis: auto, the most the damping may add to the undamped "
+                                           "threshold policy's cost J, as a fraction (0.025: 2.5%); the command "
+                                           "budget gives way beyond it; null: no limit (the budget first)")
     max_commands_per_min: int = _spec(0, _int(0), "park/resume commands a robot receives in any 60 s at most "
                                       "(0: no limit)")
     allow_unregistered: bool = _spec(False, _bool, "accept deliveries naming robots that never registered")

@@ -108,11 +108,13 @@ class Fleet:
         return robot
 
     def register(self, robot_id: str | None, rank: int | None, default_state: str | None,
-                 key: str | None = None) -> dict[str, Any]:
+                 key: str | None = None, process: str | None = None) -> dict[str, Any]:
         """Register (or re-register, with its ``key``) a robot; an id is made up when none is given. Returns
         the robot's view: its command, rank, slot and lease, and ``robot_key`` when a key was issued (shown
         this once: the robot sends it as ``X-Robot-Key`` to poll, re-register or deregister). Another
-        client's robot is refused (:class:`~agent.actuator.ConflictError`) until its lease runs out."""
+        client's robot is refused (:class:`~agent.actuator.ConflictError`) until its lease runs out. A robot
+        that names its crawler ``process`` gets a rank dealt round-robin over the processes
+        (:class:`~agent.actuator.Actuator`), so the active robots spread across them."""
         now = self._stamp()
         act = self.actuator
         if robot_id is None:
@@ -122,7 +124,8 @@ class Fleet:
             robot_id = f"robot-{n}"
         before = robot_id in act.robots
         robot, issued = act.enroll(robot_id, now, rank=rank,
-                                   default_state=Command(default_state) if default_state else None, key=key)
+                                   default_state=Command(default_state) if default_state else None, key=key,
+                                   process=process)
         for gone in act.evicted:
             LOG.warning("event=robot_taken_over robot=%s reason=lease_lost", gone)
         act.evicted.clear()
@@ -140,8 +143,9 @@ class Fleet:
         """Forget a robot (:class:`~agent.api.NotFoundError` if it is not registered,
         :class:`~agent.actuator.ForbiddenError` without its key); returns its last view."""
         self.actuator.check_key(self._robot(robot_id), key)
-        robot = self.actuator.deregister(robot_id)
-        self.changed(self._stamp())
+        now = self._stamp()
+        robot = self.actuator.deregister(robot_id, now)
+        self.changed(now)
         self.save()
         LOG.info("event=robot_deregistered robot=%s", robot_id)
         return robot.view(self.actuator.lease_s)
@@ -175,6 +179,20 @@ class Fleet:
     def lost_robots(self, now: float) -> dict[str, str]:
         """Robots whose lease has run out, with the default state each has fallen back to."""
         return {r.robot_id: r.default_state.value for r in self.actuator.lost(now)}
+
+    def expire_lost(self, now: float) -> list[str]:
+        """``robots.on_lease_lost: deregister``: forget the robots whose lease has run out (their process is
+        presumed gone), so the mode, the policy and the fleet view count only the live ones; returns their ids.
+        A robot that comes back is told 404 and registers again (its handle does so by itself)."""
+        gone = [r.robot_id for r in self.actuator.lost(now)]
+        if not gone:
+            return gone
+        stamp = self._stamp()
+        for rid in gone:
+            self.actuator.deregister(rid, stamp).reason = "lease lost: expired"
+        self.changed(stamp)
+        self.save()
+        return gone
 
     def shutdown_robots(self) -> int:
         """Tell every robot its default state (the agent is going away); returns how many were told."""

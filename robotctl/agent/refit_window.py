@@ -126,6 +126,7 @@ def refit_input(agent: WindowSource, now: float) -> RefitInput | str:
         hysteresis=None if cfg.robots.hysteresis == "auto" else int(cfg.robots.hysteresis),
         max_commands_per_min=cfg.robots.max_commands_per_min, policy_kind=cfg.policy.kind,
         max_commands_per_robot_min=cfg.robots.max_commands_per_robot_min,
+        max_damping_cost=cfg.robots.max_damping_cost,
         cold=cold, cold_level=cfg.refit.cold_level, change_level=cfg.refit.change_level,
         min_deliveries=cfg.refit.min_deliveries,
         policy_in_force=in_force, observed_cost=observed,

@@ -18,7 +18,9 @@ Each active robot brings pages in a Poisson stream of rate --arrival-rate; one i
 exponential times of rate --service-rate; the buffer holds --capacity pages, the one being indexed
 included. At a delivery the robot that delivered is parked unless the policy keeps it; at a service
 completion the policy may wake one more robot. The policy minimises gamma P(starvation) + loss rate
-(relative value iteration, Proposition 2), and its cost is then computed exactly from its own chain.
+(Howard's policy iteration with exact sparse evaluations, certified by the stopping test of the relative
+value iteration of Proposition 2, which takes over if policy iteration cannot finish; the message says
+so), and its cost is then computed exactly from its own chain.
 Switching curves, for q = pages in the system before the event, q = 0..K:
   departure[q]  at a completion from q pages, wake a robot iff active <= departure[q]
                 (-1: never; null at q = 0, where no completion happens)

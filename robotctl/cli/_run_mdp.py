@@ -23,6 +23,7 @@ def dynamic_json(opt: DynamicOptimum) -> dict[str, Any]:
         "switching_curves": {"departure": list(departure), "arrival": list(arrival)},
         "static": {"robots": opt.static.robots, "cost": opt.static.cost},
         "gain_percent": finite(opt.gain_percent), "iterations": opt.iterations,
+        "method": opt.method, "evaluations": opt.evaluations,
     }
 
 
@@ -37,8 +38,8 @@ def dynamic_lines(opt: DynamicOptimum) -> list[str]:
         "  (not a switching curve on every recurrent state: the curves give the largest r with action 1)"
     lo, hi = opt.active_range
     return [
-        f"optimal dynamic policy: relative value iteration, {opt.iterations} iterations ({opt.message}); "
-        "cost from the policy's own chain",
+        f"optimal dynamic policy: {opt.method.replace('-', ' ')} ({opt.evaluations} policy evaluations, "
+        f"{opt.iterations} Bellman steps; {opt.message}); cost from the policy's own chain",
         f"  cost C_d                 {opt.cost:.6g}   (gamma P(starvation) + loss rate"
         f"{' + robot cost' if p.robot_cost else ''})",
         f"  P(starvation)            {opt.p_starvation:.6f}",

@@ -76,7 +76,10 @@ DEFAULTS: dict[str, Any] = {
         "starvation": 60.0,
     },
     "agent": {
-        "robots": {"lease_s": 10.0},
+        # the demo shows the command budget (robots.max_commands_per_robot_min, 10) at work: it puts the
+        # budget first (no limit on what the damping may cost; the sidecar's default gives way beyond 2.5%
+        # over the plain thresholds, and on the demo's fitted traffic the budget can cost more than that)
+        "robots": {"lease_s": 10.0, "max_damping_cost": None},
         "policy": {"startup": "all"},
         "refit": {"interval_s": 8.0, "window_s": 120.0, "min_deliveries": 80, "min_interval_s": 4.0,
                   "drift_bound": 0.5, "drift_window_s": 20.0, "drift_min_pages": 50,

@@ -167,6 +167,10 @@ class PolicyEvaluator:
         caches = chain.evaluator_caches
         self._dense: dict[tuple[str, int, int], Array] = caches.setdefault("dense", {})
         self._small: dict[tuple[str, int, int], Array] = caches.setdefault("small", {})
+        # the small blocks kept, by content: levels whose blocks are equal share one array (at 128 modes and
+        # K = 500, exponential obsolescence, every up-block of a mode above level 0 is the same D_1 (x) I:
+        # 64,000 copies were 93 MB)
+        self._shared: dict[tuple[tuple[int, ...], bytes], Array] = caches.setdefault("shared", {})
         # the rate columns only: with ``levels`` the K + 1 level columns are added per call, never cached
         # (cached, they were 128 modes x 501 levels x 513 columns: 1 GiB of a 2,004-state chain at K = 500)
         self._F: dict[tuple[int, int], Array] = caches.setdefault("F", {})
@@ -232,8 +236,17 @@ class PolicyEvaluator:
         arr0 = self.chain.arrivals(mode, i)[0]
         out = fast_kron(arr0, np.eye(self.chain.inner_dim(i))) + self._inner_diag(i)
         if out.size <= SMALL_BLOCK:
-            self._small[key] = out
+            out = self._keep_small(key, out)
         return out
+
+    def _keep_small(self, key: tuple[str, int, int], out: Array) -> Array:
+        """Keep a small block under ``key``, as the array already kept with the same content if there is one
+        (read-only: the passes never write into a kept block)."""
+        out = np.ascontiguousarray(out)
+        shared = self._shared.setdefault((out.shape, out.tobytes()), out)
+        shared.flags.writeable = False
+        self._small[key] = shared
+        return shared
 
     def _up_block(self, i: int, mode: int, k: int) -> Array:
         """Q_{i,i+k} under ``mode``, dense (kept when small)."""
@@ -246,7 +259,7 @@ class PolicyEvaluator:
         out: Array = (np.zeros((self.dims[i], self.dims[i + k])) if k >= len(arr)
                       else np.asarray(np.kron(arr[k], self._inner("up", i, k)), dtype=float))
         if out.size <= SMALL_BLOCK:
-            self._small[key] = out
+            out = self._keep_small(key, out)
         return out
 
     def _down_block(self, i: int) -> Array:
@@ -273,7 +286,7 @@ class PolicyEvaluator:
         if F0 is None:
             F0 = np.empty((self.dims[i], len(FUNCTIONALS)))
             F0[:, 0] = 1.0  # mass
-            F0[:, 1:] = self.chain.rate_columns(mode, i)[:, _COLUMN_ORDER]
+            F0[:, 1:] = self.chain.rate_columns(mode, i, keep=False)[:, _COLUMN_ORDER]
             self._F[key] = F0
         if not self.levels:
             return F0

@@ -109,6 +109,9 @@ class HysteresisSearch:
         ``max_commands_per_robot_min``.
     within_budget : bool
         False when no policy costed meets the budget (``best`` is then the one with fewest commands).
+    max_damping_cost : float or None
+        The most damping may add to the plain threshold policy's J without the command term, as a fraction
+        (:func:`choose_hysteresis`); None: no limit.
     """
 
     best: HysteresisPoint
@@ -119,6 +122,14 @@ class HysteresisSearch:
     evaluated: int
     budget: float | None
     within_budget: bool
+    max_damping_cost: float | None = None
+
+    @property
+    def damping_cost(self) -> float:
+        """What the chosen damping adds to the plain threshold policy's J (command term left out), as a
+        fraction of it: 0 for the plain policy itself."""
+        ref = self.threshold.base_cost
+        return (self.best.base_cost - ref) / abs(ref) if ref else 0.0
 
 
 def _vector(thresholds: Sequence[int], modes: Sequence[int], capacity: int) -> tuple[int, ...]:
@@ -382,6 +393,7 @@ def _shaped(tp: Sequence[int], counts: Sequence[int], K: int, park_shift: int, r
 
 def choose_hysteresis(model: QueueModel, costs: Costs, start: Sequence[int], *,
                       max_commands_per_robot_min: float | None = None,
+                      max_damping_cost: float | None = None, modes: Sequence[int] | None = None,
                       chain: HysteresisChain | None = None, max_evals: int = PATTERN_EVALS,
                       descent_evals: int = DESCENT_EVALS) -> HysteresisSearch:
     """The quick choice of a refit, every candidate costed on the chain with the robots in the state (J with
@@ -395,9 +407,15 @@ def choose_hysteresis(model: QueueModel, costs: Costs, start: Sequence[int], *,
     the thresholds (as in :func:`optimise_hysteresis`) from the best point so far, ``descent_evals`` solves
     at most. The least J within the budget wins (the fewest commands when none is within it). At most
     ``max_evals`` + ``descent_evals`` + N solves.
+
+    ``modes`` (default: the model's) are the active counts the policies may use; ``start`` must use only
+    them. ``max_damping_cost`` (a fraction, e.g. 0.025) bounds what the damping may cost: only policies whose J
+    without the command term is at most (1 + max_damping_cost) x the plain threshold policy's are chosen
+    (the plain policy always qualifies), so the budget is met only where it is cheap enough and
+    ``within_budget`` says when it is not.
     """
     K = model.capacity
-    pool = tuple(sorted(set(model.modes), reverse=True))
+    pool = tuple(sorted(set(model.modes if modes is None else modes), reverse=True))
     costing = _Costing(model, costs, None, dim=REFIT_DIM)
     if chain is not None and chain.model is model and chain.chain.max_dim <= REFIT_DIM:
         costing.model, costing.chain = model, chain
@@ -417,45 +435,68 @@ def choose_hysteresis(model: QueueModel, costs: Costs, start: Sequence[int], *,
         soft = 2.0 * max(static.cost.total - plain_point.cost.total, 0.0) / (
             plain_point.commands_per_robot_min - budget)
 
-    def value(x: tuple[int, int, int]) -> float:
-        p, r = _shaped(tp, (), K, *x)
-        pt = costing.point(_vector(p, pool, K), _vector(r, pool, K))
-        if pt is None:
-            return math.inf
-        excess = 0.0 if budget is None else max(0.0, pt.commands_per_robot_min - budget)
-        return pt.cost.total + soft * excess
+    # the damping's price limit: a policy whose J (command term left out) is above it is never chosen
+    limit = math.inf
+    if max_damping_cost is not None and plain_point is not None:
+        limit = (plain_point.base_cost + max_damping_cost * abs(plain_point.base_cost)) * (1 + 1e-12)
 
-    x = (0, 0, 0)
-    best = value(x)
-    step = PATTERN_STEP
-    spent = len(costing.cache)
-    while step >= 1 and len(costing.cache) - spent < max_evals:
-        moved = False
-        for d in range(3):
-            for sign in (1, -1):
-                y = list(x)
-                y[d] = max(0, y[d] + sign * step)
-                cand = (y[0], y[1], y[2])
-                if cand == x:
-                    continue
-                v = value(cand)
-                if v < best - REL_IMPROVEMENT * abs(best):
-                    x, best, moved = cand, v, True
-                if len(costing.cache) - spent >= max_evals:
-                    break
-        if not moved:
-            step //= 2
-    # then a short descent over the thresholds themselves from the best point so far (statics included)
-    def penalised(p: HysteresisPoint) -> float:
-        excess = 0.0 if budget is None else max(0.0, p.commands_per_robot_min - budget)
-        return p.cost.total + big * excess
+    def walk(cap: float) -> None:
+        """The pattern walk, then the descent, treating a policy above ``cap`` as infeasible."""
 
-    seed = min((p for p in costing.cache.values() if p is not None), key=penalised)
-    _Descent(costing, pool, penalised).run(_thresholds(seed.policy.park, pool), _thresholds(seed.policy.resume, pool),
-                                           descent_evals)
+        def value(x: tuple[int, int, int]) -> float:
+            p, r = _shaped(tp, (), K, *x)
+            pt = costing.point(_vector(p, pool, K), _vector(r, pool, K))
+            if pt is None or pt.base_cost > cap:
+                return math.inf
+            excess = 0.0 if budget is None else max(0.0, pt.commands_per_robot_min - budget)
+            return pt.cost.total + soft * excess
+
+        x = (0, 0, 0)
+        best = value(x)
+        step = PATTERN_STEP
+        spent = len(costing.cache)
+        while step >= 1 and len(costing.cache) - spent < max_evals:
+            moved = False
+            for d in range(3):
+                for sign in (1, -1):
+                    y = list(x)
+                    y[d] = max(0, y[d] + sign * step)
+                    cand = (y[0], y[1], y[2])
+                    if cand == x:
+                        continue
+                    v = value(cand)
+                    if v < best - REL_IMPROVEMENT * abs(best):
+                        x, best, moved = cand, v, True
+                    if len(costing.cache) - spent >= max_evals:
+                        break
+            if not moved:
+                step //= 2
+
+        # then a short descent over the thresholds themselves from the best point so far (statics included)
+        def penalised(p: HysteresisPoint) -> float:
+            if p.base_cost > cap:
+                return math.inf
+            excess = 0.0 if budget is None else max(0.0, p.commands_per_robot_min - budget)
+            return p.cost.total + big * excess
+
+        seed = min((p for p in costing.cache.values() if p is not None), key=penalised)
+        _Descent(costing, pool, penalised).run(_thresholds(seed.policy.park, pool),
+                                               _thresholds(seed.policy.resume, pool), descent_evals)
+
+    def within(cap: float) -> list[HysteresisPoint]:
+        return [p for p in costing.cache.values() if p is not None and p.base_cost <= cap
+                and (budget is None or p.commands_per_robot_min <= budget * (1 + 1e-12))]
+
+    # the walk through policies of any price finds the budget where it is cheap; only when what it found
+    # is above the limit does a second walk, bounded by the limit, look for the fewest commands within it
+    walk(math.inf)
+    if math.isfinite(limit) and not within(limit):
+        walk(limit)
     points = [p for p in costing.cache.values() if p is not None]
-    ok = [p for p in points if budget is None or p.commands_per_robot_min <= budget * (1 + 1e-12)]
-    chosen = min(ok, key=lambda p: p.cost.total) if ok else min(points, key=lambda p: p.commands_per_robot_min)
     plain = _vector(tp, pool, K)
     threshold = costing.point(plain, plain) or static
-    return HysteresisSearch(chosen, threshold, static, _front(points), False, len(costing.cache), budget, bool(ok))
+    allowed = [p for p in points if p.base_cost <= limit] or [threshold]
+    ok = [p for p in allowed if budget is None or p.commands_per_robot_min <= budget * (1 + 1e-12)]
+    chosen = min(ok, key=lambda p: p.cost.total) if ok else min(allowed, key=lambda p: p.commands_per_robot_min)
+    return HysteresisSearch(chosen, threshold, static, _front(points), False, len(costing.cache), budget, bool(ok),
+                            max_damping_cost)

@@ -287,13 +287,21 @@ class DynamicOptimum:
     stationary : ndarray, shape (K + 1, N + 1)
         Its stationary distribution.
     value_bounds : tuple of float
-        (lower, upper): the relative value iteration's bracket on the optimal cost, min and max of
-        T(h) - h per epoch (Odoni's bounds); the lower one holds for every policy.
+        (lower, upper): the bracket on the optimal cost at the last h, min and max of T(h) - h per epoch
+        (Odoni's bounds, the value iteration's stopping test whatever the method); the lower one holds for
+        every policy.
     iterations : int
+        Applications of the Bellman operator T: the value-iteration steps, plus one per policy evaluation
+        under policy iteration.
     static : StaticFleet
         The best static fleet with at most N robots.
     gain_percent : float
         100 (C_s - C_d) / C_d, the relative improvement of Tables 1 and 2.
+    method : str
+        ``"value-iteration"`` or ``"policy-iteration"`` as asked; ``message`` says when policy iteration
+        handed over to value iteration.
+    evaluations : int
+        Exact policy evaluations (sparse solves) of the policy iteration; 0 under value iteration.
     """
 
     success: bool
@@ -312,6 +320,8 @@ class DynamicOptimum:
     iterations: int
     static: StaticFleet
     gain_percent: float
+    method: str = "value-iteration"
+    evaluations: int = 0
 
     def __post_init__(self) -> None:
         for name in ("recurrent", "stationary"):

@@ -160,7 +160,8 @@ class RobotctlExtension:
 
     # -- the robots ----------------------------------------------------------------------------------
     def robot_id(self, k: int) -> str:
-        return f"{self.prefix}-{k}"
+        process = self.settings.process
+        return f"{self.prefix}-{process}-{k}" if process is not None else f"{self.prefix}-{k}"
 
     def _may_fetch(self, k: int) -> bool:
         handle = self.handles.get(k)
@@ -271,7 +272,7 @@ class RobotctlExtension:
         while k <= s.robots:
             try:
                 handle = await self.client.register_robot(self.robot_id(k), default_state=s.default_state,
-                                                          poll_wait_s=s.poll_wait_s)
+                                                          poll_wait_s=s.poll_wait_s, process=s.process)
             except AgentUnavailableError as exc:
                 self.health.failed(exc)
                 await asyncio.sleep(s.retry_interval_s)
@@ -289,8 +290,9 @@ class RobotctlExtension:
             self._registered.add(handle.robot_id)
             self._tasks.append(asyncio.ensure_future(self._follow(handle)))
             k += 1
-        LOG.info("robotctl: %d robots registered with the %s agent at %s (%s .. %s)", s.robots, s.agent,
-                 self.url, self.robot_id(1), self.robot_id(s.robots), extra=self._log_extra)
+        LOG.info("robotctl: %d robots registered with the %s agent at %s (%s .. %s%s)", s.robots, s.agent,
+                 self.url, self.robot_id(1), self.robot_id(s.robots),
+                 f", process {s.process}" if s.process is not None else "", extra=self._log_extra)
         self.apply()
 
     async def _follow(self, handle: RobotHandle) -> None:
@@ -448,15 +450,24 @@ class RobotctlExtension:
         self.in_pipeline -= 1
         if kw.keys() & {"exception", "failure"}:
             # dropped (a full buffer's DropItem, a filter's) or failed: it leaves, unserved; the agent may
-            # have counted it lost already, so its queue is set rather than a completion sent
-            self.reporter.set_queue(self._queue_view())
+            # have counted it lost already, so its queue is set rather than a completion sent (one of a
+            # fleet's processes knows only its own items: a completion without a service time instead)
+            view = self._queue_view()
+            if view is not None:
+                self.reporter.set_queue(view)
+            else:
+                self.reporter.complete(1)
             return
         service = now - max(self._busy_since, self._last_exit)
         self._last_exit = now
         self.reporter.complete(1, service_s=service, queue_length=self._queue_view())
 
-    def _queue_view(self) -> int:
-        """Items in the pipelines, at most K (the agent refuses a longer queue: the rest are lost to it)."""
+    def _queue_view(self) -> int | None:
+        """Items in the pipelines, at most K (the agent refuses a longer queue: the rest are lost to it); None
+        for one process of a fleet (``ROBOTCTL_PROCESS``): the agent's queue holds every process's items, so it
+        counts the deliveries and completions itself."""
+        if self.settings.process is not None:
+            return None
         k = self.settings.capacity
         return self.in_pipeline if k is None else min(self.in_pipeline, k)
 

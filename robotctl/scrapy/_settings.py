@@ -182,6 +182,10 @@ _SPEC: dict[str, tuple[str, Any, Callable[[str, Any], Any], str]] = {
                         "(default: one robot per slot)"),
     "ROBOTCTL_ROBOT_PREFIX": ("robot_prefix", None, _prefix,
                               "robot ids are <prefix>-1 .. <prefix>-N (default: the spider's name)"),
+    "ROBOTCTL_PROCESS": ("process", None, _prefix,
+                         "remote agent shared by several Scrapy processes: this process's name (auto: "
+                         "<host>-<pid>); robot ids become <prefix>-<process>-1 .., and the agent spreads its "
+                         "active robots across the processes (default: none, a single process)"),
     "ROBOTCTL_DEFAULT_STATE": ("default_state", "active", _choice("active", "parked"),
                                "what a robot does while the agent cannot be reached"),
     "ROBOTCTL_DELIVERY_SIGNAL": ("delivery_signal", "response_received", _choice(*DELIVERY_SIGNALS),
@@ -227,6 +231,8 @@ class RobotctlSettings:
     robots_asked : int or None
         ``ROBOTCTL_ROBOTS`` as set: above C, ``robots`` is C (a robot is at least one download slot).
     robot_prefix : str or None
+    process : str or None
+        ``ROBOTCTL_PROCESS``, ``auto`` resolved to ``<host>-<pid>``.
     default_state : str
     delivery_signal : str
     flush_interval_s : float
@@ -252,6 +258,7 @@ class RobotctlSettings:
     concurrency: int = 16
     robots_asked: int | None = None
     robot_prefix: str | None = None
+    process: str | None = None
     default_state: str = "active"
     delivery_signal: str = "response_received"
     flush_interval_s: float = 0.0
@@ -277,6 +284,10 @@ class RobotctlSettings:
         if values["token"] is None:
             env = os.environ if environ is None else environ
             values["token"] = _optional_str("ROBOTCTL_TOKEN (environment)", env.get("ROBOTCTL_TOKEN"))
+        if values["process"] == "auto":
+            import socket
+
+            values["process"] = f"{socket.gethostname()}-{os.getpid()}"
         robots = values.pop("robots")
         robots = conc if robots is None else robots
         asked = robots

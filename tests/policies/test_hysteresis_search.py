@@ -94,3 +94,26 @@ def test_switching_bound_is_below_every_commanded_fleet(tiny: object) -> None:
     within = optimise_hysteresis(model, COSTS, method="exhaustive",  # type: ignore[arg-type]
                                  max_commands_per_robot_min=budget)
     assert lower <= within.best.cost.total + 1e-9
+
+
+def test_damping_cost_limit_is_exact_and_binds() -> None:
+    """``max_damping_cost``: on the paper example the budget of 10 commands per robot per minute costs 15.5%
+    over the threshold optimum; with a 2.5% limit the choice stays within it (checked by solving the chosen
+    vectors and the plain policy afresh), still cuts the commands, and reports the budget as not met."""
+    from pathlib import Path
+
+    from robotctl.agent._files import load_model_file
+    from robotctl.model import HysteresisPolicy, ThresholdPolicy, cost_of, solve, solve_hysteresis
+    from robotctl.policies import optimise
+
+    model, costs = load_model_file(str(Path(__file__).resolve().parents[2] / "config" / "paper-example.yaml"))
+    start = optimise(model, costs).best.policy.robots_at_level
+    free = choose_hysteresis(model, costs, start, max_commands_per_robot_min=10.0)
+    held = choose_hysteresis(model, costs, start, max_commands_per_robot_min=10.0, max_damping_cost=0.025)
+    plain = cost_of(solve(model, ThresholdPolicy(tuple(start))).measures, costs).total
+    chosen = cost_of(solve_hysteresis(model, HysteresisPolicy(held.best.policy.park, held.best.policy.resume))
+                     .measures, costs).total
+    assert free.within_budget and free.damping_cost > 0.10
+    assert chosen <= 1.025 * plain and held.damping_cost == pytest.approx(chosen / plain - 1, abs=1e-9)
+    assert not held.within_budget
+    assert held.best.commands_per_robot_min < 0.8 * held.threshold.commands_per_robot_min

@@ -333,3 +333,39 @@ async def test_a_wrong_token_stops_the_reports_and_says_error_once_with_the_hint
     exc = AgentRejectedError(401, "authorization", "missing or wrong bearer token; fix it", "fix it")
     assert str(exc).count("fix it") == 1
     assert str(AgentRejectedError(400, "x", "bad", "do this")) == "HTTP 400: bad; do this"
+
+
+# -- a fleet of processes (ROBOTCTL_PROCESS) ----------------------------------------------------------
+def test_a_process_of_a_fleet_names_its_robots_and_leaves_the_queue_to_the_agent() -> None:
+    """``ROBOTCTL_PROCESS = "auto"`` is ``<host>-<pid>``; the robots are ``<prefix>-<process>-k`` and register
+    with the process; its reports carry no queue length (the agent's queue holds every process's items),
+    and an item dropped in its pipelines is a completion without a service time."""
+    import os
+    import socket
+
+    pytest.importorskip("scrapy")
+    from scrapy.utils.test import get_crawler
+
+    from robotctl.scrapy import RobotctlExtension
+
+    s = RobotctlSettings.from_settings({"ROBOTCTL_PROCESS": "auto"}, environ={})
+    assert s.process == f"{socket.gethostname()}-{os.getpid()}"
+    with pytest.raises(InputError, match="ROBOTCTL_PROCESS"):
+        RobotctlSettings.from_settings({"ROBOTCTL_PROCESS": "a\nb"})
+    crawler = get_crawler(settings_dict={"CONCURRENT_REQUESTS": 4, "ROBOTCTL_PROCESS": "p7",
+                                         "ROBOTCTL_ROBOT_PREFIX": "shop", "ROBOTCTL_DELIVERY_SIGNAL": "item"})
+    ext = RobotctlExtension.from_crawler(crawler)
+    assert [ext.robot_id(k) for k in (1, 4)] == ["shop-p7-1", "shop-p7-4"]
+    sent: list[tuple[str, dict[str, Any], int | None]] = []
+    ext.reporter._push = lambda report: sent.append((report.kind, report.body, report.queue_length))  # type: ignore[method-assign]
+    ext.running = True
+    ext.item_entered({})
+    ext.item_entered({})
+    ext.item_left({}, exception=ValueError("dropped"))
+    ext.item_left({})
+    assert [(kind, q) for kind, _, q in sent] == [("delivery", None), ("delivery", None), ("completion", None),
+                                                  ("completion", None)]
+    assert "service_s" not in sent[2][1] and "service_s" in sent[3][1]
+    single = RobotctlExtension.from_crawler(get_crawler(settings_dict={"CONCURRENT_REQUESTS": 4,
+                                                                       "ROBOTCTL_ROBOT_PREFIX": "shop"}))
+    assert single.robot_id(1) == "shop-1"

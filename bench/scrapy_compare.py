@@ -1,7 +1,7 @@
 """robotctl's Scrapy add-on against Scrapy's own ways to pace a crawl: whole crawls, cold and warm, what users count.
 
 Every configuration crawls the same local site from its first page to its end, each in a fresh
-interpreter (bench/scrapy_compare_crawl.py; Twisted's reactor runs once per process), one after the
+interpreter (bench/_scrapy_compare_crawl.py; Twisted's reactor runs once per process), one after the
 other. The site has slow pages, 404s, and answers 429 or 503 with Retry-After beyond 6 requests at once;
 the indexer (the item pipeline) indexes about 6 items per second from a buffer of 10 items: an item
 arriving at a full buffer is lost, and a waiting item whose useful life (mean 10 s) runs out becomes
@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-CRAWL = Path(__file__).with_name("scrapy_compare_crawl.py")
+CRAWL = Path(__file__).with_name("_scrapy_compare_crawl.py")
 ALL = ("fixed", "autothrottle", "autothrottle-target", "backpressure", "backpressure-tuned", "robotctl-cold",
        "robotctl-warm")
 #: issue 29's acceptance for a cold first crawl: indexed per crawl-second against the best fixed concurrency,

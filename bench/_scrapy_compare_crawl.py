@@ -1,6 +1,6 @@
 """One crawl of bench/scrapy_compare.py, in a fresh interpreter (Twisted's reactor runs once per process).
 
-    python bench/scrapy_compare_crawl.py RUN.json OUT.json
+    python bench/_scrapy_compare_crawl.py RUN.json OUT.json
 
 RUN.json says what to crawl and how: ``{"name", "pages", "seed", "pipeline": "lossy" | "awaiting",
 "settings": {...Scrapy settings...}, "workdir"}`` (bench/scrapy_compare.py writes it). The site and the

@@ -26,7 +26,7 @@ crawling); then each run's ratios to the fixed concurrency with the most items i
 crawl-second. Last, issue 29's acceptance on robotctl-cold.
 
 Examples:
-  python bench/scrapy_compare.py                           # the whole comparison, about 10 minutes
+  python bench/scrapy_compare.py                           # the whole comparison, 11 crawls, 10-13 minutes
   python bench/scrapy_compare.py --quick                   # smoke: fixed-4 and robotctl-cold on 60 pages
   python bench/scrapy_compare.py --only fixed-2,fixed-4,robotctl-cold,robotctl-warm --pages 200 --seed 2
   python bench/scrapy_compare.py --json runs.json          # every run's figures (and robotctl's policies)

@@ -77,7 +77,7 @@ def plan(args: argparse.Namespace) -> list[dict[str, Any]]:
         names = {r["name"] for r in runs}
         unknown = sorted(only - names)
         if unknown:
-            raise SystemExit(f"--only: unknown configuration(s) {', '.join(unknown)}; choose from "
+            raise ValueError(f"--only: unknown configuration(s) {', '.join(unknown)}; choose from "
                              f"{', '.join(r['name'] for r in runs)}")
         runs = [r for r in runs if r["name"] in only]
     return runs
@@ -204,9 +204,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.pages < 10:
         p.error(f"--pages {args.pages}: give at least 10 pages")
     try:
+        fixed = [int(x) for x in args.fixed.split(",") if x.strip()]
+    except ValueError:
+        p.error(f"--fixed {args.fixed!r}: write whole numbers separated by commas, e.g. 1,2,4")
+    if any(c < 1 for c in fixed):
+        p.error(f"--fixed {args.fixed!r}: each concurrency must be at least 1")
+    try:
         runs = plan(args)
     except ValueError as exc:
-        p.error(f"--fixed {args.fixed!r}: write whole numbers separated by commas ({exc})")
+        p.error(str(exc))
     if not runs:
         p.error("nothing to run: --only and --fixed leave no configuration")
     results = []

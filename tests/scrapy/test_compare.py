@@ -11,11 +11,23 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.scrapy, pytest.mark.slow]
-
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "scrapy_compare.py"
 
 
+@pytest.mark.parametrize(("flags", "words"), [
+    (["--only", "fixed-3"], "--only: unknown configuration(s) fixed-3; choose from fixed-1"),
+    (["--fixed", "1,two"], "--fixed '1,two': write whole numbers"),
+    (["--pages", "5"], "--pages 5: give at least 10 pages"),
+    (["-s", "ROBOTCTL_MAX_LOSS"], "write NAME=VALUE"),
+])
+def test_a_bad_flag_is_one_line_and_exit_2(flags: list[str], words: str, tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, str(BENCH), *flags], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.scrapy
+@pytest.mark.slow
 def test_the_quick_comparison_runs_both_crawls_to_their_end(tmp_path: Path) -> None:
     out = tmp_path / "runs.json"
     proc = subprocess.run([sys.executable, str(BENCH), "--quick", "--json", str(out), "--workdir", str(tmp_path)],

@@ -341,7 +341,8 @@ def main() -> int:
             continue
         limit_s, limit_mb = (1e9, 300.0) if name == "fleet128" else ((10.0, 2048.0) if K == 50 else (1e9, 1e9))
         ok = r["seconds"] <= limit_s and r["rss_mb"] <= limit_mb
-        print(f"   {label:<24}{r['seconds']:>9.2f} s {r['rss_mb']:>7.0f} MB  J = {r['cost']:.4f} +- "
+        print(f"   {label:<24}{r['seconds']:>9.2f} s ({r['cpu']:.1f} s cpu) {r['rss_mb']:>7.0f} MB  "
+              f"J = {r['cost']:.4f} +- "
               f"{r['error_bound']:.3g} ({r['method']}, search on {r['search_chain']})"
               + ("" if limit_s > 1e8 and limit_mb > 1e8 else f"  target {verdict(ok)}"))
 

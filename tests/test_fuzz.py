@@ -144,7 +144,8 @@ BODIES = (VALUES.map(lambda v: json.dumps(v).encode())
           | st.binary(max_size=64)
           | st.integers(1, 600).map(lambda n: b"[" * n + b"]" * n))
 ROUTES = st.sampled_from([("POST", "/v1/deliveries"), ("POST", "/v1/completions"), ("POST", "/v1/obsolete"),
-                          ("POST", "/v1/queue"), ("POST", "/v1/robots"), ("DELETE", "/v1/robots/{id}"),
+                          ("POST", "/v1/given_up"), ("POST", "/v1/queue"), ("POST", "/v1/robots"),
+                          ("DELETE", "/v1/robots/{id}"),
                           ("GET", "/v1/robots/{id}/command?version={q}&wait_s={q}"), ("GET", "/v1/status"),
                           ("GET", "/v1/policy"), ("POST", "/v1/robots/{id}"), ("GET", "/v1/{id}"),
                           ("POST", "/v1/override"), ("GET", "/v1/override"), ("POST", "/v1/actuation"),
@@ -176,10 +177,11 @@ def test_http_bodies_get_a_4xx_naming_the_field_or_succeed(agent: AgentThread, r
 # -- trace and delivery-log lines ------------------------------------------------------------------------------
 EVENTS = st.fixed_dictionaries(
     {"t": st.floats(0, 1e6) | SCALARS, "event": st.sampled_from(["delivery", "completion", "obsolete", "loss",
-                                                                  "queue", "park", "resume"]) | SCALARS},
+                                                                  "queue", "park", "resume", "given_up"]) | SCALARS},
     optional={k: VALUES | EDGE_NUMBERS for k in ("pages", "bytes", "service_s", "robot", "active", "client_t")})
 GOOD_EVENTS = st.fixed_dictionaries(
-    {"t": st.floats(0, 1e4), "event": st.sampled_from(["delivery"] * 4 + ["completion", "obsolete", "park", "queue"])},
+    {"t": st.floats(0, 1e4), "event": st.sampled_from(["delivery"] * 4 + ["completion", "obsolete", "park", "queue",
+                                                                          "given_up"])},
     optional={"pages": st.integers(1, 4), "bytes": st.integers(0, 10**6), "service_s": st.floats(0, 10),
               "robot": st.sampled_from(["r1", "r2"]), "active": st.integers(1, 3)})
 BAD_LINES = (EVENTS.map(lambda e: json.dumps(e).encode()) | st.binary(max_size=40).filter(lambda b: b"\n" not in b)

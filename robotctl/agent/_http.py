@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import json
 import logging
 import signal
 import socket
@@ -68,9 +69,17 @@ def error_response(status: int, field: str, problem: str, hint: str = "",
 
 
 # -- JSON ---------------------------------------------------------------------------------------------
+#: ``json.dumps(obj, separators=(",", ":"), allow_nan=False)`` without building an encoder per call (the
+#: ack of every delivery is written with it)
+_compact = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+
+
 def dumps(obj: Any) -> str:
     """JSON text as RFC 8259 has it: a non-finite number is written ``null``, never ``Infinity``."""
-    return json_text(obj, compact=True)
+    try:
+        return _compact(obj)
+    except (ValueError, TypeError):  # a non-finite number, or a numpy value: json_text cleans it
+        return json_text(obj, compact=True)
 
 
 def json_response(data: Any, *, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -170,8 +179,11 @@ def body_middleware(*, timeout_s: float, max_body_bytes: int | None = None) -> A
             return _too_large(max_body_bytes, declared)
         if request.body_exists:
             try:
-                async with asyncio.timeout(timeout_s):
-                    await request.read()
+                if request.content.is_eof():
+                    await request.read()  # all of it has arrived (the common small body): nothing to wait for
+                else:
+                    async with asyncio.timeout(timeout_s):
+                        await request.read()
             except TimeoutError:
                 resp = error_response(408, "body", f"did not arrive within server.body_timeout_s = {timeout_s:g} s",
                                       "send the whole body at once")

@@ -6,6 +6,7 @@ Endpoints (JSON, versioned under ``/v1``; bodies in :mod:`agent.api`):
 ``POST /v1/deliveries``                     one delivery or ``{"deliveries": [...]}``; acked once logged
 ``POST /v1/completions``                    pages indexed (service seconds and/or bytes)
 ``POST /v1/obsolete``                       pages dropped as stale
+``POST /v1/given_up``                       pages the crawler gave up on (counted in the observed cost J)
 ``POST /v1/queue``                          the indexer's own count, to resynchronise
 ``POST /v1/robots``                         register a robot (id, rank or automatic, default state); the
                                             answer carries its ``robot_key`` once
@@ -87,6 +88,7 @@ from .api import (
     parse_completions,
     parse_control,
     parse_deliveries,
+    parse_given_up,
     parse_json,
     parse_obsolete,
     parse_process,
@@ -213,6 +215,13 @@ async def _post_completions(request: web.Request) -> web.Response:
 async def _post_obsolete(request: web.Request) -> web.Response:
     agent = request.app[AGENT]
     ack = agent.obsolete(parse_obsolete(parse_json(await request.read())))
+    await agent.commit()
+    return json_response(ack)
+
+
+async def _post_given_up(request: web.Request) -> web.Response:
+    agent = request.app[AGENT]
+    ack = agent.given_up(parse_given_up(parse_json(await request.read())))
     await agent.commit()
     return json_response(ack)
 
@@ -503,6 +512,7 @@ def create_app(config: AgentConfig, *, registry: CollectorRegistry | None = None
     r.add_post("/v1/deliveries", _post_deliveries)
     r.add_post("/v1/completions", _post_completions)
     r.add_post("/v1/obsolete", _post_obsolete)
+    r.add_post("/v1/given_up", _post_given_up)
     r.add_post("/v1/queue", _post_queue)
     r.add_post("/v1/robots", _post_robots)
     r.add_get("/v1/robots", _get_robots)

@@ -545,6 +545,12 @@ class AgentClient:
         result: dict[str, Any] = await self._request("POST", "/v1/obsolete", json={"pages": pages})
         return result
 
+    async def given_up(self, pages: int = 1) -> dict[str, Any]:
+        """Report ``pages`` pages the crawler gave up on (never fetched): the agent's observed cost J
+        counts them like pages lost."""
+        result: dict[str, Any] = await self._request("POST", "/v1/given_up", json={"pages": pages})
+        return result
+
     async def set_queue(self, length: int) -> dict[str, Any]:
         """Resynchronise the agent's queue view with the indexer's count."""
         result: dict[str, Any] = await self._request("POST", "/v1/queue", json={"length": length})

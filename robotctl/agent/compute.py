@@ -401,6 +401,15 @@ def _nuisance_se(inp: RefitInput) -> dict[str, Any]:
     return out
 
 
+def _draw_seed(inp: RefitInput) -> int:
+    """The seed of the cost intervals' parameter draws: a checksum of the window's delivery times, so a
+    refit is reproducible while windows draw afresh (one seed for every window would make the draws'
+    own error the same in all of them, a bias of the intervals rather than noise)."""
+    import zlib
+
+    return zlib.crc32(np.ascontiguousarray(inp.delivery_times, dtype=np.float64).tobytes())
+
+
 def _check_stage(inp: RefitInput, fitted: _Fitted) -> RefitOutcome | None:
     """Issue 27's model check: price the policy in force under the fitted model (with the joint fit's
     parameter uncertainty when there is one) and compare with its observed cost on the window. The verdict
@@ -418,7 +427,7 @@ def _check_stage(inp: RefitInput, fitted: _Fitted) -> RefitOutcome | None:
     try:
         if fitted.joint is not None:
             predicted = price_interval(fitted.joint, fitted.model, inp.policy_in_force, inp.costs,
-                                       covariance=fitted.covariance(), **_nuisance_se(inp),
+                                       covariance=fitted.covariance(), **_nuisance_se(inp), seed=_draw_seed(inp),
                                        draws=inp.check_draws, level=inp.check_level)
             fitted.cache["priced"] = (inp.policy_in_force, predicted)   # its draws serve the adoption too
         else:
@@ -521,12 +530,12 @@ def _beyond_uncertainty(inp: RefitInput, fitted: _Fitted, result: PolicyFit) -> 
                 priced = cached
             else:
                 priced = price_interval(fitted.joint, fitted.model, result.policy, inp.costs,
-                                        covariance=fitted.covariance(), **_nuisance_se(inp),
+                                        covariance=fitted.covariance(), **_nuisance_se(inp), seed=_draw_seed(inp),
                                         draws=inp.check_draws, level=inp.check_level)
             summary["predicted"] = {"cost": finite(priced.cost), "cost_interval": [finite(x) for x in priced.interval]}
             return replace(result, fit=summary), "adopted"
         cmp = compare_policies(fitted.joint, fitted.model, result.policy, current, inp.costs,
-                               covariance=fitted.covariance(), **_nuisance_se(inp),
+                               covariance=fitted.covariance(), **_nuisance_se(inp), seed=_draw_seed(inp),
                                draws=inp.check_draws, level=inp.check_level,
                                current_priced=cached if cached_policy == current else None)
     except InputError as exc:

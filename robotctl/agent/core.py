@@ -34,12 +34,12 @@ import math
 from collections.abc import KeysView, Sequence
 from itertools import accumulate
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from .actuator import Actuator, Command, Robot
-from .api import Completion, Delivery
+from .api import Completion, Delivery, DeliveryBatch
 from .clock import Clock, Scheduler
 from .compute import RefitInput
 from .config import AgentConfig
@@ -53,6 +53,7 @@ from .policy_store import POLICY_FILE, PolicyStore
 from .queue import (
     ACTIVE,
     EMPTY,
+    GIVEN_UP,
     LOST,
     OBSOLETE,
     OFFERED,
@@ -220,28 +221,31 @@ class Agent:
         """Stamp, log and apply validated deliveries (step 1 of the walk); the caller then awaits
         :meth:`commit` before acknowledging. The ack of one delivery from a robot also carries the robot's
         command."""
+        batch = DeliveryBatch.of(items)  # the columns (what parse_deliveries returns already)
+        robots, page_counts, sizes, client_times = batch.robots, batch.pages, batch.sizes, batch.client_times
         now = self._stamp()
         mode = self.actuator.mode
-        page_counts = [d.pages for d in items]
         admitted = self.queue.admitted(page_counts)
-        self.journal.write(self.journal.lines.deliveries(now, items, admitted, mode))
+        self.journal.write(self.journal.lines.delivery_columns(now, robots, page_counts, sizes, client_times,
+                                                               admitted, mode))
         # -- apply
         pages = sum(page_counts)
         got = sum(admitted)
         lost = pages - got
-        n = len(items)
-        self.totals.count_deliveries(n, pages, sum(d.bytes for d in items if d.bytes is not None), got)
+        n = len(page_counts)
+        nbytes = sum(cast("list[int]", sizes)) if None not in sizes else sum(b for b in sizes if b is not None)
+        self.totals.count_deliveries(n, pages, nbytes, got)
         before = list(accumulate(admitted[:-1], initial=self.queue.length))
         self.queue.admit(got, now)
-        add_deliveries(self.deliveries, now, items, mode)
+        add_deliveries(self.deliveries, now, page_counts, sizes, client_times, mode)
         counts = {OFFERED: pages, LOST: lost, mode_pages_key(mode): pages}
         self.window.add_many(now, counts)
         self.drift_window.add_many(now, counts)
         self._queue_changed(now, Event.ARRIVAL, before)
         ack: dict[str, Any] = {"accepted": n, "pages": pages, "admitted": got, "lost": lost, "t": now,
                                "queue": self.queue.length, "active": self.actuator.mode}
-        if n == 1 and items[0].robot is not None:
-            r = self.actuator.robots.get(items[0].robot)
+        if n == 1 and robots[0] is not None:
+            r = self.actuator.robots.get(robots[0])
             if r is not None:
                 ack["state"] = r.command.value
         return ack
@@ -269,6 +273,17 @@ class Agent:
         self._queue_changed(now)
         return {"pages": pages, "removed": removed, "unmatched": pages - removed, "t": now,
                 "queue": self.queue.length, "active": self.actuator.mode}
+
+    def given_up(self, pages: int) -> dict[str, Any]:
+        """Pages the crawler gave up on (a server refused them past its retries): never fetched, so they
+        leave the queue alone, but the observed cost J counts them (:class:`agent.queue.Observed`)."""
+        now = self._stamp()
+        self.journal.write(self.journal.lines.given_up(now, pages))
+        self.totals.given_up += pages
+        self.window.add(now, GIVEN_UP, pages)
+        self.journal.flush()
+        return {"pages": pages, "given_up": self.totals.given_up, "t": now, "queue": self.queue.length,
+                "active": self.actuator.mode}
 
     def set_queue(self, length: int) -> dict[str, Any]:
         now = self._stamp()

@@ -160,6 +160,8 @@ class AgentCollector(Collector):
                       tot.lost)
         yield counter("completed_pages", "Pages whose indexing finished.", tot.completed_pages)
         yield counter("obsolete_pages", "Waiting pages dropped as obsolete.", tot.obsolete)
+        yield counter("given_up_pages", "Pages the crawler gave up on (never fetched; POST /v1/given_up), "
+                      "counted in the observed cost like pages lost.", tot.given_up)
         yield counter("unmatched_pages", "Completions and obsolete drops beyond the queue view "
                       "(a resynchronisation is due).", tot.completed_unmatched + tot.obsolete_unmatched)
         yield counter("queue_resyncs", "Queue resynchronisations by POST /v1/queue.", tot.resyncs)
@@ -299,7 +301,8 @@ class AgentCollector(Collector):
                 g.add_metric(["predicted"], float(getattr(snap.measures, attr)))
             g.add_metric(["observed"], float(getattr(obs, attr)))
             yield g
-        cost = gauge("cost", "Cost rate J of paper 000 eq. (2), predicted or observed.", labels=["source"])
+        cost = gauge("cost", "Cost rate J of paper 000 eq. (2), predicted or observed (observed: with the pages "
+                     "given up at the loss weight).", labels=["source"])
         if snap.cost is not None:
             cost.add_metric(["predicted"], snap.cost.total)
         cost.add_metric(["observed"], obs.cost)

@@ -59,17 +59,15 @@ class QueueView:
         i = self.length if start is None else start
         cap = self.capacity
         out = []
-        if self.admission is Admission.PARTIAL:
-            for k in batches:
-                free = cap - i
-                a = k if k <= free else free
-                i += a
-                out.append(a)
-        else:
-            for k in batches:
-                a = k if k <= cap - i else 0
-                i += a
-                out.append(a)
+        partial = self.admission is Admission.PARTIAL
+        for n, k in enumerate(batches):
+            free = cap - i
+            if free == 0:  # full: nothing more of this batch gets in (a long batch into a small buffer)
+                out += [0] * (len(batches) - n)
+                break
+            a = k if k <= free else (free if partial else 0)
+            i += a
+            out.append(a)
         return out
 
     def admit(self, admitted: int, now: float) -> None:
@@ -225,9 +223,9 @@ class Window:
 
 
 #: Keys the agent keeps in its observation window.
-OFFERED, LOST, OBSOLETE, SERVED, SOJOURN, TIME, EMPTY, ACTIVE, WAITING = (
+OFFERED, LOST, OBSOLETE, SERVED, SOJOURN, TIME, EMPTY, ACTIVE, WAITING, GIVEN_UP = (
     "offered", "lost", "obsolete", "served", "sojourn_sum", "time", "empty_time", "active_time",
-    "waiting_time")
+    "waiting_time", "given_up")
 
 
 def mode_time_key(mode: int) -> str:
@@ -271,7 +269,11 @@ def drift_reason(totals: Mapping[str, float], rates: Mapping[int, float], bound:
 class Observed:
     """Measures observed over a window, named as the model core's :class:`model.Measures`.
 
-    ``nan`` where the window holds nothing to measure (no pages offered, none served).
+    ``nan`` where the window holds nothing to measure (no pages offered, none served). ``given_up_pages``
+    are pages the crawler gave up on (``POST /v1/given_up``): never fetched, never offered to the indexer,
+    so outside every ratio, but in ``cost``, each at the loss weight (a page never fetched is a page never
+    indexed, like a page lost): ``cost = J + costs.loss * given_up_pages / window_s``, so that a policy
+    cannot look cheap by not crawling. ``cost_model`` is J alone, the part the queueing model predicts.
     """
 
     window_s: float
@@ -284,6 +286,8 @@ class Observed:
     offered_pages: int
     served_pages: int
     cost: float
+    given_up_pages: int = 0
+    cost_model: float = math.nan
 
     def to_dict(self) -> dict[str, float | int | None]:
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
@@ -306,8 +310,11 @@ def observed_measures(totals: dict[str, float], costs: Costs) -> Observed:
                  mean_active_robots=n_act, active_robots_distribution=(), queue_length_distribution=(),
                  mean_queue_length=nan, mean_response_served=resp, mean_sojourn_obsolete=nan,
                  mean_sojourn=nan)
+    model_cost = cost_of(m, costs).total
+    given_up = totals.get(GIVEN_UP, 0.0)
+    given_up_cost = costs.loss * given_up / time if time > 0 else (0.0 if given_up == 0 else math.nan)
     return Observed(time, rate, p_loss, p_obs, p_star, n_act, resp, int(offered), int(served),
-                    cost_of(m, costs).total)
+                    model_cost + given_up_cost, int(given_up), model_cost)
 
 
 def window_cost_interval(window: Window, now: float, costs: Costs, *, batches: int = 10,

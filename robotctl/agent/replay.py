@@ -471,6 +471,8 @@ class _Driver:
             agent.complete([Completion(pages, None if svc != svc else svc, None if nbytes != nbytes else int(nbytes))])
         elif kind == _K["obsolete"]:
             agent.obsolete(pages)
+        elif kind == _K["given_up"]:
+            agent.given_up(pages)
         elif kind in (_K["park"], _K["resume"]):
             if active == active:
                 agent.observe_fleet(int(active))

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .trace import CompletionLine, DeliveryLine
+from .trace import CompletionLine
 
 
 class Ring:
@@ -37,20 +37,23 @@ class Ring:
             arr[i] = row.get(c, missing[c])
         self.n += 1
 
-    def extend(self, rows: dict[str, Sequence[float]], count: int) -> None:
+    def extend(self, rows: Mapping[str, Sequence[float] | float], count: int) -> None:
+        """Append ``count`` rows given as columns: a sequence of ``count`` values, or one number for every
+        row; a column left out is missing in every row."""
         if count <= 0:
             return
         if count >= self.capacity:
-            rows = {c: v[-self.capacity:] for c, v in rows.items()}
+            rows = {c: v if isinstance(v, int | float) else v[-self.capacity:] for c, v in rows.items()}
             self.n += count - self.capacity
             count = self.capacity
         start = self.n % self.capacity
         first = min(count, self.capacity - start)
         for c, arr in self.cols.items():
             values = rows.get(c)
-            if values is None:
-                arr[start:start + first] = self._missing[c]
-                arr[: count - first] = self._missing[c]
+            if values is None or isinstance(values, int | float):
+                fill = self._missing[c] if values is None else values
+                arr[start:start + first] = fill
+                arr[: count - first] = fill
             else:
                 v = np.asarray(values, dtype=arr.dtype)
                 arr[start:start + first] = v[:first]
@@ -112,6 +115,7 @@ class Totals:
     service_seconds: float = 0.0
     obsolete: int = 0
     obsolete_unmatched: int = 0
+    given_up: int = 0
     resyncs: int = 0
     bad_requests: dict[str, int] = field(default_factory=dict)
     recovered_deliveries: int = 0
@@ -127,17 +131,22 @@ class Totals:
         return dict(self.__dict__)
 
 
-def add_deliveries(ring: Ring, now: float, items: Sequence[DeliveryLine], mode: int) -> None:
-    """The deliveries stamped ``now`` under ``mode``, as samples for the next fit."""
-    if len(items) == 1:
-        d = items[0]
-        ring.append(t=now, pages=d.pages, mode=mode, client_t=math.nan if d.client_time is None else d.client_time,
-                    bytes=math.nan if d.bytes is None else d.bytes)
+def add_deliveries(ring: Ring, now: float, pages: Sequence[int], sizes: Sequence[int | None],
+                   client_times: Sequence[float | None], mode: int) -> None:
+    """The deliveries stamped ``now`` under ``mode`` (their ``pages``, ``bytes`` and ``client_time``
+    columns, in order), as samples for the next fit."""
+    n = len(pages)
+    nan = math.nan
+    if n == 1:
+        ct, size = client_times[0], sizes[0]
+        ring.append(t=now, pages=pages[0], mode=mode, client_t=nan if ct is None else ct,
+                    bytes=nan if size is None else size)
         return
-    n = len(items)
-    ring.extend({"t": [now] * n, "pages": [d.pages for d in items], "mode": [mode] * n,
-                 "client_t": [math.nan if d.client_time is None else d.client_time for d in items],
-                 "bytes": [math.nan if d.bytes is None else d.bytes for d in items]}, n)
+    rows: dict[str, Sequence[float] | float] = {"t": now, "pages": pages, "mode": mode}
+    if client_times.count(None) != n:  # absent: the ring's NaN
+        rows["client_t"] = [nan if c is None else c for c in client_times]
+    rows["bytes"] = sizes if None not in sizes else [nan if b is None else b for b in sizes]  # type: ignore[assignment]
+    ring.extend(rows, n)
 
 
 def add_completions(ring: Ring, totals: Totals, now: float, items: Sequence[CompletionLine], removed: int) -> None:

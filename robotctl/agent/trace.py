@@ -1,6 +1,6 @@
 """Trace files (docs/ARCHITECTURE.md, "Trace file"): JSON Lines, one event per line, or CSV with the same columns.
 
-``{"t": seconds, "event": "delivery"|"completion"|"obsolete"|"loss"|"park"|"resume", "robot": id,
+``{"t": seconds, "event": "delivery"|"completion"|"obsolete"|"loss"|"park"|"resume"|"given_up", "robot": id,
 "pages": n, "bytes": n, "service_s": x}``; ``t`` is required, the rest where it applies (see
 :data:`EVENT_KINDS` for the agent's own kinds). Fields beyond
 these (e.g. ``active``, the number of active robots, written by the simulator and the agent) are kept
@@ -17,7 +17,7 @@ import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
+from operator import attrgetter, sub
 from pathlib import Path
 from typing import IO, Any, Protocol
 
@@ -25,8 +25,11 @@ from robotctl import InputError
 
 #: Event kinds; the agent's own log also holds ``queue`` (a checkpoint of the queue length that opens each
 #: file), ``refit`` (a fit window cut, with its ``reason``) and ``policy`` (a policy put in force, with its
-#: ``robots_at_level``, ``version`` and ``source``), which other tools read past.
-EVENT_KINDS = ("delivery", "completion", "obsolete", "loss", "park", "resume", "queue", "refit", "policy")
+#: ``robots_at_level``, ``version`` and ``source``), which other tools read past; ``given_up`` is pages the
+#: crawler wanted and gave up on (never fetched: a server refused them past its retries), which the agent
+#: counts in its observed cost J like pages lost.
+EVENT_KINDS = ("delivery", "completion", "obsolete", "loss", "park", "resume", "queue", "refit", "policy",
+               "given_up")
 _KNOWN = ("t", "event", "robot", "pages", "bytes", "service_s")
 _KIND_CODES = {k: i for i, k in enumerate(EVENT_KINDS)}
 #: Fields of the agent's ``refit`` and ``policy`` lines kept (per row) in :attr:`TraceArrays.notes`.
@@ -53,7 +56,7 @@ class TraceEvent:
         parts = ['{"t":', _number_text(self.t), ',"event":', _encode(self.event)]
         if self.robot is not None:
             parts += [',"robot":', _encode(self.robot)]
-        if self.pages != 1 or self.event in ("delivery", "obsolete", "loss"):
+        if self.pages != 1 or self.event in ("delivery", "obsolete", "loss", "given_up"):
             parts += [',"pages":', _number_text(self.pages)]
         if self.bytes is not None:
             parts += [',"bytes":', _number_text(self.bytes)]
@@ -658,20 +661,41 @@ class TraceWriter:
 
     def deliveries(self, t: float, items: Sequence[DeliveryLine], admitted: Sequence[int], active: int) -> str:
         """A ``delivery`` line per item, each followed by a ``loss`` line for its pages refused at K."""
+        return self.delivery_columns(t, [d.robot for d in items], [d.pages for d in items],
+                                     [d.bytes for d in items], [d.client_time for d in items], admitted, active)
+
+    def delivery_columns(self, t: float, robots: Sequence[str | None], pages: Sequence[int],
+                         sizes: Sequence[int | None], client_times: Sequence[float | None],
+                         admitted: Sequence[int], active: int) -> str:
+        """:meth:`deliveries` of deliveries given as columns (the ``robot``, ``pages``, ``bytes`` and
+        ``client_time`` of each, in order): a batch is written by one comprehension, not item by item."""
         head = f'{{"t":{_t(t)},"event":'
         tail = f',"active":{active}}}\n'
-        lines = []
-        for d, a in zip(items, admitted, strict=True):
-            rid = self.robot(d.robot)
-            extra = ""
-            if d.bytes is not None:
-                extra = f',"bytes":{d.bytes}'
-            if d.client_time is not None:
-                extra += f',"client_t":{d.client_time!r}'
-            lines.append(f'{head}"delivery"{rid},"pages":{d.pages}{extra}{tail}')
-            if a < d.pages:
-                lines.append(f'{head}"loss"{rid},"pages":{d.pages - a}{tail}')
-        return "".join(lines)
+        if len(robots) == 1:  # one delivery (the common request)
+            rid, p, b, c, a = self.robot(robots[0]), pages[0], sizes[0], client_times[0], admitted[0]
+            extra = ("" if b is None else f',"bytes":{b}') + ("" if c is None else f',"client_t":{c!r}')
+            line = f'{head}"delivery"{rid},"pages":{p}{extra}{tail}'
+            return line if a >= p else f'{line}{head}"loss"{rid},"pages":{p - a}{tail}'
+        # the parts of a line that depend on its robot and page count (before the size), and on its robot and
+        # lost pages (after it), made once per distinct pair when there are fewer pairs than lines
+        fields = {r: self.robot(r) for r in set(robots)}
+        losses = list(map(sub, pages, admitted))
+        counts, lost = set(pages), set(losses)
+        common = None not in sizes and client_times.count(None) == len(client_times)  # sizes, no client times
+        rest: Sequence[Any] = sizes if common else [
+            ("" if b is None else f',"bytes":{b}') + ("" if c is None else f',"client_t":{c!r}')
+            for b, c in zip(sizes, client_times, strict=True)]
+        size_key = ',"bytes":' if common else ""
+        if len(fields) * (len(counts) + len(lost)) > len(pages):
+            return "".join([
+                f'{head}"delivery"{fields[r]},"pages":{p}{size_key}{x}{tail}'
+                + (f'{head}"loss"{fields[r]},"pages":{n}{tail}' if n else "")
+                for r, p, x, n in zip(robots, pages, rest, losses, strict=True)])
+        before = {r: {p: f'{head}"delivery"{f},"pages":{p}{size_key}' for p in counts} for r, f in fields.items()}
+        after = {r: {n: f'{tail}{head}"loss"{f},"pages":{n}{tail}' if n else tail for n in lost}
+                 for r, f in fields.items()}
+        return "".join([f'{before[r][p]}{x}{after[r][n]}'
+                        for r, p, x, n in zip(robots, pages, rest, losses, strict=True)])
 
     def completions(self, t: float, items: Sequence[CompletionLine]) -> str:
         ts = _t(t)
@@ -687,6 +711,9 @@ class TraceWriter:
 
     def obsolete(self, t: float, pages: int) -> str:
         return f'{{"t":{_t(t)},"event":"obsolete","pages":{pages}}}\n'
+
+    def given_up(self, t: float, pages: int) -> str:
+        return f'{{"t":{_t(t)},"event":"given_up","pages":{pages}}}\n'
 
     def switch(self, t: float, resume: bool, active: int, robot: str | None = None) -> str:
         """A ``resume`` or ``park`` line: a robot's new command, or (without a robot) a change of mode."""

@@ -65,11 +65,26 @@ class IterativeResult:
     seconds: float
 
 
-def _right(P: Array, op: Any) -> Array:
-    """P @ op for a dense (W x a) array and a dense or sparse (a x b) operator."""
-    if sp.issparse(op):
-        return np.asarray((op.T @ P.T).T)
-    return np.asarray(P @ op)
+def _transposed(op: Any) -> Any:
+    """What :func:`_right` multiplies by: a sparse operator transposed once (CSR), a dense one as it is."""
+    return sp.csr_matrix(op.T) if sp.issparse(op) else np.asarray(op)
+
+
+def _right(P: Array, op_t: Any) -> Array:
+    """P @ op for a dense (W x a) array P, given ``_transposed(op)`` (op dense or sparse, a x b)."""
+    if sp.issparse(op_t):
+        return np.asarray(op_t @ P.T).T
+    return np.asarray(P @ op_t)
+
+
+def _chain_transposed(chain: LevelChain, kind: str, i: int, a: int = 0) -> Any:
+    """``chain.up(i, a)`` or ``chain.down(i)`` as :func:`_right` takes it, kept with the chain (every policy
+    solved on the chain shares it)."""
+    cache = chain.evaluator_caches.setdefault("transposed", {})
+    key = (kind, i, a)
+    if key not in cache:
+        cache[key] = _transposed(chain.up(i, a) if kind == "up" else chain.down(i))
+    return cache[key]
 
 
 class _LevelSolve:
@@ -80,6 +95,7 @@ class _LevelSolve:
         factors = [arr0] if i == 0 else [arr0, *chain.kron_factors(i)]
         self.kron = KronSum(factors, rng_seed=i)
         self.lu: Any = None
+        self.block_t: Any = None
         counted = i > 0 and chain.shape(i).counted > 0
         if (counted or not self.kron.well_conditioned) and chain.dim(i) <= SPLU_LIMIT:
             # the count generator's eigenvectors are badly conditioned, and a defective factor (an Erlang
@@ -91,9 +107,13 @@ class _LevelSolve:
             else:
                 A = chain.A(i)
                 block = sp.kron(sp.csr_matrix(arr0), sp.identity(inner)) + sp.kron(sp.identity(W), sp.csr_matrix(A))
-            self.lu = spla.splu(sp.csc_matrix(block.T))
+            block_t = sp.csr_matrix(block.T)
+            self.lu = spla.splu(sp.csc_matrix(block_t))
+            self.block_t = block_t
 
     def row(self, x: Array) -> Array:
+        if self.lu is not None:  # the block is at hand: one sparse product
+            return np.asarray(self.block_t @ x)
         return self.kron.row(x)
 
     def solve(self, b: Array) -> Array:
@@ -117,8 +137,9 @@ class _Operator:
         self.ups: list[list[tuple[int, Array, Any]]] = []
         for i in range(self.K + 1):
             arr = chain.arrivals(self.policy[i], i)
-            self.ups.append([(a, arr[a], chain.up(i, a)) for a in range(1, len(arr)) if arr[a].any()])
-        self.downs = [None] + [chain.down(i) for i in range(1, self.K + 1)]
+            self.ups.append([(a, arr[a], _chain_transposed(chain, "up", i, a)) for a in range(1, len(arr))
+                             if arr[a].any()])
+        self.downs = [None] + [_chain_transposed(chain, "down", i) for i in range(1, self.K + 1)]
 
     def split(self, x: Array) -> list[Array]:
         return [x[self.offsets[i]:self.offsets[i + 1]] for i in range(self.K + 1)]

@@ -85,7 +85,7 @@ def _is_dense(shape: tuple[int, int]) -> bool:
     return shape[0] * shape[1] <= DENSE_ENTRIES
 
 
-def _csr(rows: list[int], cols: list[int], vals: list[float], shape: tuple[int, int]) -> Any:
+def _csr(rows: Any, cols: Any, vals: Any, shape: tuple[int, int]) -> Any:
     """A matrix from its entries: dense when small (``DENSE_ENTRIES``), CSR otherwise."""
     if _is_dense(shape):
         out = np.zeros(shape)
@@ -130,13 +130,16 @@ def to_sparse(m: Any) -> Sparse:
 
 
 class _Counts:
-    """Maps on the counted part: compositions of c pages over R phases."""
+    """Maps on the counted part: compositions of c pages over R phases (built with array operations: a
+    composition n is found among those of its total by the key sum_r n_r (c + 1)^r)."""
 
     def __init__(self, gamma: Vector, Gamma: NDArray[np.float64]) -> None:
         self.gamma, self.Gamma = gamma, Gamma
         self.Gamma0 = -Gamma.sum(axis=1)
         self.R = gamma.size
         self._index: dict[int, dict[tuple[int, ...], int]] = {}
+        self._arrays: dict[int, tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]] = {}
+        self._generators: dict[int, NDArray[np.float64]] = {}
 
     def index(self, c: int) -> dict[tuple[int, ...], int]:
         if c not in self._index:
@@ -146,72 +149,97 @@ class _Counts:
     def dim(self, c: int) -> int:
         return n_compositions(c, self.R)
 
+    def array(self, c: int) -> NDArray[np.int64]:
+        """The compositions of c as rows (dim(c) x R), in the order of :func:`compositions`."""
+        return self._lookup_table(c)[0]
+
+    def _lookup_table(self, c: int) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+        if c not in self._arrays:
+            comps = np.array(compositions(c, self.R), dtype=np.int64).reshape(-1, self.R)
+            keys = comps @ (c + 1) ** np.arange(self.R, dtype=np.int64)
+            order = np.argsort(keys)
+            self._arrays[c] = (comps, keys[order], order)
+        return self._arrays[c]
+
+    def find(self, c: int, rows: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Positions among the compositions of c of ``rows`` (each a composition of c)."""
+        _, keys, order = self._lookup_table(c)
+        q = rows @ (c + 1) ** np.arange(self.R, dtype=np.int64)
+        return np.asarray(order[np.searchsorted(keys, q)], dtype=np.int64)
+
     def generator(self, c: int) -> NDArray[np.float64]:
         """Cnt_c: phase moves of the c counted pages; the diagonal holds all their outflows (moves and
-        expiries), sum_r n_r Gamma[r, r]."""
-        idx = self.index(c)
-        out = np.zeros((len(idx), len(idx)))
-        R = self.R
-        for n, k in idx.items():
-            out[k, k] = sum(n[r] * self.Gamma[r, r] for r in range(R))
-            for r, s in itertools.permutations(range(R), 2):
-                if n[r] and self.Gamma[r, s] > 0:
-                    m = list(n)
-                    m[r] -= 1
-                    m[s] += 1
-                    out[k, idx[tuple(m)]] += n[r] * self.Gamma[r, s]
+        expiries), sum_r n_r Gamma[r, r] (built once per c)."""
+        if c not in self._generators:
+            self._generators[c] = self._generator(c)
+        return self._generators[c]
+
+    def _generator(self, c: int) -> NDArray[np.float64]:
+        n = self.array(c)
+        d = n.shape[0]
+        out = np.zeros((d, d))
+        k = np.arange(d)
+        out[k, k] = n @ np.diag(self.Gamma)
+        for r, s in itertools.permutations(range(self.R), 2):
+            if self.Gamma[r, s] > 0:
+                src = np.flatnonzero(n[:, r])
+                m = n[src].copy()
+                m[:, r] -= 1
+                m[:, s] += 1
+                np.add.at(out, (src, self.find(c, m)), n[src, r] * self.Gamma[r, s])
         return out
 
-    def _minus(self, c: int, weight: Any, with_phase: bool) -> Sparse:
-        """cnt(c) -> [R x] cnt(c - 1): one counted page of phase r leaves with ``weight(n, r)``."""
-        src, dst = self.index(c), self.index(c - 1)
+    def _minus(self, c: int, weights: NDArray[np.float64], with_phase: bool) -> Sparse:
+        """cnt(c) -> [R x] cnt(c - 1): one counted page of phase r leaves with weight ``weights[k, r]``
+        (k the composition's position)."""
+        n = self.array(c)
+        width = self.dim(c - 1)
         rows, cols, vals = [], [], []
-        for n, k in src.items():
-            for r in range(self.R):
-                if n[r] == 0:
-                    continue
-                m = list(n)
-                m[r] -= 1
-                w = weight(n, r)
-                if w:
-                    rows.append(k)
-                    cols.append((r * len(dst) if with_phase else 0) + dst[tuple(m)])
-                    vals.append(w)
-        width = (self.R if with_phase else 1) * len(dst)
-        return _csr(rows, cols, vals, (len(src), width))
+        for r in range(self.R):
+            src = np.flatnonzero((n[:, r] > 0) & (weights[:, r] != 0))
+            m = n[src].copy()
+            m[:, r] -= 1
+            rows.append(src)
+            cols.append((r * width if with_phase else 0) + self.find(c - 1, m))
+            vals.append(weights[src, r])
+        shape = (n.shape[0], (self.R if with_phase else 1) * width)
+        return _csr(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), shape)
 
     def expire(self, c: int) -> Sparse:
         """cnt(c) -> cnt(c - 1) at rate n_r Gamma_0[r]."""
-        return self._minus(c, lambda n, r: n[r] * self.Gamma0[r], False)
+        return self._minus(c, self.array(c) * self.Gamma0[None, :], False)
 
     def remove_random(self, c: int) -> Sparse:
         """cnt(c) -> cnt(c - 1): a counted page chosen at random leaves (probabilities n_r / c)."""
-        return self._minus(c, lambda n, r: n[r] / c, False)
+        return self._minus(c, self.array(c) / c, False)
 
     def promote(self, c: int) -> Sparse:
         """cnt(c) -> R (x) cnt(c - 1): a counted page chosen at random (n_r / c) takes the last ordered
         place with its phase r."""
-        return self._minus(c, lambda n, r: n[r] / c, True)
+        return self._minus(c, self.array(c) / c, True)
+
+    def _add_one(self, b: int) -> Sparse:
+        """cnt(b) -> cnt(b + 1): one new page, with phase r with probability gamma[r]."""
+        n = self.array(b)
+        rows, cols, vals = [], [], []
+        for r in range(self.R):
+            if self.gamma[r] > 0:
+                m = n.copy()
+                m[:, r] += 1
+                rows.append(np.arange(n.shape[0]))
+                cols.append(self.find(b + 1, m))
+                vals.append(np.full(n.shape[0], float(self.gamma[r])))
+        return _csr(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), (n.shape[0], self.dim(b + 1)))
 
     def add(self, c: int, a: int) -> Sparse:
-        """cnt(c) -> cnt(c + a): a new pages, each with phase r with probability gamma[r]."""
-        out: Any = _eye(self.dim(c))
+        """cnt(c) -> cnt(c + a): a new pages, each with phase r with probability gamma[r] (the steps
+        multiplied as sparse matrices: each has at most R entries a row)."""
         if a == 0:
-            return out
-        for b in range(c, c + a):
-            src, dst = self.index(b), self.index(b + 1)
-            rows, cols, vals = [], [], []
-            for n, k in src.items():
-                for r in range(self.R):
-                    if self.gamma[r] > 0:
-                        m = list(n)
-                        m[r] += 1
-                        rows.append(k)
-                        cols.append(dst[tuple(m)])
-                        vals.append(float(self.gamma[r]))
-            step = _csr(rows, cols, vals, (len(src), len(dst)))
-            out = out @ step if _is_dense(out.shape) == _is_dense(step.shape) else to_sparse(out) @ to_sparse(step)
-        return out
+            return _eye(self.dim(c))
+        out = to_sparse(self._add_one(c))
+        for b in range(c + 1, c + a):
+            out = out @ to_sparse(self._add_one(b))
+        return to_dense(out) if _is_dense(out.shape) else sp.csr_matrix(out)
 
 
 def _gamma0_sum(Gamma0: Vector, o: int) -> Any:

@@ -26,7 +26,12 @@ Otherwise the search costs policies on the ordered-head chain of the largest dep
 (:class:`robotctl.model.LevelChain`), and the optimum found, and the best static fleet, are then evaluated
 by :func:`robotctl.model.solve_approx`, which raises h until consecutive depths agree to ``rtol`` and
 reports the error bar. :class:`PolicySearch` says which (``method``, ``error_bound``, ``exact``); the
-subsets' rows and the other static fleets keep the search chain's costs.
+subsets' rows and the other static fleets keep the search chain's costs. When even the chain of depth 0 has
+levels of more than ``SURROGATE_DIM`` states (three obsolescence phases at K = 50), dense level solves would
+take minutes per policy: the search and the static fleets are then costed on the exponential surrogate's exact
+chain (:func:`search_route`; ``search_chain`` says so, and R compares surrogate costs), and the optimum found is
+evaluated on the real law by the ladder from h = 0. The surrogate's optimum is a local optimum of the
+surrogate, not of the real law.
 
 With ``space="all"`` the search also runs over every queue-length policy (modes in any order), from the
 best threshold policy found, and reports whether that optimum is monotone (``PolicySearch.queue_length``).
@@ -68,6 +73,9 @@ EXHAUSTIVE_LIMIT = 5_000
 #: Policies are costed on the exact chain while its largest level has at most this many states; above,
 #: on the ordered-head chain of the largest depth that fits (the dense evaluator's comfortable range).
 SEARCH_DIM = 256
+#: When the ordered-head chain of depth 0 still has levels of more than this many states, the search
+#: costs policies on the exponential surrogate instead (:func:`search_route`).
+SURROGATE_DIM = 1024
 #: ``space``: threshold (non-increasing) policies only, or every queue-length policy as well.
 SPACES = ("monotone", "all")
 #: With ``workers``, an exhaustive search over at least this many policies costs its subsets in parallel.
@@ -177,15 +185,37 @@ def search_chain(model: QueueModel, *, dim: int = SEARCH_DIM) -> LevelChain:
     return LevelChain(model, h)
 
 
+def search_route(model: QueueModel, *, dim: int = SEARCH_DIM, dense_limit: int | None = None
+                 ) -> tuple[QueueModel, LevelChain]:
+    """The model and chain the search costs policies on: ``model`` on :func:`search_chain`, unless even the
+    chain that counts every waiting page by phase (h = 0) has levels of more than ``dense_limit`` states
+    (three phases at K = 50: 5,100), where the dense evaluator's level solves cost minutes; then the
+    exponential surrogate of the obsolescence law (:func:`surrogate`, same mean) on its exact chain. Either
+    way the optimum is then evaluated on ``model`` by the error bar's ladder. ``dense_limit`` defaults to
+    ``SURROGATE_DIM``."""
+    chain = search_chain(model, dim=dim)
+    if chain.exact or chain.max_dim <= (SURROGATE_DIM if dense_limit is None else dense_limit):
+        return model, chain
+    cheap = surrogate(model)
+    return cheap, search_chain(cheap, dim=dim)
+
+
 class _Costing:
     """Costs policies on one chain, each distinct policy once (changes re-pass only the levels touched)."""
 
-    def __init__(self, model: QueueModel, costs: Costs, chain: LevelChain, progress: Progress | None) -> None:
+    def __init__(self, model: QueueModel, costs: Costs, chain: LevelChain, progress: Progress | None, *,
+                 surrogate: bool = False) -> None:
         self.model, self.costs, self.chain = model, costs, chain
         self.progress = progress
         self.cache: dict[tuple[int, ...], float] = {}
         self.failures = 0
         self._ev: PolicyEvaluator | None = None
+        self.surrogate = surrogate
+
+    @property
+    def label(self) -> str:
+        """The chain's name, with the surrogate said when policies are costed on one."""
+        return f"exponential surrogate ({self.chain.label})" if self.surrogate else self.chain.label
 
     def _evaluator(self, key: tuple[int, ...]) -> PolicyEvaluator:
         if self._ev is None:
@@ -288,7 +318,8 @@ def _search(costing: _Costing, modes: tuple[int, ...], method: str) -> tuple[tup
 def _as_optimum(costing: _Costing, policy: ThresholdPolicy, modes: tuple[int, ...], js: tuple[int, ...],
                 search: str, exact: bool, looked: int, *, levels: bool = False) -> ThresholdOptimum:
     measures, cost = costing.details(policy, levels=levels)
-    return ThresholdOptimum(modes, js, policy, cost, measures, "levels" if costing.chain.exact else costing.chain.label,
+    return ThresholdOptimum(modes, js, policy, cost, measures,
+                            "levels" if costing.chain.exact and not costing.surrogate else costing.label,
                             search, exact, looked)
 
 
@@ -418,13 +449,14 @@ def optimise(model: QueueModel, costs: Costs, *, modes: Sequence[int] | None = N
     reduced = red.model
     pool = _check_modes(reduced, modes if modes is not None else reduced.modes)
     K = reduced.capacity
-    chain = search_chain(reduced)
-    costing = _Costing(reduced, costs, chain, progress)
+    searched, chain = search_route(reduced)
+    surrogate_search = searched is not reduced
+    costing = _Costing(searched, costs, chain, progress, surrogate=surrogate_search)
     if method == "local" or (method == "auto" and count_policies(len(pool), K) > EXHAUSTIVE_LIMIT):
         statics = [_as_optimum(costing, ThresholdPolicy.static(r, K), (r,), (), "exhaustive", True, 1) for r in pool]
         start = min(statics, key=lambda o: o.cost.total).policy
-        local = search_policies(reduced, costs, modes=pool, monotone=True, chain=chain, restarts=restarts,
-                                starts=_starts(reduced, chain, costs, pool, start.robots_at_level, restarts),
+        local = search_policies(searched, costs, modes=pool, monotone=True, chain=chain, restarts=restarts,
+                                starts=_starts(searched, chain, costs, pool, start.robots_at_level, restarts),
                                 workers=workers,
                                 progress=progress)
         assert isinstance(local.policy, ThresholdPolicy)
@@ -435,7 +467,7 @@ def optimise(model: QueueModel, costs: Costs, *, modes: Sequence[int] | None = N
     else:
         all_subsets = [subset for size in range(1, len(pool) + 1) for subset in itertools.combinations(pool, size)]
         if workers is not None and count_policies(len(pool), K) >= PARALLEL_POLICIES:
-            tasks = [(reduced, chain.h, costs, subset, method) for subset in all_subsets]
+            tasks = [(searched, chain.h, costs, subset, method) for subset in all_subsets]
             results: list[tuple[ThresholdOptimum, set[tuple[int, ...]]]] = []
             for item in workers(_subset_task, tasks):
                 assert isinstance(item, tuple)
@@ -449,8 +481,8 @@ def optimise(model: QueueModel, costs: Costs, *, modes: Sequence[int] | None = N
     best = min(subsets, key=lambda o: (o.cost.total, len(o.modes)))
     queue_length = None
     if space == "all":
-        queue_length = search_policies(reduced, costs, modes=pool, chain=chain, restarts=restarts, workers=workers,
-                                       starts=_starts(reduced, chain, costs, pool, best.policy.robots_at_level,
+        queue_length = search_policies(searched, costs, modes=pool, chain=chain, restarts=restarts, workers=workers,
+                                       starts=_starts(searched, chain, costs, pool, best.policy.robots_at_level,
                                                       restarts),
                                        progress=progress)
     # R compares costs of one chain: the search chain's, before the optimum is re-evaluated on the ladder
@@ -458,21 +490,22 @@ def optimise(model: QueueModel, costs: Costs, *, modes: Sequence[int] | None = N
     profit = (1.0 - best.cost.total / minimum_static) * 100.0 if math.isfinite(minimum_static) and minimum_static \
         else 0.0
     method_name, bound, exact, out_of_time = "exact", 0.0, True, False
-    if chain.exact and not best.measures.queue_length_distribution:
+    if chain.exact and not surrogate_search and not best.measures.queue_length_distribution:
         best = _as_optimum(costing, best.policy, best.modes, best.thresholds, best.search_method, best.exact,
                            best.evaluated, levels=True)
-    if not chain.exact:
+    if surrogate_search or not chain.exact:
         if solver_method != "auto":
             warnings.warn(f"solver_method={solver_method!r} ignored: the exact chain is too large; the optimum "
                           "is evaluated on the ordered-head ladder", stacklevel=2)
-        best, method_name, bound, exact, out_of_time = _ladder(model, costs, best, chain.h, rtol, max_seconds)
+        best, method_name, bound, exact, out_of_time = _ladder(model, costs, best, 0 if surrogate_search else chain.h,
+                                                               rtol, max_seconds)
     elif solver_method != "auto":
         best = _resolve(model, costs, best, solver_method)
     ok = costing.failures == 0 and math.isfinite(best.cost.total)
     message = "optimum found" if ok else f"{costing.failures} policies could not be solved and were skipped"
     bound_value = None if lower_bound is None else float(lower_bound(model, costs))
     return PolicySearch(best, tuple(subsets), static, profit, solved, ok, message, method_name, bound, exact,
-                        bound_value, chain.label, queue_length, red.notes, out_of_time)
+                        bound_value, costing.label, queue_length, red.notes, out_of_time)
 
 
 def _subset_task(args: tuple[QueueModel, int, Costs, tuple[int, ...], str]

@@ -11,6 +11,8 @@ Or the extension alone, with a sidecar::
     EXTENSIONS = {"robotctl.scrapy.RobotctlExtension": 500}
     ROBOTCTL_URL = "http://127.0.0.1:8787"      # the sidecar (robotctl serve)
     ROBOTCTL_ROBOTS = 4                          # virtual robots; CONCURRENT_REQUESTS is split among them
+    DOWNLOADER_MIDDLEWARES = {"robotctl.scrapy.PushbackMiddleware": 950,   # servers' 429/503 hold requests
+                              "robotctl.scrapy.GiveUpMiddleware": 540}     # errors past the retries count
 
 and, where the indexer is a pipeline, put ``"robotctl.scrapy.RobotctlPipeline": 900`` after it in
 ``ITEM_PIPELINES``. Every setting, the mapping of robots to download slots and its limits are in
@@ -31,7 +33,9 @@ INSTALL_HINT = "Scrapy is not installed: pip install 'robotctl[scrapy]' (or pip 
 _EXPORTS = {
     "Addon": "robotctl.scrapy._addon",
     "RobotctlEntryPipeline": "robotctl.scrapy._pipeline",
+    "GiveUpMiddleware": "robotctl.scrapy._middleware",
     "NullReporter": "robotctl.scrapy._reporter",
+    "PushbackMiddleware": "robotctl.scrapy._middleware",
     "Reporter": "robotctl.scrapy._reporter",
     "ReporterStats": "robotctl.scrapy._reporter",
     "RobotSlots": "robotctl.scrapy._slots",
@@ -42,12 +46,15 @@ _EXPORTS = {
 }
 
 #: names whose module needs Scrapy itself
-_NEEDS_SCRAPY = {"RobotctlExtension", "RobotctlPipeline", "RobotctlEntryPipeline", "reporter"}
+_NEEDS_SCRAPY = {"RobotctlExtension", "RobotctlPipeline", "RobotctlEntryPipeline", "PushbackMiddleware",
+                 "GiveUpMiddleware", "reporter"}
 
 __all__ = [
     "INSTALL_HINT",
     "Addon",
+    "GiveUpMiddleware",
     "NullReporter",
+    "PushbackMiddleware",
     "Reporter",
     "ReporterStats",
     "RobotSlots",

@@ -3,9 +3,11 @@
     ADDONS = {"robotctl.scrapy.Addon": 100}
     ROBOTCTL_CAPACITY = 10          # K, the indexer's buffer in items (or a pipeline's robotctl_capacity)
 
-The add-on enables :class:`RobotctlExtension` and :class:`RobotctlEntryPipeline` (first in
-``ITEM_PIPELINES``: an item entering the pipelines is a delivery; leaving them, scraped, dropped or failed,
-a completion), and, unless ``ROBOTCTL_URL`` names a sidecar, runs the agent inside the crawl's own
+The add-on enables :class:`RobotctlExtension`, :class:`PushbackMiddleware` (every request, Scrapy's
+retries included, waits out its server's 429/503 ``Retry-After`` and cap), :class:`GiveUpMiddleware`
+(download errors past the retries are requests given up) and :class:`RobotctlEntryPipeline`
+(first in ``ITEM_PIPELINES``: an item entering the pipelines is a delivery; leaving them, scraped, dropped
+or failed, a completion), and, unless ``ROBOTCTL_URL`` names a sidecar, runs the agent inside the crawl's own
 asyncio loop (``ROBOTCTL_AGENT = "local"``): no second process, no token to set; it refits in a worker
 process so the crawl never stalls, and keeps its log and policy under ``ROBOTCTL_DIR/<spider>/`` so the
 next crawl starts warm. :func:`local_agent_config` is that agent's configuration (no Scrapy here beyond
@@ -22,6 +24,12 @@ from ._settings import RobotctlSettings
 
 EXTENSION = "robotctl.scrapy.RobotctlExtension"
 ENTRY_PIPELINE = "robotctl.scrapy.RobotctlEntryPipeline"
+#: the servers' pushback gate, nearest the downloader (after DownloaderStats, 850; RetryMiddleware is 550)
+PUSHBACK_MIDDLEWARE = "robotctl.scrapy.PushbackMiddleware"
+PUSHBACK_PRIORITY = 950
+#: download errors past Scrapy's retries: just below RetryMiddleware (550)
+GIVE_UP_MIDDLEWARE = "robotctl.scrapy.GiveUpMiddleware"
+GIVE_UP_PRIORITY = 540
 #: the entry pipeline runs before every other item pipeline
 ENTRY_PRIORITY = -1_000_000
 
@@ -31,6 +39,8 @@ class Addon:
 
     def update_settings(self, settings: Any) -> None:
         settings.set_in_component_priority_dict("EXTENSIONS", EXTENSION, 500)
+        settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", PUSHBACK_MIDDLEWARE, PUSHBACK_PRIORITY)
+        settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", GIVE_UP_MIDDLEWARE, GIVE_UP_PRIORITY)
         if settings.get("ROBOTCTL_URL") is None:
             settings.set("ROBOTCTL_AGENT", "local", priority="addon")
         if settings.get("ROBOTCTL_DELIVERY_SIGNAL") is None:

@@ -23,8 +23,8 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import math
 import time
-import weakref
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -42,16 +42,19 @@ from ._slots import RobotSlots
 
 LOG = logging.getLogger("robotctl.scrapy")
 
-#: request.meta keys the extension sets: the robot (id) whose slot fetched the request, and the slot
+#: request.meta keys the extension sets: the robot (id) whose slot fetched the request, the slot, and
+#: the download slot whose pushback gate admitted it (until it leaves the downloader)
 META_ROBOT = "robotctl_robot"
 META_SLOT = "robotctl_slot"
-
-_EXTENSIONS: weakref.WeakKeyDictionary[Crawler, RobotctlExtension] = weakref.WeakKeyDictionary()
+META_GATE = "robotctl_gate"
 
 
 def extension(crawler: Crawler) -> RobotctlExtension | None:
-    """``crawler``'s running :class:`RobotctlExtension`, or None."""
-    ext = _EXTENSIONS.get(crawler)
+    """``crawler``'s running :class:`RobotctlExtension` (``crawler.get_extension``), or None."""
+    try:
+        ext = crawler.get_extension(RobotctlExtension)
+    except RuntimeError:  # asked before the crawl's extensions exist
+        return None
     return ext if ext is not None and ext.running else None
 
 
@@ -63,10 +66,8 @@ def reporter(crawler: Crawler) -> Reporter | NullReporter:
         from robotctl.scrapy import reporter
         reporter(self.crawler).complete(pages=1, service_s=0.04, bytes=5120)
     """
-    ext = _EXTENSIONS.get(crawler)
-    if ext is None or not ext.running:
-        return NullReporter()
-    return ext.reporter
+    ext = extension(crawler)
+    return NullReporter() if ext is None else ext.reporter
 
 
 def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
@@ -105,10 +106,18 @@ class RobotctlExtension:
         #: items (or responses) delivered so far, and how many when the agent first lowered the concurrency
         self.delivered = 0
         self.delivered_at_first_park: int | None = None
-        #: servers' pushback (429/503): caps per download slot; the slots' own settings to restore
+        #: servers' pushback (429/503): a gate per download slot (PushbackMiddleware awaits admit()), the
+        #: waiters to wake when a slot may admit more, and what counts as a request given up: a final
+        #: response with a status Scrapy treats as passing (RETRY_HTTP_CODES; 429 and 503 always)
         self.pushback = Pushback(settings.concurrency)
-        self._slot_settings: dict[str, tuple[int, float, Any]] = {}
+        self._wakeups: dict[str, asyncio.Event] = {}
+        cs = crawler.settings
+        self._retry_enabled = cs.getbool("RETRY_ENABLED", True)
+        self._retry_times = cs.getint("RETRY_TIMES", 2)
+        self.give_up_statuses = frozenset(PUSHBACK_STATUSES | {int(x) for x in cs.getlist("RETRY_HTTP_CODES")})
         self.given_up = 0
+        self.held = 0
+        self.held_seconds = 0.0
         self._busy_since = 0.0
         self._last_exit = 0.0
         default = (f"the crawl goes on at its default: every robot active ({settings.concurrency} concurrent "
@@ -155,7 +164,6 @@ class RobotctlExtension:
             crawler.signals.connect(ext.item_left, signal=signals.item_scraped)
             crawler.signals.connect(ext.item_left, signal=signals.item_dropped)
             crawler.signals.connect(ext.item_left, signal=signals.item_error)
-        _EXTENSIONS[crawler] = ext
         return ext
 
     # -- the robots ----------------------------------------------------------------------------------
@@ -305,11 +313,12 @@ class RobotctlExtension:
         if _asyncio_loop() is None:
             LOG.warning("robotctl: no asyncio event loop runs this crawl, so the extension is off; set "
                         "TWISTED_REACTOR = 'twisted.internet.asyncioreactor.AsyncioSelectorReactor' (Scrapy's "
-                        "default since 2.13)")
+                        "default since 2.13)", extra={"spider": spider})
             return
         if self.settings.robot_prefix is None:
             self.prefix = str(getattr(spider, "name", None) or "robot")
         self.spider = spider
+        self.health.log_extra = self._log_extra
         self.running = True
         self._since = time.monotonic()
         s = self.settings
@@ -327,6 +336,9 @@ class RobotctlExtension:
             return
         self.running = False
         self._integrate()
+        for event in self._wakeups.values():  # requests waiting at a pushback gate go on
+            event.set()
+        self._wakeups.clear()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -361,6 +373,8 @@ class RobotctlExtension:
         stats.set_value("robotctl/agent_outages", self.health.outages)
         stats.set_value("robotctl/delivered", self.delivered)
         stats.set_value("robotctl/pushbacks", self.pushback.pushbacks)
+        stats.set_value("robotctl/requests_held", self.held)
+        stats.set_value("robotctl/held_seconds", round(self.held_seconds, 3))
         stats.set_value("robotctl/requests_given_up", self.given_up)
         if self.delivered_at_first_park is not None:
             stats.set_value("robotctl/delivered_at_first_park", self.delivered_at_first_park)
@@ -376,15 +390,70 @@ class RobotctlExtension:
         slot = request.meta.pop(META_SLOT, None)
         if slot is not None:
             self.slots.release(slot)
+        self.release(request)
+
+    # -- servers' pushback ---------------------------------------------------------------------------
+    async def admit(self, request: Request) -> None:
+        """Return when ``request`` may go to its server (:class:`PushbackMiddleware` awaits it for every
+        request, Scrapy's retries included): never before the slot's ``Retry-After``, never beyond its
+        cap. The request counts in its slot's flight until :meth:`release`."""
+        engine = self.crawler.engine
+        if engine is None or META_GATE in request.meta:
+            return
+        key = engine.downloader.get_slot_key(request)
+        last_try = self._last_try(request)
+        started = None
+        while self.running:
+            now = time.monotonic()
+            wait = self.pushback.admit(key, now, last_try=last_try)
+            if wait == 0.0:
+                request.meta[META_GATE] = key
+                if started is not None:
+                    self.held += 1
+                    self.held_seconds += now - started
+                return
+            if started is None:
+                started = now
+            event = self._wakeups.setdefault(key, asyncio.Event())
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(None if math.isinf(wait) else wait):
+                    await event.wait()
+
+    def release(self, request: Request) -> None:
+        """``request`` left the downloader (or never reached it): its slot may admit another."""
+        key = request.meta.pop(META_GATE, None)
+        if key is not None:
+            self.pushback.release(key)
+            self._wake(key)
+
+    def _wake(self, key: str) -> None:
+        event = self._wakeups.pop(key, None)
+        if event is not None:
+            event.set()
+
+    def _last_try(self, request: Request) -> bool:
+        """Would Scrapy's RetryMiddleware give ``request`` up if it were refused?"""
+        if not self._retry_enabled or request.meta.get("dont_retry", False):
+            return True
+        most = request.meta.get("max_retry_times", self._retry_times)
+        return bool(request.meta.get("retry_times", 0) >= most)
 
     def response_received(self, response: Response, request: Request, spider: Any = None) -> None:
         if not self.running or urlsplit(response.url).path == "/robots.txt":
             return
-        if response.status in PUSHBACK_STATUSES:  # retried to the end (RETRY_HTTP_CODES hold 429 and 503)
-            self.given_up += 1
+        if response.status in self.give_up_statuses:  # Scrapy retried it to the end, or may not retry it
+            self.gave_up(request)
         if self.settings.delivery_signal == "response_received" and response.status in self.settings.deliver_statuses:
             self.delivered += 1
             self.reporter.deliver(1, bytes=len(response.body), robot=request.meta.get(META_ROBOT))
+
+    def gave_up(self, request: Request) -> None:
+        """``request`` is given up (a final 429/503 or retried status, or a download error past the retries:
+        :class:`GiveUpMiddleware`): a page never fetched, which the agent's cost J counts like a page lost."""
+        if not self.running:
+            return
+        self.given_up += 1
+        self.reporter.given_up(1)
 
     def item_scraped(self, item: Any, response: Any = None, spider: Any = None) -> None:
         if not self.running:
@@ -399,35 +468,15 @@ class RobotctlExtension:
         engine = self.crawler.engine
         if not self.running or engine is None:
             return
-        downloader = engine.downloader
-        key = downloader.get_slot_key(request)
-        slot = downloader.slots.get(key)
-        if slot is None:
-            return
-        now = time.monotonic()
+        key = request.meta.get(META_GATE) or engine.downloader.get_slot_key(request)
         header = response.headers.get(b"Retry-After") if response.status in PUSHBACK_STATUSES else None
         wait = retry_after_s(header, time.time())
-        if not self.pushback.answer(key, response.status, len(slot.transferring), now, wait) \
-                and not (key in self._slot_settings and now >= self.pushback.hold_until(key)):
-            return
-        if key not in self._slot_settings:
-            self._slot_settings[key] = (slot.concurrency, slot.delay, getattr(slot, "jitter", None))
-        conc, delay, jitter = self._slot_settings[key]
-        cap = self.pushback.cap(key)
-        slot.concurrency = conc if cap is None else min(conc, cap)
-        hold = self.pushback.hold_until(key) - now
-        if hold > 0:  # nothing to this server before Retry-After: one request per hold, the first after it
-            slot.delay, slot.lastseen = max(delay, hold), _downloader_clock()
-            if jitter is not None:
-                slot.jitter = 0.0
-        else:
-            slot.delay = delay
-            if jitter is not None:
-                slot.jitter = jitter
-            if cap is None:
-                del self._slot_settings[key]
-        LOG.debug("robotctl: download slot %s: cap %s, held %.1f s (HTTP %d)", key, cap, max(hold, 0.0),
-                  response.status, extra=self._log_extra)
+        if self.pushback.answer(key, response.status, time.monotonic(), wait):
+            st = self.pushback.slots[key]
+            LOG.debug("robotctl: download slot %s: cap %s, ceiling %s, held %.1f s (HTTP %d)", key, st.cap,
+                      st.ceiling, max(st.hold_until - time.monotonic(), 0.0), response.status,
+                      extra=self._log_extra)
+            self._wake(key)
 
     def item_entered(self, item: Any) -> None:
         """An item entered the item pipelines (:class:`RobotctlEntryPipeline`): one delivery."""
@@ -496,15 +545,6 @@ class RobotctlExtension:
                         "%.2g pages/s whatever the robots; the robots can only act across sites. Lower "
                         "DOWNLOAD_DELAY (e.g. to 0) and let robotctl pace the crawl", delay, 1.0 / delay,
                         extra=self._log_extra)
-
-
-def _downloader_clock() -> float:
-    """Now on the clock of the downloader's ``slot.lastseen``: ``time.monotonic`` since Scrapy 2.14 (which
-    imports it into the downloader's module), ``time.time`` before."""
-    import scrapy.core.downloader as downloader
-
-    clock = getattr(downloader, "monotonic", None) or time.time
-    return float(clock())
 
 
 def _quiet_agent_log() -> None:

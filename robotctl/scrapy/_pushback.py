@@ -1,11 +1,25 @@
-"""Servers push back, robotctl listens: per download slot, a cap on the downloads a server gets.
+"""Servers push back, robotctl listens: per download slot, a gate that every request to a server passes.
 
-A 429 or 503 response (``PUSHBACK_STATUSES``) halves the slot's cap (at least 1) and holds the slot until
-its ``Retry-After`` (seconds or an HTTP date; ``min_hold_s`` without one) has passed: nothing is sent to
-it before. After the hold, each ``probe_s`` of answers without pushback raises the cap by one, until it
-reaches the crawl's concurrency, where the slot is uncapped again. No Scrapy here: the extension feeds
-:meth:`Pushback.answer` from ``response_downloaded`` and applies :meth:`Pushback.cap` and
-:meth:`Pushback.hold_until` to the downloader's slots.
+Every request of a download slot passes :meth:`Pushback.admit` before it reaches Scrapy's downloader
+(the add-on's :class:`~robotctl.scrapy.PushbackMiddleware`, retried requests included) and
+:meth:`Pushback.release` when it leaves it; every response is an :meth:`Pushback.answer`.
+
+- A 429 or 503 response (``PUSHBACK_STATUSES``) **holds** the slot until its ``Retry-After`` (seconds or
+  an HTTP date; ``min_hold_s`` without one): no request is admitted before, Scrapy's retries included.
+- It also **backs off**: the slot's cap, the downloads it may have in flight, becomes half of the
+  downloads in flight when it came (at least 1); and the fewest downloads in flight that ever drew
+  pushback is remembered as the slot's **ceiling**.
+- After the hold the cap is **probed up slowly**: each ``probe_s`` (from the hold's end or the last step)
+  of answers without pushback, in which the slot's downloads reached the cap, raises it by one (a cap the
+  crawl does not use is not raised).
+  Reaching the ceiling takes longer, ``probe_s * 2**k`` after the k-th pushback at or below it; downloads
+  at the ceiling for that long without pushback raise the ceiling by one. At the crawl's concurrency the
+  slot is uncapped again.
+- A request on its **last try** (Scrapy would give it up after one more refusal) is never the one that
+  probes: it is admitted only below the ceiling, or alone.
+
+No Scrapy here: :class:`~robotctl.scrapy.RobotctlExtension` calls these methods (tests/scrapy/test_pushback.py
+drives them directly).
 """
 
 from __future__ import annotations
@@ -15,6 +29,8 @@ import math
 from dataclasses import dataclass
 
 PUSHBACK_STATUSES = frozenset({429, 503})
+#: the slowest probe towards the ceiling: ``probe_s * 2**MAX_DOUBLINGS``
+MAX_DOUBLINGS = 6
 
 
 def retry_after_s(value: str | bytes | None, now_wall: float) -> float | None:
@@ -38,16 +54,37 @@ def retry_after_s(value: str | bytes | None, now_wall: float) -> float | None:
 
 @dataclass
 class SlotState:
-    """One download slot's cap (None: uncapped), hold, and the time of its last change."""
+    """One download slot: its cap (None: uncapped), hold, ceiling, the requests it has in flight, and the
+    time of its last change.
+
+    Attributes
+    ----------
+    cap : int or None
+        Most downloads in flight; None: no cap of robotctl's (Scrapy's own limits apply).
+    hold_until : float
+        Nothing is admitted before this time (the last pushback's ``Retry-After``).
+    ceiling : int or None
+        The fewest downloads in flight that drew a pushback (the server tolerates fewer).
+    ceiling_pushbacks : int
+        Pushbacks at or below the ceiling: a probe to the ceiling waits ``probe_s * 2**ceiling_pushbacks``.
+    in_flight : int
+        Requests admitted and not yet released.
+    peak : int
+        The most requests in flight since the last change (since the last pushback: admitted after it).
+    """
 
     cap: int | None = None
     hold_until: float = 0.0
     changed_at: float = 0.0
     pushbacks: int = 0
+    ceiling: int | None = None
+    ceiling_pushbacks: int = 0
+    in_flight: int = 0
+    peak: int = 0
 
 
 class Pushback:
-    """Caps per download slot (see the module docstring).
+    """Gates per download slot (see the module docstring).
 
     Parameters
     ----------
@@ -66,26 +103,71 @@ class Pushback:
         self.slots: dict[str, SlotState] = {}
         self.pushbacks = 0
 
-    def answer(self, slot: str, status: int, in_flight: int, now: float, retry_after: float | None = None) -> bool:
-        """A response from ``slot`` at ``now`` with ``in_flight`` downloads of that slot running; True when
-        its cap or hold changed."""
+    def admit(self, slot: str, now: float, *, last_try: bool = False) -> float:
+        """May a request go to ``slot`` at ``now``? 0.0: yes, and it counts as in flight until
+        :meth:`release`; else the seconds to wait before asking again (``math.inf``: until a request of
+        the slot is released). ``last_try``: Scrapy gives the request up if it is refused once more."""
+        st = self.slots.get(slot)
+        if st is None:
+            st = self.slots[slot] = SlotState()
+        elif now < st.hold_until:
+            return st.hold_until - now
+        limit = st.cap
+        if last_try and st.ceiling is not None:
+            safe = st.ceiling - 1
+            limit = safe if limit is None else min(limit, safe)
+        if limit is not None and st.in_flight >= limit and not (last_try and st.in_flight == 0):
+            return math.inf  # (a last try may always go alone)
+        st.in_flight += 1
+        st.peak = max(st.peak, st.in_flight)
+        return 0.0
+
+    def release(self, slot: str) -> None:
+        """A request admitted by :meth:`admit` left the downloader."""
+        st = self.slots.get(slot)
+        if st is not None and st.in_flight > 0:
+            st.in_flight -= 1
+
+    def answer(self, slot: str, status: int, now: float, retry_after: float | None = None) -> bool:
+        """A response from ``slot`` at ``now`` (its request still in flight: :meth:`release` follows); True
+        when the slot's cap or hold changed."""
         st = self.slots.get(slot)
         if status in PUSHBACK_STATUSES:
-            st = self.slots.setdefault(slot, SlotState())
-            base = st.cap if st.cap is not None else max(in_flight, 1)
-            st.cap = max(1, min(base, max(in_flight, 1)) // 2)
+            if st is None:
+                st = self.slots[slot] = SlotState()
+            in_flight = max(st.in_flight, 1)
+            base = st.cap if st.cap is not None else in_flight
+            st.cap = max(1, min(base, in_flight) // 2)
+            if st.ceiling is None or in_flight < st.ceiling:
+                st.ceiling = in_flight
+                st.ceiling_pushbacks = 1
+            elif in_flight == st.ceiling:
+                st.ceiling_pushbacks += 1
             st.hold_until = max(st.hold_until, now + (retry_after if retry_after is not None else self.min_hold_s))
             st.changed_at = now
+            st.peak = 0
             st.pushbacks += 1
             self.pushbacks += 1
             return True
-        if st is None or st.cap is None or now < st.hold_until or now - st.changed_at < self.probe_s:
+        if st is None or st.cap is None or now - max(st.changed_at, st.hold_until) < self._probe_wait(st) \
+                or st.peak < st.cap:
             return False
+        if st.ceiling is not None and st.peak >= st.ceiling:
+            st.ceiling += 1  # downloads at the ceiling for a whole probe: the server takes more now
         st.cap += 1
         st.changed_at = now
+        st.peak = st.in_flight
         if st.cap >= self.concurrency:
-            st.cap = None
+            st.cap = st.ceiling = None
+            st.ceiling_pushbacks = 0
         return True
+
+    def _probe_wait(self, st: SlotState) -> float:
+        """How long a cap must hold before the next step up: ``probe_s``, longer at the ceiling."""
+        assert st.cap is not None
+        if st.ceiling is not None and st.cap + 1 >= st.ceiling:
+            return self.probe_s * 2.0 ** min(st.ceiling_pushbacks, MAX_DOUBLINGS)
+        return self.probe_s
 
     def cap(self, slot: str) -> int | None:
         st = self.slots.get(slot)
@@ -94,3 +176,7 @@ class Pushback:
     def hold_until(self, slot: str) -> float:
         st = self.slots.get(slot)
         return 0.0 if st is None else st.hold_until
+
+    def in_flight(self, slot: str) -> int:
+        st = self.slots.get(slot)
+        return 0 if st is None else st.in_flight

@@ -1,10 +1,10 @@
 """Reports to the agent from inside a crawl: ordered, batched, never blocking, quiet when the agent is down.
 
-A crawl's callbacks call :meth:`Reporter.deliver`, :meth:`Reporter.complete`, :meth:`Reporter.obsolete`
-and :meth:`Reporter.set_queue`; each appends to a bounded list and returns at once. One sender task
-sends the reports in the order they were made, consecutive reports of one kind in one request
-(``{"deliveries": [...]}``, ``{"completions": [...]}``): whatever piles up while a request is in flight
-(or, with ``flush_interval_s``, in the wait before it) forms the next batch.
+A crawl's callbacks call :meth:`Reporter.deliver`, :meth:`Reporter.complete`, :meth:`Reporter.obsolete`,
+:meth:`Reporter.given_up` and :meth:`Reporter.set_queue`; each appends to a bounded list and returns at
+once. One sender task sends the reports in the order they were made, consecutive reports of one kind in
+one request (``{"deliveries": [...]}``, ``{"completions": [...]}``): whatever piles up while a request is
+in flight (or, with ``flush_interval_s``, in the wait before it) forms the next batch.
 
 When the agent cannot be reached, :class:`AgentHealth` logs one warning for the outage (not one per
 report), the reports made meanwhile are dropped and counted, and the agent is tried again every
@@ -41,6 +41,8 @@ class Client(Protocol):
 
     async def obsolete(self, pages: int = 1) -> dict[str, Any]: ...
 
+    async def given_up(self, pages: int = 1) -> dict[str, Any]: ...
+
     async def set_queue(self, length: int) -> dict[str, Any]: ...
 
     async def status(self) -> dict[str, Any]: ...
@@ -67,6 +69,8 @@ class AgentHealth:
         self.outages = 0
         #: why the agent refused our token (401/403), once it has: nothing more is sent
         self.refused_by: str | None = None
+        #: what every log line carries (the extension sets ``{"spider": spider}``, as Scrapy's own lines do)
+        self.log_extra: dict[str, Any] = {}
 
     @property
     def down(self) -> bool:
@@ -79,7 +83,7 @@ class AgentHealth:
         self.down_since = self.clock()
         self.outages += 1
         LOG.warning("robotctl: the agent at %s cannot be reached (%s); %s. This is logged once per outage.",
-                    self.url, exc, self.consequence)
+                    self.url, exc, self.consequence, extra=self.log_extra)
 
     def refused(self, exc: BaseException) -> None:
         """The agent refused our credentials (401/403): say so once, at ERROR, with the setting to fix;
@@ -89,18 +93,19 @@ class AgentHealth:
         self.refused_by = str(exc)
         LOG.error("robotctl: the agent at %s refuses this crawl's token (%s); set ROBOTCTL_TOKEN (in settings.py "
                   "or the environment) to the agent's server.token. Nothing more is sent to it for this crawl, "
-                  "and the robots follow ROBOTCTL_DEFAULT_STATE.", self.url, exc)
+                  "and the robots follow ROBOTCTL_DEFAULT_STATE.", self.url, exc, extra=self.log_extra)
 
     def answered(self) -> None:
         """A request was answered: note the end of an outage."""
         if self.down_since is None:
             return
-        LOG.info("robotctl: the agent at %s answers again after %.1f s", self.url, self.clock() - self.down_since)
+        LOG.info("robotctl: the agent at %s answers again after %.1f s", self.url, self.clock() - self.down_since,
+                 extra=self.log_extra)
         self.down_since = None
 
 
 class _Report(NamedTuple):
-    kind: str  # delivery | completion | obsolete | queue (the caller's) | resync (the reporter's own)
+    kind: str  # delivery | completion | obsolete | given_up | queue (the caller's) | resync (the reporter's own)
     body: dict[str, Any]
     queue_length: int | None
 
@@ -160,6 +165,9 @@ class NullReporter:
         return None
 
     def obsolete(self, pages: int = 1, queue_length: int | None = None) -> None:
+        return None
+
+    def given_up(self, pages: int = 1) -> None:
         return None
 
     def set_queue(self, length: int) -> None:
@@ -241,6 +249,12 @@ class Reporter:
         """``pages`` waiting pages dropped as stale."""
         self._push(_Report("obsolete", {"pages": int(pages)}, queue_length))
 
+    def given_up(self, pages: int = 1) -> None:
+        """``pages`` pages the crawl wanted and gave up on (the server refused them, 429 or 503, beyond
+        Scrapy's retries, or another error): never fetched, so never indexed; the agent counts them in
+        its cost J like pages lost."""
+        self._push(_Report("given_up", {"pages": int(pages)}, None))
+
     def set_queue(self, length: int) -> None:
         """The indexer's own count of pages in the system."""
         self._push(_Report("queue", {"length": int(length)}, int(length)))
@@ -305,7 +319,7 @@ class Reporter:
     def _next_batch(self) -> list[_Report]:
         first = self._pending[0]
         batch = [self._pending.popleft()]
-        if first.kind in ("delivery", "completion", "obsolete"):
+        if first.kind in ("delivery", "completion", "obsolete", "given_up"):
             while self._pending and self._pending[0].kind == first.kind and len(batch) < self.max_batch:
                 batch.append(self._pending.popleft())
         elif first.kind == "queue":  # consecutive queue lengths: only the last one matters
@@ -346,7 +360,7 @@ class Reporter:
                 if exc.field not in self._rejected_fields:
                     self._rejected_fields.add(exc.field)
                     LOG.warning("robotctl: the agent at %s refused %s reports (%s); they are dropped",
-                                self.health.url, batch[0].kind, exc)
+                                self.health.url, batch[0].kind, exc, extra=self.health.log_extra)
                 continue
             self._in_flight = []  # (left as it is when cancelled: aclose counts it dropped)
             self.health.answered()
@@ -369,6 +383,8 @@ class Reporter:
             return await self.client.complete_many([r.body for r in batch])
         if kind == "obsolete":
             return await self.client.obsolete(sum(int(r.body["pages"]) for r in batch))
+        if kind == "given_up":
+            return await self.client.given_up(sum(int(r.body["pages"]) for r in batch))
         return await self.client.set_queue(int(batch[0].body["length"]))
 
     # -- shutdown ------------------------------------------------------------------------------------

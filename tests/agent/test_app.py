@@ -109,6 +109,9 @@ BAD = [
     ("/v1/completions", b"nope", 400, "body"),
     ("/v1/obsolete", b'{"pages": -3}', 400, "pages"),
     ("/v1/obsolete", b'{"count": 3}', 400, "count"),
+    ("/v1/given_up", b'{"pages": 0}', 400, "pages"),
+    ("/v1/given_up", b'{"pages": 1.5}', 400, "pages"),
+    ("/v1/given_up", b'{"requests": 2}', 400, "requests"),
     ("/v1/queue", b'{"length": 6}', 400, "length"),
     ("/v1/queue", b'{"length": -1}', 400, "length"),
     ("/v1/queue", b"{}", 400, "length"),
@@ -159,8 +162,8 @@ async def test_body_over_the_limit_gets_413(config_factory: Callable[..., AgentC
 async def test_token_guards_every_mutating_endpoint(config_factory: Callable[..., AgentConfig]) -> None:
     cfg = config_factory(server={"token": "s3cret-s3cret-s3cret"}, robots={"allow_unregistered": True})
     async with run_in_process(cfg) as (url, app), aiohttp.ClientSession() as s:
-        for path in ("/v1/deliveries", "/v1/completions", "/v1/obsolete", "/v1/queue", "/v1/robots",
-                     "/v1/refit"):
+        for path in ("/v1/deliveries", "/v1/completions", "/v1/obsolete", "/v1/given_up", "/v1/queue",
+                     "/v1/robots", "/v1/refit"):
             status, got = await _post(s, url + path, {"pages": 1})
             assert (status, got["field"]) == (401, "Authorization"), path
             status, _ = await _post(s, url + path, {"pages": 1}, headers={"Authorization": "Bearer wrong"})

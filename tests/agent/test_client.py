@@ -37,10 +37,12 @@ async def test_requests_go_through_the_transport_with_the_token() -> None:
                        "json": {"robot": "r1", "pages": 3, "bytes": 10, "client_time": 1.5}}
         await client.complete(2, service_s=0.5)
         await client.obsolete(1)
+        await client.given_up(2)
         await client.set_queue(4)
     assert [(r.method, r.path) for r in transport.requests] == [
-        ("POST", "/v1/deliveries"), ("POST", "/v1/completions"), ("POST", "/v1/obsolete"), ("POST", "/v1/queue")]
-    assert transport.requests[3].json == {"length": 4}
+        ("POST", "/v1/deliveries"), ("POST", "/v1/completions"), ("POST", "/v1/obsolete"), ("POST", "/v1/given_up"),
+        ("POST", "/v1/queue")]
+    assert transport.requests[3].json == {"pages": 2} and transport.requests[4].json == {"length": 4}
 
 
 async def test_deliver_many_sends_batches_and_sums_the_acks() -> None:

@@ -401,3 +401,35 @@ async def test_registrations_write_robots_json_off_the_loop_and_coalesced(tmp_pa
     await a.close()
     saved = json.loads((tmp_path / "log" / "robots.json").read_text())
     assert sorted(r["robot"] for r in saved) == sorted(f"r{i}" for i in range(60))
+
+
+async def test_pages_given_up_count_in_the_observed_cost_like_pages_lost(tmp_path: Path) -> None:
+    """POST /v1/given_up's walk: logged, counted, outside the ratios (never offered to the indexer), in J at the
+    loss weight; a restart reads the line back without touching the queue."""
+    cfg = _cfg(tmp_path, costs={"loss": 7.0}, log={"fsync": "never"})
+    clock = ManualClock(0.0)
+    a = Agent(cfg, clock)
+    a.open()
+    for _ in range(40):
+        clock.advance(0.5)
+        a.deliver([Delivery(None, 1, None, None)])
+        clock.advance(0.25)
+        a.complete([Completion(1, 0.2, None)])
+    before = a.observed()
+    ack = a.given_up(4)
+    after = a.observed()
+    assert ack["given_up"] == 4 and a.totals.given_up == 4 and a.queue.length == before.offered_pages - 40
+    assert after.given_up_pages == 4 and before.given_up_pages == 0
+    assert (after.p_loss, after.offered_pages, after.cost_model) == (before.p_loss, before.offered_pages,
+                                                                    before.cost_model)
+    assert before.cost == pytest.approx(before.cost_model)
+    assert after.cost == pytest.approx(after.cost_model + 7.0 * 4 / after.window_s)
+    assert after.cost > before.cost
+    length = a.queue.length
+    await a.close()
+    lines = [json.loads(x) for p in list_segments(tmp_path / "log") for x in p.read_text().splitlines()]
+    assert [x["pages"] for x in lines if x["event"] == "given_up"] == [4]
+    b = Agent(cfg, ManualClock(clock.now() + 1.0))
+    b.open()
+    assert b.queue.length == length and b.log.quarantined == 0
+    await b.close()

@@ -62,7 +62,8 @@ def _request(method: str, path: str, body: bytes = b"", headers: dict[str, str] 
 # -- finding 1: nobody controls (or reads) the robots without the token --------------------------------------
 GUARDED = [("POST", "/v1/queue", {"length": 5}), ("DELETE", "/v1/robots/r1", None), ("POST", "/v1/robots", {}),
            ("POST", "/v1/deliveries", {"pages": 1}), ("POST", "/v1/completions", {"pages": 1}),
-           ("POST", "/v1/obsolete", {"pages": 1}), ("POST", "/v1/refit", None), ("GET", "/v1/status", None),
+           ("POST", "/v1/obsolete", {"pages": 1}), ("POST", "/v1/given_up", {"pages": 1}),
+           ("POST", "/v1/refit", None), ("GET", "/v1/status", None),
            ("GET", "/v1/robots", None), ("GET", "/v1/policy", None), ("GET", "/v1/robots/r1/command", None),
            ("GET", "/v1/no-such-endpoint", None)]
 

@@ -170,10 +170,12 @@ async def test_every_operation_answers_as_documented(caller: tuple[Caller, Any])
     assert (await call("POST", "/v1/robots", body={"robot": "x"}, token=False))[0] == 401
     await call("GET", "/v1/robots")
     for _, path, _, value, _ in examples():
-        if path in ("/v1/deliveries", "/v1/completions", "/v1/obsolete", "/v1/queue"):
+        if path in ("/v1/deliveries", "/v1/completions", "/v1/obsolete", "/v1/given_up", "/v1/queue"):
             status, _ = await call("POST", path, body=value)
             assert status == 200, (path, value)
     assert (await call("POST", "/v1/deliveries", body={"robot": "robot-1", "pages": 0}))[0] == 400
+    assert (await call("POST", "/v1/given_up", body={"pages": 0}))[0] == 400
+    assert (await call("POST", "/v1/given_up", body={"pages": 1}, token=False))[0] == 401
     assert (await call("POST", "/v1/deliveries", body={"deliveries": [{"robot": "nobody"}]}))[0] == 400
     cmd = "/v1/robots/{robot_id}/command"
     status, view = await call("GET", cmd, "/v1/robots/robot-1/command", params={"version": "-1", "wait_s": "0"})

@@ -44,9 +44,10 @@ def test_completion_lines_read_back(t: float, pages: int, service: float | None,
 def test_every_line_kind_is_one_the_reader_knows() -> None:
     w = TraceWriter()
     lines = [w.queue(1.0, 4, 2), w.obsolete(1.0, 2), w.switch(1.0, True, 3), w.switch(1.0, False, 2, "r-1"),
-             w.policy(1.0, 7, "fit", (3, 2, 1), "thresholds"), w.refit(1.0, 'drift "mode=2"')]
+             w.policy(1.0, 7, "fit", (3, 2, 1), "thresholds"), w.refit(1.0, 'drift "mode=2"'), w.given_up(1.0, 3)]
     kinds = [json.loads(x)["event"] for x in lines]
-    assert kinds == ["queue", "obsolete", "resume", "park", "policy", "refit"]
+    assert kinds == ["queue", "obsolete", "resume", "park", "policy", "refit", "given_up"]
+    assert parse_event(json.loads(lines[6])).pages == 3
     assert set(kinds) <= set(EVENT_KINDS)
     assert json.loads(lines[3])["robot"] == "r-1" and json.loads(lines[5])["reason"] == 'drift "mode=2"'
 

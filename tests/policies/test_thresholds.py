@@ -80,3 +80,21 @@ def test_policy_descent_never_beats_the_exhaustive_optimum(seed: int) -> None:
     assert exhaustive.best.exact and not local.best.exact
     assert local.best.cost.total >= exhaustive.best.cost.total - 1e-12
     assert local.best.cost.total <= min(c.total for _, c in local.static) + 1e-12
+
+
+def test_levels_too_large_for_dense_solves_search_the_surrogate_and_report_the_real_cost(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 26: when even depth 0's levels exceed SURROGATE_DIM, the search runs on the exponential
+    surrogate, and the optimum's reported cost is the real law's (here exact), not the surrogate's."""
+    from robotctl.model import fleet_model, solve_approx
+    from robotctl.policies import _thresholds
+
+    model, costs = fleet_model(4, 7, obsolescence="erlang3")
+    monkeypatch.setattr(_thresholds, "SURROGATE_DIM", 8)
+    search = optimise(model, costs, method="local", restarts=2)
+    assert search.search_chain == "exponential surrogate (exact)"
+    real = solve_approx(model, search.best.policy, costs)
+    assert real.exact and search.exact and search.error_bound == 0.0
+    assert search.best.cost.total == pytest.approx(real.cost, rel=1e-10)
+    surrogate_cost = next(o.cost.total for o in search.subsets if o.search_method == "local")
+    assert abs(surrogate_cost - real.cost) > 1e-6  # the two laws differ: the real one was evaluated

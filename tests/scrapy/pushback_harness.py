@@ -5,7 +5,12 @@
 The server (in this process) serves ``PAGES`` pages of 0.1 s each and answers 429 with ``Retry-After: 1``
 whenever more than ``TOLERATED`` requests are in flight. ``addon`` crawls it with robotctl's add-on,
 ``plain`` without; both with 8 concurrent requests and Scrapy's default retries (2). Writes Scrapy's
-stats, the server's counts and the times of the requests the server received after each 429.
+stats and two counts of requests before a ``Retry-After``:
+
+- ``early`` (the server's): requests that arrived within ``Retry-After`` of the last 429 the server sent,
+  those already on their way when it sent it included (no client can call them back);
+- ``sent_while_held`` (the crawler's): requests that reached the downloader after the crawler had received
+  a 429 and before its ``Retry-After`` had passed.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
 
 import scrapy  # noqa: E402
 from aiohttp import web  # noqa: E402
+from scrapy import signals  # noqa: E402
 from scrapy.crawler import AsyncCrawlerRunner  # noqa: E402
 
 PAGES, TOLERATED = 120, 2
@@ -35,10 +41,12 @@ class Server:
         self.refused = 0
         self.early = 0  # requests that came before the Retry-After of the last 429
         self.retry_after_until = 0.0
+        self.requests = 0
 
     async def page(self, request: web.Request) -> web.Response:
         n = int(request.match_info["n"])
         now = time.monotonic()
+        self.requests += 1
         if now < self.retry_after_until - 0.05:
             self.early += 1
         if self.in_flight >= TOLERATED:
@@ -89,6 +97,19 @@ async def main(mode: str, out: Path, workdir: Path) -> None:
     configure_logging(settings)
     crawler_runner = AsyncCrawlerRunner(settings)
     crawler = crawler_runner.create_crawler(Pages)
+    held = {"until": 0.0, "sent": 0}
+
+    def received(response: Any, request: Any, spider: Any = None) -> None:
+        if response.status == 429:
+            wait = float(response.headers.get(b"Retry-After", b"0"))
+            held["until"] = max(held["until"], time.monotonic() + wait)
+
+    def reached(request: Any, spider: Any = None) -> None:
+        if time.monotonic() < held["until"] - 0.01:  # (the crawler learns of a 429 a moment before this)
+            held["sent"] += 1
+
+    crawler.signals.connect(received, signal=signals.response_downloaded)
+    crawler.signals.connect(reached, signal=signals.request_reached_downloader)
     t0 = time.monotonic()
     await crawler_runner.crawl(crawler, base=f"http://127.0.0.1:{port}")
     elapsed = time.monotonic() - t0
@@ -96,7 +117,8 @@ async def main(mode: str, out: Path, workdir: Path) -> None:
     assert crawler.stats is not None
     stats = {k: v for k, v in crawler.stats.get_stats().items() if isinstance(v, int | float | str)}
     out.write_text(json.dumps({"stats": stats, "served": len(server.pages_served), "refused": server.refused,
-                               "early": server.early, "elapsed_s": elapsed}))
+                               "early": server.early, "sent_while_held": held["sent"],
+                               "requests": server.requests, "elapsed_s": elapsed}))
 
 
 if __name__ == "__main__":

@@ -121,6 +121,7 @@ class FakeAgent:
         self.capacity = capacity
         self.requests: list[Request] = []
         self.delay_s = 0.0
+        self.given_up = 0
 
     async def __call__(self, req: Request) -> Response:
         if self.delay_s:
@@ -148,6 +149,9 @@ class FakeAgent:
         if req.path == "/v1/queue":
             self.queue = body["length"]
             return Response(200, {"queue": self.queue})
+        if req.path == "/v1/given_up":
+            self.given_up += body["pages"]
+            return Response(200, {"pages": body["pages"], "given_up": self.given_up, "queue": self.queue})
         return Response(200, {"status": "ok"})
 
 
@@ -198,6 +202,22 @@ async def test_reports_go_in_order_in_batches_and_never_wait() -> None:
     assert kinds[:4] == ["/v1/deliveries"] * 3 + ["/v1/completions"]
     assert all(isinstance(d["client_time"], float) for r in agent.requests if r.path == "/v1/deliveries"
                for d in r.json["deliveries"])
+
+
+async def test_requests_given_up_are_reported_in_order_summed_per_batch() -> None:
+    agent = FakeAgent()
+    rep = make(agent)
+    rep.start()
+    rep.deliver(1, robot="robot-1", queue_length=1)
+    for _ in range(3):
+        rep.given_up(1)
+    rep.complete(1, service_s=0.01, queue_length=0)
+    rep.given_up(2)
+    await rep.aclose()
+    assert agent.given_up == 5 and rep.stats.sent == rep.stats.queued == 6 and rep.stats.mismatches == 0
+    paths = [r.path for r in agent.requests]
+    assert paths == ["/v1/deliveries", "/v1/given_up", "/v1/completions", "/v1/given_up"]
+    assert [r.json for r in agent.requests if r.path == "/v1/given_up"] == [{"pages": 3}, {"pages": 2}]
 
 
 async def test_an_outage_warns_once_drops_reports_and_resyncs_the_queue(caplog: pytest.LogCaptureFixture) -> None:
@@ -264,6 +284,7 @@ def test_the_null_reporter_takes_everything() -> None:
     rep.deliver(1, bytes=3, robot="r", queue_length=1)
     rep.complete(1, service_s=0.1, bytes=3, queue_length=0)
     rep.obsolete(1, queue_length=0)
+    rep.given_up(1)
     rep.set_queue(0)
 
 
@@ -369,3 +390,63 @@ def test_a_process_of_a_fleet_names_its_robots_and_leaves_the_queue_to_the_agent
     single = RobotctlExtension.from_crawler(get_crawler(settings_dict={"CONCURRENT_REQUESTS": 4,
                                                                        "ROBOTCTL_ROBOT_PREFIX": "shop"}))
     assert single.robot_id(1) == "shop-1"
+
+
+# -- what is a delivery, what is given up ---------------------------------------------------------
+def test_only_listed_statuses_are_deliveries_and_retried_statuses_that_reach_the_spider_are_given_up() -> None:
+    pytest.importorskip("scrapy")
+    from scrapy.http import HtmlResponse, Request
+    from scrapy.utils.test import get_crawler
+
+    from robotctl.scrapy import RobotctlExtension
+
+    crawler = get_crawler(settings_dict={"ROBOTCTL_DELIVERY_SIGNAL": "response_received", "RETRY_HTTP_CODES": [500]})
+    ext = RobotctlExtension.from_crawler(crawler)
+    ext.running = True
+    pushed: list[tuple[str, dict[str, Any]]] = []
+    ext.reporter._push = lambda report: pushed.append((report.kind, report.body))  # type: ignore[method-assign]
+    for status in (200, 404, 429, 503, 500, 301):
+        request = Request(f"http://site/{status}")
+        ext.response_received(HtmlResponse(request.url, status=status, body=b"x", request=request), request)
+    assert ext.delivered == 1 and [k for k, _ in pushed].count("delivery") == 1  # the 200 only
+    assert ext.given_up == 3 and [b for k, b in pushed if k == "given_up"] == [{"pages": 1}] * 3  # 429, 503, 500
+    own = get_crawler(settings_dict={"RETRY_HTTP_CODES": [502], "ROBOTCTL_DELIVER_STATUSES": [200, 404]})
+    ext = RobotctlExtension.from_crawler(own)
+    assert ext.give_up_statuses == {429, 502, 503}  # a passing failure; a server's pushback always
+    assert ext.settings.deliver_statuses == (200, 404)  # the user says a 404 is a delivery
+
+
+def test_a_download_error_past_the_retries_is_given_up_an_ignored_request_is_not(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("scrapy")
+    from scrapy.exceptions import IgnoreRequest
+    from scrapy.http import Request
+    from scrapy.utils.test import get_crawler
+
+    from robotctl.scrapy import GiveUpMiddleware, RobotctlExtension, _middleware
+
+    crawler = get_crawler(settings_dict={})
+    ext = RobotctlExtension.from_crawler(crawler)
+    ext.running = True
+    pushed: list[str] = []
+    ext.reporter._push = lambda report: pushed.append(report.kind)  # type: ignore[method-assign]
+    monkeypatch.setattr(_middleware, "extension", lambda c: ext if c is crawler else None)
+    mw = GiveUpMiddleware.from_crawler(crawler)
+    request = Request("http://site/a")
+    assert mw.process_exception(request, TimeoutError("no answer")) is None  # Scrapy goes on with it
+    assert mw.process_exception(request, IgnoreRequest("robots.txt")) is None
+    assert ext.given_up == 1 and pushed == ["given_up"]
+
+
+def test_the_addon_puts_the_gate_nearest_the_downloader_and_the_give_up_hook_below_retry() -> None:
+    pytest.importorskip("scrapy")
+    from scrapy.settings import Settings
+
+    from robotctl.scrapy import Addon
+
+    settings = Settings({"ADDONS": {}})
+    Addon().update_settings(settings)
+    mws = settings.getdict("DOWNLOADER_MIDDLEWARES")
+    retry = Settings().getdict("DOWNLOADER_MIDDLEWARES_BASE")["scrapy.downloadermiddlewares.retry.RetryMiddleware"]
+    stats = Settings().getdict("DOWNLOADER_MIDDLEWARES_BASE")["scrapy.downloadermiddlewares.stats.DownloaderStats"]
+    assert mws["robotctl.scrapy.PushbackMiddleware"] > stats > retry > mws["robotctl.scrapy.GiveUpMiddleware"]

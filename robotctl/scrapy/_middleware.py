@@ -1,0 +1,81 @@
+"""``PushbackMiddleware``: every request, Scrapy's retries included, passes its server's pushback gate;
+``GiveUpMiddleware``: a download error that Scrapy's retries did not cure is a request given up.
+
+The add-on enables it at 950 (``_addon.PUSHBACK_PRIORITY``: after every built-in downloader middleware, the
+nearest to the downloader), so its ``process_request`` is the last step before a request joins its
+download slot; with the extension alone, add it yourself::
+
+    DOWNLOADER_MIDDLEWARES = {"robotctl.scrapy.PushbackMiddleware": 950}
+
+``process_request`` awaits :meth:`RobotctlExtension.admit`: a request to a server that answered 429 or
+503 waits until that answer's ``Retry-After`` has passed and while the server's cap of downloads is
+taken (robotctl/scrapy/_pushback.py). A retry that Scrapy's ``RetryMiddleware`` (550) makes of a 429 goes
+back through the scheduler and then through this gate, so it is held too. The extension learns each
+answer from ``response_downloaded``, before ``RetryMiddleware`` sees it. Without a running
+:class:`RobotctlExtension` (off, or under a reactor without asyncio) the middleware lets everything
+through.
+
+``GiveUpMiddleware`` sits just below ``RetryMiddleware`` (the add-on puts it at 540): an exception reaches
+its ``process_exception`` only when no middleware above it turned it into a retry or a response, so the
+request is given up (a timeout, a refused connection after the last retry), and the extension reports
+it to the agent like a 429 that reached the spider (``Reporter.given_up``). ``IgnoreRequest`` (robots.txt,
+offsite, a filter) is a request the crawl chose not to make, not one given up.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scrapy.crawler import Crawler
+from scrapy.exceptions import IgnoreRequest
+from scrapy.http import Request, Response
+
+from ._extension import extension
+
+
+class PushbackMiddleware:
+    """See the module docstring."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> PushbackMiddleware:
+        return cls(crawler)
+
+    async def process_request(self, request: Request, spider: Any = None) -> None:
+        ext = extension(self.crawler)
+        if ext is not None:
+            await ext.admit(request)
+
+    def process_response(self, request: Request, response: Response, spider: Any = None) -> Response:
+        self._release(request)
+        return response
+
+    def process_exception(self, request: Request, exception: BaseException, spider: Any = None) -> None:
+        self._release(request)
+
+    def _release(self, request: Request) -> None:
+        """The request is done with the downloader (normally ``request_left_downloader`` has released it;
+        this covers a request that never reached it)."""
+        ext = extension(self.crawler)
+        if ext is not None:
+            ext.release(request)
+
+
+class GiveUpMiddleware:
+    """See the module docstring."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> GiveUpMiddleware:
+        return cls(crawler)
+
+    def process_exception(self, request: Request, exception: BaseException, spider: Any = None) -> None:
+        if isinstance(exception, IgnoreRequest):
+            return
+        ext = extension(self.crawler)
+        if ext is not None:
+            ext.gave_up(request)

@@ -1,6 +1,6 @@
 """Issue 27's acceptance experiment: replay a few simulated hours of burst/quiet traffic (one hidden phase
 shared by 4 modes, the modes set by a threshold policy through the queue) through the agent, once with the
-per-mode fit (fit.options.arrivals: per_mode, today's default) and once with the joint fit (joint), and
+per-mode fit (fit.options.arrivals: per_mode) and once with the joint fit (joint, the default auto's choice), and
 price every adopted policy under the TRUE model (model.solve) against the true optimum (policies.optimise
 on the truth): the regret of the last policy, the time-weighted regret over the windows after the first,
 each window's predicted cost against the truth of its policy, and the replay's wall time.
@@ -15,6 +15,7 @@ import os
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -109,9 +110,9 @@ def main() -> int:
                 "refit": {"interval_s": 1800, "window_s": 3600, "min_interval_s": 60, "min_deliveries": 500},
                 "fit": {"mean_useful_life_s": 5.0, "options": options},
                 "log": {"dir": str(Path(tmp) / "x")}})
-            t0 = time.perf_counter()
+            t0, c0, load0 = time.perf_counter(), time.process_time(), os.getloadavg()[0]
             result = replay(read_events([str(path)]), cfg, ReplayOptions(sim_events=100_000))
-            wall = time.perf_counter() - t0
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
             rows = []
             for w in result.windows:
                 true_cost = float(cost_of(solve(model, w.policy).measures, costs).total)
@@ -124,7 +125,11 @@ def main() -> int:
             dur = np.array([r[0] for r in later])
             tw = float(np.dot(dur, [r[1] for r in later]) / max(dur.sum(), 1e-12)) / j_star - 1
             last = rows[-1]
-            print(f"\n{arrivals}: {len(rows)} windows, replay {wall:.1f} s")
+            attempts = len(result.attempts)
+            print(f"\n{arrivals}: {len(rows)} windows adopted of {attempts} refits, replay {wall:.1f} s wall, "
+                  f"{cpu:.1f} s CPU (load average {load0:.1f} -> {os.getloadavg()[0]:.1f})")
+            reasons = Counter(a.reason.split()[0] for a in result.attempts)
+            print("  refits by reason: " + ", ".join(f"{k} {v}" for k, v in reasons.most_common()))
             print(f"  last policy {last[3].robots_at_level}: true J {last[1]:.3f}, regret {last[1] / j_star - 1:+.1%}; "
                   f"predicted {last[2]:.3f} ({last[2] / last[1] - 1:+.1%} vs its true cost)")
             print(f"  time-weighted regret after the first window {tw:+.1%}")

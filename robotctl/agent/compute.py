@@ -653,10 +653,12 @@ def _mdp_stage(inp: RefitInput, out: RefitOutcome) -> RefitOutcome:
     return replace(out, result=result, message=message, solve_seconds=out.solve_seconds + seconds)
 
 
-def _with_damping(inp: RefitInput, out: RefitOutcome) -> RefitOutcome:
+def _with_damping(inp: RefitInput, out: RefitOutcome, fitted: _Fitted | None = None) -> RefitOutcome:
     """``robots.hysteresis`` and ``robots.dwell_s``: a configured number is used as it is; ``auto`` is chosen
     for the adopted policy in the simulator, and the fit summary's ``damping`` holds the choice and its
-    price. Not for the MDP policy, whose decisions assume that robots switch at once (both stay off)."""
+    price. Not for the MDP policy, whose decisions assume that robots switch at once (both stay off).
+    ``fitted``: the fit stage's product, so that an exact hysteresis policy adopted on a joint fit gets its
+    own cost interval (:func:`_with_exact_hysteresis`)."""
     res = out.result
     if res is None or res.dynamic is not None:
         return out
@@ -666,7 +668,7 @@ def _with_damping(inp: RefitInput, out: RefitOutcome) -> RefitOutcome:
     if (inp.dwell_s is not None and inp.hysteresis is not None) or res.model is None or res.measures is None:
         return replace(out, result=fixed)
     if inp.hysteresis is None:
-        return _with_exact_hysteresis(inp, out)
+        return _with_exact_hysteresis(inp, out, fitted)
     from .damping import choose_damping
 
     try:
@@ -797,11 +799,13 @@ def _cold_search_options(robots_at_level: Sequence[int]) -> dict[str, Any]:
     return {"modes": sorted(set(robots_at_level)), "max_evals": 8, "descent_evals": 4}
 
 
-def _with_exact_hysteresis(inp: RefitInput, out: RefitOutcome) -> RefitOutcome:
+def _with_exact_hysteresis(inp: RefitInput, out: RefitOutcome, fitted: _Fitted | None = None) -> RefitOutcome:
     """``robots.hysteresis: auto``: the hysteresis policy chosen exactly for the fitted model
     (:func:`policies.choose_hysteresis`: J + costs.command x commands, within
     ``robots.max_commands_per_robot_min``; the static fleets are candidates, so it never costs more than
-    the best of them). No dwell is needed (``dwell_s: auto`` is 0): the commands are in the model."""
+    the best of them). No dwell is needed (``dwell_s: auto`` is 0): the commands are in the model.
+    With a joint fit (``fitted``) and a policy whose resume vector differs from its park vector, the
+    summary's ``predicted`` is the adopted policy's (:func:`_hysteresis_predicted`)."""
     from dataclasses import replace
 
     from robotctl.policies import choose_hysteresis
@@ -832,6 +836,11 @@ def _with_exact_hysteresis(inp: RefitInput, out: RefitOutcome) -> RefitOutcome:
                       "undamped_park": list(choice.threshold.policy.park),
                       "static_cost": finite(choice.static.cost.total), "policies_solved": choice.evaluated,
                       "seconds": seconds}
+    if fitted is not None and fitted.joint is not None and not best.policy.is_threshold:
+        priced_at = time.perf_counter()
+        fit.update(_hysteresis_predicted(inp, fitted, best.policy, best.cost.total, fit))
+        fit["damping"]["interval_seconds"] = time.perf_counter() - priced_at
+        seconds = time.perf_counter() - start
     park = ThresholdPolicy(best.policy.park)
     chosen = replace(res, policy=park, modes=park.modes, thresholds=park.thresholds, fit=fit, hysteresis=0,
                      resume=None if best.policy.is_threshold else best.policy.resume,
@@ -841,6 +850,31 @@ def _with_exact_hysteresis(inp: RefitInput, out: RefitOutcome) -> RefitOutcome:
              choice.threshold.commands_per_robot_min, choice.threshold.cost.total, choice.static.cost.total,
              seconds)
     return replace(out, result=chosen, solve_seconds=out.solve_seconds + seconds)
+
+
+def _hysteresis_predicted(inp: RefitInput, fitted: _Fitted, policy: Any, cost: float, fit: Mapping[str, Any]
+                          ) -> dict[str, Any]:
+    """The adopted hysteresis ``policy``'s cost interval under the joint fit (``fitting.price_interval``
+    with ``model.solve_hysteresis`` on each draw; the draws, seed and level of :func:`_beyond_uncertainty`),
+    as the summary's ``predicted``; the plain threshold policy's goes to ``damping.undamped_predicted``.
+    A policy the draws cannot price gets its exact ``cost`` without an interval, and says why."""
+    from robotctl.fitting import price_interval
+
+    damping = dict(fit.get("damping", {}))
+    plain = fit.get("predicted")
+    if plain is not None:
+        damping["undamped_predicted"] = plain
+    try:
+        priced = price_interval(fitted.joint, fitted.model, policy, inp.costs, covariance=fitted.covariance(),
+                                **_nuisance_se(inp), seed=_draw_seed(inp), draws=inp.check_draws,
+                                level=inp.check_level)
+    except Exception as exc:  # compute_refit never raises: the adopted policy's exact cost, without interval
+        if not isinstance(exc, InputError):
+            LOG.exception("event=hysteresis_interval_failed")
+        return {"damping": damping, "predicted": {"cost": finite(float(cost)), "cost_interval": None,
+                                                  "message": f"no interval: {type(exc).__name__}: {exc}"}}
+    return {"damping": damping,
+            "predicted": {"cost": finite(priced.cost), "cost_interval": [finite(x) for x in priced.interval]}}
 
 
 def compute_refit(inp: RefitInput, *, fit_fn: FitFn | None = None,
@@ -874,7 +908,7 @@ def compute_refit(inp: RefitInput, *, fit_fn: FitFn | None = None,
     misfit = _check_stage(inp, fitted)
     if misfit is not None:
         return replace(misfit, joint_params=joint_params)
-    out = _with_origin(_with_damping(inp, _mdp_stage(inp, _optimise_stage(inp, fitted, optimise_fn))),
+    out = _with_origin(_with_damping(inp, _mdp_stage(inp, _optimise_stage(inp, fitted, optimise_fn)), fitted),
                        "regular", change)
     return replace(out, joint_params=joint_params)
 

@@ -36,7 +36,8 @@ from ._deliveries import (
     split_intervals,
     validate_deliveries,
 )
-from ._fit import FitOptions, FitReport, FitStatus, ModeFit, ModelFit, fit_model
+from ._fit import fit_model
+from ._fit_types import FitOptions, FitReport, FitStatus, ModeFit, ModelFit
 from ._joint import (
     JointData,
     JointFit,

@@ -19,7 +19,7 @@ import numpy as np
 from robotctl.model import BMAP, ModeArrivals
 
 if TYPE_CHECKING:
-    from ._fit import ModelFit
+    from ._fit_types import ModelFit
 
 
 def lift(b: BMAP, order: int) -> BMAP | None:

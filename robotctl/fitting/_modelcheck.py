@@ -4,13 +4,15 @@ At every refit the policy that was in force during the window is priced under th
 interval from the fit's own uncertainty, and compared with the cost observed on the same window, with its
 interval (batch means, by the caller). :func:`price_interval` draws the joint fit's free parameters from
 the normal law of the observed information (:func:`joint_covariance`), rebuilds the model for each draw and
-prices the policy exactly (``model.solve``): the 2.5% and 97.5% points of those prices are the interval
-(parameter uncertainty; the price itself has no simulation noise). The draws are quasi-random
-(:func:`_normal_draws`: a scrambled Sobol sequence through the normal quantile) and the points are read
-with the quantile rule that suits a stratified sample (Hazen's), so that a few dozen draws give the tails
-of the law: 30 pseudo-random draws with numpy's default rule gave intervals 11% too narrow on average, and
-the same 30 draws (one fixed seed) in every window made that error systematic (issue 27: the shared-phase
-truth's 95% intervals covered in 90% of 40 independent 3,000 s windows, the Poisson truth's in 82.5%).
+prices the policy exactly (``model.PolicyEvaluator`` on the exact level chain, else ``model.solve``;
+``model.solve_hysteresis`` for a park/resume hysteresis policy): the
+2.5% and 97.5% points of those prices are the interval (parameter uncertainty; the price itself has no
+simulation noise). The draws are quasi-random (:func:`_normal_draws`: a scrambled Sobol sequence through
+the normal quantile) and the points are read with the quantile rule that suits a stratified sample
+(Hazen's), so that a few dozen draws give the tails of the law: 30 pseudo-random draws with numpy's
+default rule gave intervals 11% too narrow on average, and the same 30 draws (one fixed seed) in every
+window made that error systematic (issue 27: the shared-phase truth's 95% intervals covered in 90% of 40
+independent 3,000 s windows, the Poisson truth's in 82.5%).
 
 :func:`model_check` then says
 
@@ -35,11 +37,15 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtri
 
-from robotctl.model import Costs, InputError, QueueLengthPolicy, QueueModel
+from robotctl.model import Costs, HysteresisPolicy, InputError, QueueLengthPolicy, QueueModel
 
 from ._joint import JointFit, joint_covariance, joint_free_vector, joint_from_free_vector
 
 CHECK_STATUSES = ("ok", "misfit", "uncertain")
+
+#: A policy :func:`price_interval` and :func:`compare_policies` can price: a queue-length policy (solved by
+#: ``model.solve``) or a park/resume hysteresis policy (solved exactly by ``model.solve_hysteresis``).
+PricedPolicy = QueueLengthPolicy | HysteresisPolicy
 
 
 @dataclass(frozen=True)
@@ -199,7 +205,48 @@ def _nuisance_laws(base: QueueModel, service_rel_se: float, obsolescence_rel_se:
     return out
 
 
-def price_interval(joint: JointFit, base: QueueModel, policy: QueueLengthPolicy, costs: Costs, *,
+#: Largest level of the exact chain that a draw is priced on by the level evaluator
+#: (``model.PolicyEvaluator``); above it (or where it fails) ``model.solve``.
+EVALUATOR_MAX_DIM = 256
+
+
+def _exact_plain_costs(model: QueueModel, policies: Sequence[QueueLengthPolicy], costs: Costs) -> list[float]:
+    """J of each policy under ``model``, exactly: on the exact level chain by ``model.PolicyEvaluator``
+    (the optimiser's evaluator; the chain's blocks are built once and shared by the policies, and only the
+    rates are formed, not every measure), about 3x faster than ``model.solve`` per policy on issue 27's
+    bench model and equal to it to 1e-14 (tests/fitting/test_modelcheck.py); ``model.solve`` where the
+    chain's levels are large or the evaluator fails. An InputError for a policy the model cannot price."""
+    from robotctl.model import LevelChain, PolicyEvaluator, cost_of, solve
+
+    chain = LevelChain(model)
+    if chain.exact and chain.max_dim <= EVALUATOR_MAX_DIM:
+        try:
+            ev = PolicyEvaluator(chain, policies[0].robots_at_level)
+            out = [float(ev.cost(p.robots_at_level, costs)) for p in policies]
+            if all(math.isfinite(x) for x in out):
+                return out
+        except (np.linalg.LinAlgError, ValueError, ArithmeticError, KeyError, IndexError):
+            pass
+    return [float(cost_of(solve(model, p).measures, costs).total) for p in policies]
+
+
+def _exact_costs(model: QueueModel, policies: Sequence[PricedPolicy], costs: Costs) -> list[float]:
+    """J of each policy under ``model``, exactly: a hysteresis policy by ``model.solve_hysteresis`` (its
+    command term included when ``costs.command`` > 0), the others by :func:`_exact_plain_costs`."""
+    from robotctl.model import cost_of, solve_hysteresis
+
+    out = [math.nan] * len(policies)
+    plain = [(i, p) for i, p in enumerate(policies) if not isinstance(p, HysteresisPolicy)]
+    for i, p in enumerate(policies):
+        if isinstance(p, HysteresisPolicy):
+            out[i] = float(cost_of(solve_hysteresis(model, p).measures, costs).total)
+    if plain:
+        for (i, _), x in zip(plain, _exact_plain_costs(model, [p for _, p in plain], costs), strict=True):
+            out[i] = x
+    return out
+
+
+def price_interval(joint: JointFit, base: QueueModel, policy: PricedPolicy, costs: Costs, *,
                    modes: Sequence[int] | None = None, draws: int = 40, level: float = 0.95, seed: int = 0,
                    covariance: np.ndarray | None = None, service_rel_se: float = 0.0,
                    obsolescence_rel_se: float = 0.0, batch_laws: bool = True) -> PricedCost:
@@ -211,7 +258,9 @@ def price_interval(joint: JointFit, base: QueueModel, policy: QueueLengthPolicy,
         Its arrivals replace ``base``'s (service, obsolescence, capacity and admission are ``base``'s).
     base : QueueModel
         The fitted model (its modes are the ones priced unless ``modes`` is given).
-    policy : QueueLengthPolicy
+    policy : QueueLengthPolicy or HysteresisPolicy
+        A hysteresis policy (the park/resume policy a refit adopts under ``robots.hysteresis: auto``) is
+        priced on each draw by ``model.solve_hysteresis``; the draws, seed and quantile rule are the same.
     costs : Costs
     draws : int
         Parameter draws from N(estimate, inverse observed information) in log coordinates.
@@ -225,8 +274,6 @@ def price_interval(joint: JointFit, base: QueueModel, policy: QueueLengthPolicy,
     batch_laws : bool
         Draw the batch-size laws too (:func:`_batch_laws`); False holds them at the estimate.
     """
-    from robotctl.model import cost_of, solve
-
     if isinstance(draws, bool) or not isinstance(draws, int) or draws < 2:
         raise InputError("draws", f"must be a whole number >= 2, got {draws!r}", "e.g. 40")
     want = tuple(base.modes) if modes is None else tuple(modes)
@@ -234,7 +281,7 @@ def price_interval(joint: JointFit, base: QueueModel, policy: QueueLengthPolicy,
 
     def price(params: Any, svc: Any = base.service, obs: Any = base.obsolescence) -> float:
         model = QueueModel(base.capacity, params.arrivals(want), svc, obs, base.admission)
-        return float(cost_of(solve(model, policy).measures, costs).total)
+        return _exact_costs(model, (policy,), costs)[0]
 
     point = price(joint.params)
     cov = joint_covariance(joint.params, joint.data) if covariance is None else np.asarray(covariance)
@@ -334,7 +381,7 @@ class PolicyComparison:
                 "decisive": self.decisive}
 
 
-def compare_policies(joint: JointFit, base: QueueModel, new: QueueLengthPolicy, current: QueueLengthPolicy,
+def compare_policies(joint: JointFit, base: QueueModel, new: PricedPolicy, current: PricedPolicy,
                      costs: Costs, *, modes: Sequence[int] | None = None, draws: int = 40, level: float = 0.95,
                      seed: int = 0, covariance: np.ndarray | None = None, service_rel_se: float = 0.0,
                      obsolescence_rel_se: float = 0.0, current_priced: PricedCost | None = None,
@@ -343,14 +390,13 @@ def compare_policies(joint: JointFit, base: QueueModel, new: QueueLengthPolicy, 
     :func:`price_interval`); the paired differences give the interval of the saving, so that a new policy
     is adopted only when it beats the one in force beyond the fit's uncertainty.
 
+    Either policy may be a :class:`~robotctl.model.HysteresisPolicy` (priced by ``model.solve_hysteresis``).
     ``current_priced``: ``current`` already priced by :func:`price_interval` with the same fit, draws,
     seed, covariance and standard errors (its ``samples``): it is not solved again. The draws stop as
     soon as the verdict is settled: once more savings are <= 0 than the quantile at (1 - level) / 2 can
     pass over, the saving's interval reaches 0 whatever the remaining draws give (not decisive; the
     saving's and the new policy's intervals then come from the draws taken, the current policy's from
     ``current_priced`` when given)."""
-    from robotctl.model import cost_of, solve
-
     if isinstance(draws, bool) or not isinstance(draws, int) or draws < 2:
         raise InputError("draws", f"must be a whole number >= 2, got {draws!r}", "e.g. 40")
     want = tuple(base.modes) if modes is None else tuple(modes)
@@ -358,12 +404,12 @@ def compare_policies(joint: JointFit, base: QueueModel, new: QueueLengthPolicy, 
 
     def prices(params: Any, svc: Any = base.service, obs: Any = base.obsolescence) -> tuple[float, float]:
         model = QueueModel(base.capacity, params.arrivals(want), svc, obs, base.admission)
-        return (float(cost_of(solve(model, new).measures, costs).total),
-                float(cost_of(solve(model, current).measures, costs).total))
+        p_new, p_cur = _exact_costs(model, (new, current), costs)      # one chain for both
+        return p_new, p_cur
 
     def price_one(params: Any, svc: Any, obs: Any) -> float:
         model = QueueModel(base.capacity, params.arrivals(want), svc, obs, base.admission)
-        return float(cost_of(solve(model, new).measures, costs).total)
+        return _exact_costs(model, (new,), costs)[0]
 
     reuse = (current_priced is not None and len(current_priced.samples) == draws
              and math.isfinite(current_priced.cost))

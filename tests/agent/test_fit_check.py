@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from robotctl.agent.compute import RefitInput, RefitStage, compute_refit
 
@@ -130,7 +131,10 @@ def test_drift_under_a_joint_fit_compares_pages_with_the_policys_offered_rate() 
     # mode 1 holds in the lulls (0.2 pages/s), mode 3 in the bursts (9 pages/s): 1,000 s each
     totals = {mode_time_key(1): 1000.0, mode_pages_key(1): 200.0,
               mode_time_key(3): 1000.0, mode_pages_key(3): 9000.0}
-    arrivals = {1: SimpleNamespace(rate=1.5), 3: SimpleNamespace(rate=4.5)}     # the modes' own long-run rates
+    from robotctl.model import BMAP
+
+    # the modes' own long-run rates (Poisson: the drift bound is not widened for the fitted bursts)
+    arrivals = {m: BMAP.from_matrices([[[-r]], [[r]]]) for m, r in ((1, 1.5), (3, 4.5))}
     offered = 4.6                                                                # the policy's, model-predicted
     measures = SimpleNamespace(arrival_rate=offered)
 
@@ -145,3 +149,33 @@ def test_drift_under_a_joint_fit_compares_pages_with_the_policys_offered_rate() 
     assert drift(agent({}), 2000.0) is not None                                  # 9,200 vs 6,000 expected
     totals[mode_pages_key(3)] = 20_000.0
     assert "observed_rate" in (drift(agent({"joint": {"phases": 2}}), 2000.0) or "")
+
+
+def test_an_adopted_hysteresis_policy_carries_its_own_predicted_cost_and_interval() -> None:
+    """robots.hysteresis: auto within a command budget adopts a park/resume policy with resume != park on
+    this joint fit; fit["predicted"] is that policy's exact cost under the fitted model (solve_hysteresis
+    by an independent brute-force route here), not the plain threshold optimum's, which stays under
+    damping.undamped_predicted."""
+    import dataclasses
+
+    from robotctl.model import Costs, HysteresisPolicy, cost_of, solve_hysteresis_bruteforce
+
+    costs = Costs(loss=1.0, robot=0.1, starvation=1.0)
+    inp = dataclasses.replace(_input("joint", seconds=3_000.0, policy_in_force=None), costs=costs,
+                              observed_cost=None, hysteresis=None, dwell_s=None, max_commands_per_robot_min=3.0)
+    out = compute_refit(inp)
+    assert out.success, out.message
+    fit, res = out.result.fit, out.result
+    damping = fit["damping"]
+    assert damping["method"] == "exact" and damping["resume"] != damping["park"]
+    assert res.resume is not None and list(res.resume) == damping["resume"]
+    adopted = HysteresisPolicy(tuple(damping["park"]), tuple(damping["resume"]))
+    exact = float(cost_of(solve_hysteresis_bruteforce(res.model, adopted).measures, costs).total)
+    assert fit["predicted"]["cost"] == pytest.approx(exact, rel=1e-9)
+    assert damping["cost"] == pytest.approx(exact, rel=1e-9)
+    lo, hi = fit["predicted"]["cost_interval"]
+    assert lo <= exact <= hi and hi > lo
+    plain = damping["undamped_predicted"]
+    assert plain["cost"] == pytest.approx(damping["undamped_cost"], rel=1e-9)
+    assert plain["cost"] != pytest.approx(exact, rel=1e-4)
+    assert damping["interval_seconds"] > 0

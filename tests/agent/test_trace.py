@@ -33,7 +33,7 @@ def reference(ev: TraceEvent) -> str:
     d: dict = {"t": ev.t, "event": ev.event}
     if ev.robot is not None:
         d["robot"] = ev.robot
-    if ev.pages != 1 or ev.event in ("delivery", "obsolete", "loss"):
+    if ev.pages != 1 or ev.event in ("delivery", "obsolete", "loss", "given_up"):
         d["pages"] = ev.pages
     if ev.bytes is not None:
         d["bytes"] = ev.bytes

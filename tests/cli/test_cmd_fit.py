@@ -191,7 +191,11 @@ def test_mode_exposure_from_park_and_resume_lines(tmp_path: Path, capsys: pytest
     assert main(["simulate", str(example), "--policy", "3,3,3,1,1,1", "--events", "60000", "--seed", "2",
                  "--trace", str(path), "--json"]) == 0
     capsys.readouterr()
-    assert main(["fit", str(path), "--capacity", "5", "--mode-field", "active", "--json"]) == 0
+    # the per-mode fit, pinned (with the trajectory the default, arrivals: auto, is the joint fit)
+    config = tmp_path / "sidecar.yaml"
+    config.write_text(json.dumps({"queue": {"capacity": 5}, "robots": 3, "log": {"dir": str(tmp_path / "log")},
+                                  "fit": {"options": {"arrivals": "per_mode"}}}))
+    assert main(["fit", str(path), "--config", str(config), "--mode-field", "active", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert any("exposure" in note for note in doc["report"]["notes"])
     clock = doc["report"]["mode_clock"]

@@ -180,7 +180,7 @@ def test_recovers_a_shared_phase_under_threshold_control() -> None:
     per_mode = fit_model(tr.batch_times, pages=tr.batch_sizes, modes=tr.batch_modes,
                          mode_changes=ModeTrajectory(tr.epochs, tr.trajectory_modes, end_s=tr.seconds),
                          service_times=np.full(50, 0.2), mean_useful_life_s=60.0, capacity=12,
-                         options={"batch_resolution_s": 0.0, "censor_above_s": math.inf})
+                         options={"batch_resolution_s": 0.0, "censor_above_s": math.inf, "arrivals": "per_mode"})
     per_mode_rate = float(per_mode.model.arrivals[top].rate)
     assert abs(joint_rate / true_rate - 1) < 0.1
     assert abs(per_mode_rate / true_rate - 1) > 0.2

@@ -18,7 +18,22 @@ from scipy import stats
 from robotctl.fitting import ModeTrajectory, fit_joint, fit_model, joint_data, joint_free_vector
 from robotctl.fitting._modelcheck import PricedCost, compare_policies, model_check, price_interval
 from robotctl.fitting._synthetic import threshold_trace
-from robotctl.model import BMAP, PH, Costs, InputError, ModeArrivals, QueueModel, ThresholdPolicy, cost_of, solve
+from robotctl.model import (
+    BMAP,
+    PH,
+    Admission,
+    Costs,
+    HysteresisPolicy,
+    InputError,
+    ModeArrivals,
+    QueueLengthPolicy,
+    QueueModel,
+    ThresholdPolicy,
+    cost_of,
+    solve,
+    solve_hysteresis,
+    solve_hysteresis_bruteforce,
+)
 
 Q = np.array([[-0.02, 0.02], [0.05, -0.05]])
 BASE = np.array([0.3, 3.0])
@@ -69,7 +84,7 @@ def test_the_per_mode_fit_is_a_misfit_and_the_joint_fit_is_not() -> None:
     traj = ModeTrajectory(tr.epochs, tr.trajectory_modes, end_s=tr.seconds)
     per_mode = fit_model(tr.batch_times, pages=tr.batch_sizes, modes=tr.batch_modes, mode_changes=traj,
                          service_times=np.full(20, 1 / SERVICE), mean_useful_life_s=60.0, capacity=K,
-                         options={"batch_resolution_s": 0.0, "censor_above_s": math.inf})
+                         options={"batch_resolution_s": 0.0, "censor_above_s": math.inf, "arrivals": "per_mode"})
     old = QueueModel(K, per_mode.model.arrivals, PH.exponential(SERVICE), None)
     old_price = _exact(old)
     check = model_check(PricedCost(old_price, (old_price, old_price)), obs)
@@ -187,6 +202,24 @@ def test_the_comparison_reuses_the_checks_draws_and_stops_when_settled() -> None
     assert quick.current is checked and quick.saving.cost == pytest.approx(checked.cost - near_priced.cost)
 
 
+@pytest.mark.parametrize("admission", ["partial", "reject-batch"])
+@pytest.mark.parametrize("obsolescence", [None, PH.exponential(0.2), PH([0.3, 0.7], [[-0.6, 0.4], [0.1, -0.3]])])
+def test_the_draws_are_priced_as_model_solve_prices_them(admission: str, obsolescence: PH | None) -> None:
+    # the intervals price each draw by the level evaluator; model.solve (the stationary vector, every
+    # measure) is the independent route
+    from robotctl.fitting._modelcheck import _exact_costs
+
+    true = _true_model()
+    model = QueueModel(K, true.arrivals, PH([0.4, 0.6], [[-3.0, 1.0], [2.0, -3.0]]), obsolescence, Admission(admission))
+    costs = Costs(loss=5, obsolescence=10, response=2, robot=0.2, starvation=1.0)
+    policies = [POLICY, ThresholdPolicy.static(2, K), QueueLengthPolicy((3, 1, 3, 2, 2, 1, 1, 2, 1, 1, 1, 3, 1))]
+    got = _exact_costs(model, policies, costs)
+    want = [float(cost_of(solve(model, p).measures, costs).total) for p in policies]
+    assert got == pytest.approx(want, rel=1e-9)
+    with pytest.raises(InputError):
+        _exact_costs(model, [ThresholdPolicy.static(4, K)], costs)       # mode 4 is not in the model
+
+
 def _misses_at_least(misses: int, windows: int, rate: float) -> float:
     """P(at least ``misses`` misses in ``windows``) when each window misses with probability ``rate``."""
     return float(stats.binom.sf(misses - 1, windows, rate))
@@ -258,3 +291,54 @@ def test_the_check_flags_a_correctly_fitted_model_no_more_often_than_its_level()
         priced = price_interval(joint, fitted, recorded, COSTS, draws=30, seed=20_000 + s)
         statuses.append(model_check(priced, _observed(tr)).status)
     assert statuses.count("misfit") <= allowed, statuses
+
+
+HYSTERESIS = HysteresisPolicy((2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1), (2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1))
+
+
+def _joint_and_base(seconds: float = 3_000.0, seed: int = 6):  # type: ignore[no-untyped-def]
+    tr = _trace(seconds, seed)
+    joint = fit_joint(joint_data(tr.batch_times, tr.batch_sizes,
+                                 ModeTrajectory(tr.epochs, tr.trajectory_modes, end_s=tr.seconds)), phases=2)
+    return joint, QueueModel(K, joint.model_arrivals([1, 2, 3]), PH.exponential(SERVICE), None)
+
+
+def test_a_hysteresis_policys_interval_is_priced_exactly_on_each_draw() -> None:
+    """The point of a park/resume policy's interval is its exact cost under the fitted model, by the
+    brute-force enumeration of its chain (an independent route to solve_hysteresis); the interval has a
+    width and holds the point; the draws are the threshold route's (common random numbers), so the paired
+    differences with the threshold policy it damps are those of two separate exact prices per draw."""
+    joint, base = _joint_and_base()
+    cov = joint.covariance()
+    priced = price_interval(joint, base, HYSTERESIS, COSTS, draws=12, covariance=cov, service_rel_se=0.05)
+    brute = float(cost_of(solve_hysteresis_bruteforce(base, HYSTERESIS).measures, COSTS).total)
+    assert priced.cost == pytest.approx(brute, rel=1e-9)
+    assert priced.cost == pytest.approx(float(cost_of(solve_hysteresis(base, HYSTERESIS).measures, COSTS).total),
+                                        rel=1e-12)
+    lo, hi = priced.interval
+    assert lo <= priced.cost <= hi and hi > lo and priced.draws == 12
+    park = price_interval(joint, base, ThresholdPolicy(HYSTERESIS.park), COSTS, draws=12, covariance=cov,
+                          service_rel_se=0.05)
+    assert priced.cost != pytest.approx(park.cost, rel=1e-4)      # the hysteresis is priced, not the park vector
+    # against the policy in force, priced apart on the same draws: the comparison's paired savings
+    current = price_interval(joint, base, POLICY, COSTS, draws=12, covariance=cov, service_rel_se=0.05)
+    pairs = np.asarray(current.samples) - np.asarray(priced.samples)
+    cmp = compare_policies(joint, base, HYSTERESIS, POLICY, COSTS, draws=12, covariance=cov, service_rel_se=0.05)
+    assert cmp.new.cost == priced.cost and cmp.current.cost == current.cost and cmp.saving.draws == 12
+    assert cmp.new.interval == pytest.approx(priced.interval, rel=1e-9)
+    lo_s, hi_s = np.quantile(pairs, [0.025, 0.975], method="hazen")
+    saving = current.cost - priced.cost
+    assert cmp.saving.interval == pytest.approx((min(lo_s, saving), max(hi_s, saving)), rel=1e-9)
+    assert cmp.decisive == (cmp.saving.interval[0] > 0)
+
+
+def test_a_threshold_policy_as_a_hysteresis_policy_gets_the_threshold_routes_interval() -> None:
+    """resume == park is the threshold policy: the same point, samples and interval to 1e-9."""
+    joint, base = _joint_and_base()
+    cov = joint.covariance()
+    as_threshold = price_interval(joint, base, POLICY, COSTS, draws=10, covariance=cov, service_rel_se=0.05)
+    as_hysteresis = price_interval(joint, base, HysteresisPolicy(MQ, MQ), COSTS, draws=10, covariance=cov,
+                                   service_rel_se=0.05)
+    assert as_hysteresis.cost == pytest.approx(as_threshold.cost, rel=1e-9)
+    assert as_hysteresis.interval == pytest.approx(as_threshold.interval, rel=1e-9)
+    assert as_hysteresis.samples == pytest.approx(as_threshold.samples, rel=1e-9)

@@ -62,7 +62,7 @@ deploy-check: $(STAMP)
 	else echo "promtool not installed (make servers installs it): Prometheus files not checked"; fi
 
 bench: $(STAMP)
-	for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+	for f in bench/[!_]*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done  # bench/_*.py: helpers they run
 
 # ruff, mypy and import-linter read the source tree itself: every robotctl.X is the folder robotctl/X.
 # The layer contracts are in pyproject.toml; tools/check_seams.py fails on an import of another package's

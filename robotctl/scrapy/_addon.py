@@ -79,9 +79,13 @@ def local_agent_config(s: RobotctlSettings, *, capacity: int, directory: Path, t
         A fresh random token: only this crawl's extension may command the robots.
 
     Before the first fit the robots follow :func:`safe_startup`. The objective is targets
-    (``ROBOTCTL_MAX_LOSS``, ``ROBOTCTL_MAX_OBSOLETE``: the fewest robots meeting both);
-    ``ROBOTCTL_AGENT_CONFIG`` overrides any section, and its ``costs`` without ``targets`` means weights
-    instead of targets.
+    (``ROBOTCTL_MAX_LOSS``, ``ROBOTCTL_MAX_OBSOLETE``, ``ROBOTCTL_MAX_STARVATION``: the fewest robots
+    meeting all three; when no policy does, the one nearest them), adopted as it is: the agent's
+    ``robots.hysteresis: auto`` would replace it by the policy of least cost J, and under targets the cost
+    weights are all 0, so every policy ties and the fleet of every robot at every level won (measured with
+    bench/scrapy_compare.py: the add-on then never parked a robot). ``ROBOTCTL_AGENT_CONFIG`` overrides any
+    section, and its ``costs`` without ``targets`` means weights instead of targets (with the agent's
+    hysteresis choice).
     """
     cfg: dict[str, Any] = {
         "policy": {"startup": safe_startup(s.robots, capacity)},
@@ -90,11 +94,13 @@ def local_agent_config(s: RobotctlSettings, *, capacity: int, directory: Path, t
         "robots": {"count": s.robots, "default_state": s.default_state},
         "log": {"dir": str(directory)},
         "refit": {"executor": "process", "time_source": "client"},
-        "targets": {"max_loss": s.max_loss, "max_obsolete": s.max_obsolete},
+        "targets": {"max_loss": s.max_loss, "max_obsolete": s.max_obsolete, "max_starvation": s.max_starvation},
     }
     if s.useful_life_s is not None:
         cfg["fit"] = {"mean_useful_life_s": s.useful_life_s}
     user = dict(s.agent_config or {})
     if "costs" in user and "targets" not in user:
         del cfg["targets"]
+    else:  # targets: their policy as it is (see above)
+        cfg["robots"].update(hysteresis=0, dwell_s=0)
     return _merge(cfg, user)

@@ -164,6 +164,9 @@ _SPEC: dict[str, tuple[str, Any, Callable[[str, Any], Any], str]] = {
     "ROBOTCTL_MAX_LOSS": ("max_loss", 0.01, _fraction, "local agent: at most this fraction of items lost"),
     "ROBOTCTL_MAX_OBSOLETE": ("max_obsolete", 0.02, _fraction,
                               "local agent: at most this fraction of items obsolete (with ROBOTCTL_USEFUL_LIFE_S)"),
+    "ROBOTCTL_MAX_STARVATION": ("max_starvation", 0.05, _fraction,
+                                "local agent: the indexer idle at most this fraction of the time, so that the "
+                                "fewest robots still keep it busy (1: no bound)"),
     "ROBOTCTL_USEFUL_LIFE_S": ("useful_life_s", None, _optional_float(0.001, "set e.g. 60"),
                                "local agent: mean useful life of a waiting item, seconds (default: none)"),
     "ROBOTCTL_METRICS_PORT": ("metrics_port", None, _optional_int(1, "set e.g. 8787, or leave it unset"),
@@ -217,7 +220,7 @@ class RobotctlSettings:
         ``ROBOTCTL_TOKEN``, else the environment's ``ROBOTCTL_TOKEN``.
     dir : str
     capacity : int or None
-    max_loss, max_obsolete, useful_life_s : float or None
+    max_loss, max_obsolete, max_starvation, useful_life_s : float or None
     metrics_port : int or None
     agent_config : dict or None
     deliver_statuses : tuple of int
@@ -246,6 +249,7 @@ class RobotctlSettings:
     capacity: int | None = None
     max_loss: float | None = 0.01
     max_obsolete: float | None = 0.02
+    max_starvation: float | None = 0.05
     useful_life_s: float | None = None
     metrics_port: int | None = None
     agent_config: dict[str, Any] | None = None

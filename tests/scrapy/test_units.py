@@ -61,6 +61,23 @@ def test_more_robots_than_slots_are_the_slots_and_the_token_comes_from_the_envir
     assert (s.deliver_statuses, s.capacity, s.max_loss, s.max_obsolete) == ((200, 404), 10, 0.01, 0.02)
 
 
+def test_the_local_agent_adopts_the_targets_policy_as_it_is(tmp_path: Any) -> None:
+    """Under targets every cost weight is 0, so the agent's hysteresis choice (least J) would tie every policy
+    and keep all robots active (bench/scrapy_compare.py measured it): the add-on turns it off and bounds the
+    indexer's idle time so that the fewest robots still keep it busy; weights keep the agent's choice."""
+    from robotctl.agent import AgentConfig
+    from robotctl.scrapy._addon import local_agent_config
+
+    s = RobotctlSettings.from_settings({"ROBOTCTL_CAPACITY": 10})
+    cfg = AgentConfig.from_dict(local_agent_config(s, capacity=10, directory=tmp_path, token="x" * 32), source="test")
+    assert (cfg.robots.hysteresis, cfg.robots.dwell_s) == (0, 0)
+    assert (cfg.targets.max_loss, cfg.targets.max_obsolete, cfg.targets.max_starvation) == (0.01, 0.02, 0.05)
+    s = RobotctlSettings.from_settings({"ROBOTCTL_AGENT_CONFIG": {"costs": {"loss": 1.0, "robot": 0.1}},
+                                        "ROBOTCTL_MAX_STARVATION": 1})
+    cfg = AgentConfig.from_dict(local_agent_config(s, capacity=10, directory=tmp_path, token="x" * 32), source="test")
+    assert cfg.targets.as_targets() is None and cfg.robots.hysteresis == "auto"
+
+
 def test_an_extension_switched_off_reads_nothing_else() -> None:
     s = RobotctlSettings.from_settings({"ROBOTCTL_ENABLED": False, "ROBOTCTL_ROBOTS": 99, "CONCURRENT_REQUESTS": 1})
     assert not s.enabled

@@ -21,5 +21,7 @@ async def test_a_short_crawl_with_default_refit_settings_comes_under_control() -
     fitted = [s for s in result.policies if s.source == "fit"]
     assert fitted and fitted[0].robots_at_level != result.policies[0].robots_at_level
     # the first refit is due at 30 deliveries (refit.cold_start_deliveries); the crawl delivers far fewer
-    # than refit.min_deliveries = 200, so without the cold start nothing would have been fitted
-    assert first["deliveries"] < 200
+    # than refit.min_deliveries = 200, so without the cold start nothing would have been fitted. Issue 28:
+    # in control within the first 100 deliveries (47-48 measured at load 1.5-2 on 2 cores; on a machine
+    # loaded 11-14 by other jobs the refit thread was starved and it took longer)
+    assert first["deliveries"] <= 100

@@ -62,8 +62,15 @@ def _brute_loglik(p: JointParams, d: JointData) -> float:
             total += math.log(v.sum())
             v = p.initial.copy()
             continue
-        v = v @ expm((p.generator - np.diag(p.rates[li])) * tau)
-        if k > 0:
+        if p.structure == "general":      # D_0 = H - diag(H 1 + sum_k D_k 1), built here from H and D_k
+            H = p.hidden[li] - np.diag(np.diag(p.hidden[li]))
+            out = H.sum(axis=1) + sum(p.arrival[li, kk].sum(axis=1) for kk in range(p.arrival.shape[1]))
+            v = v @ expm((H - np.diag(out)) * tau)
+            if k > 0:
+                v = v @ p.arrival[li, k - 1]
+        else:
+            v = v @ expm((p.generator - np.diag(p.rates[li])) * tau)
+        if k > 0 and p.structure != "general":
             v = v * (p.rates[li] * p.batch_probs[li][:, k - 1])
         s = v.sum()
         total += math.log(s)
@@ -308,7 +315,7 @@ def test_fit_model_with_joint_arrivals_gets_the_long_run_rates_the_per_mode_fit_
 
 @pytest.mark.parametrize("options,field", [({"arrivals": "both"}, "arrivals"), ({"joint_phases": [0]}, "joint_phases"),
                                            ({"joint_phases": []}, "joint_phases"),
-                                           ({"joint_structure": "general"}, "joint_structure")])
+                                           ({"joint_structure": "full"}, "joint_structure")])
 def test_fit_model_joint_options_are_checked(options: dict, field: str) -> None:
     with pytest.raises(InputError, match=f"options.{field}"):
         fit_model([0.0, 1.0, 2.0], capacity=3, mean_useful_life_s=1.0, options=options)

@@ -52,10 +52,11 @@ transformed back once. The M-step is in closed form: Q_ij = N_ij / T_i, lambda^(
 p_k^(l) = A_k^(l) / A^(l). Under ``general`` the batch that ends a piece in mode l contributes
 expm(D_0^(l) tau) D_k^(l), so b = D_k^(l) beta_{j+1}; the expected moves without arrival are
 N^(l)_ij = Z^(l)_ij H^(l)_ij (Z summed over mode l's pieces), the expected batches of size k that move
-i -> j are A^(l)_kij = sum_j (alpha_j expm(D_0^(l) tau_j))_i D_k^(l)_ij (beta_{j+1})_j / (alpha_j M_j beta_{j+1})
-over the pieces that end with them, and the M-step is H^(l)_ij = N^(l)_ij / T^(l)_i,
-D_k^(l)_ij = A^(l)_kij / T^(l)_i (the MAP EM's closed form, per mode). The gradient of the log-likelihood follows from the same statistics (Fisher's
-identity), and the observed information by differencing it (:attr:`JointFit.covariance`).
+i -> j are A^(l)_kij = sum_n (alpha_n expm(D_0^(l) tau_n))_i D_k^(l)_ij (beta_{n+1})_j / (alpha_n M_n beta_{n+1})
+over the pieces n that end with them, and the M-step is H^(l)_ij = N^(l)_ij / T^(l)_i,
+D_k^(l)_ij = A^(l)_kij / T^(l)_i (the MAP EM's closed form, per mode). The gradient of the log-likelihood
+follows from the same statistics (Fisher's identity), and the observed information by differencing it
+(:attr:`JointFit.covariance`).
 
 The parts live in private modules, re-exported here: the data and parameters in ``_joint_model``, the
 likelihood and E-step in ``_joint_likelihood``, the M-step and EM iterations in ``_joint_em``, the score and

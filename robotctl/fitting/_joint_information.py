@@ -10,7 +10,6 @@ from numpy.typing import NDArray
 from ._joint_likelihood import _e_step
 from ._joint_model import _RATE_FLOOR, JointData, JointParams, general_params
 
-
 #: ``general``: an entry of H^(l) or D_k^(l) below this fraction of its row's total rate is held at its
 #: estimate (EM drove it to the boundary; its log has no curvature to speak of).
 GENERAL_FREE_ABOVE = 1e-3

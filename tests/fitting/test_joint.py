@@ -10,8 +10,8 @@ the modes' own clocks) where the modes are Poisson.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -379,3 +379,18 @@ def test_general_structure_recovers_paper_000_example_whose_batches_move_the_pha
     shared_err = [abs(shared.bmap(m).rate / truth.arrivals[m].rate - 1) for m in d.modes]
     assert max(err) < 0.10 and max(err) < max(shared_err)
     assert all(np.all(np.asarray(fit.params.bmap(m).D[0]).diagonal() < 0) for m in d.modes)
+
+
+def test_fit_model_offers_the_general_structure() -> None:
+    """``joint_structure: general`` fits it; ``auto`` compares it with shared and linear by BIC (on the
+    shared-phase truth, whose batches never move the phase, a simpler structure wins)."""
+    tr = _shared_trace(3_000.0, seed=13)
+    common = {"modes": tr.batch_modes, "pages": tr.batch_sizes, "all_modes": [1, 2, 3],
+              "mode_changes": ModeTrajectory(tr.epochs, tr.trajectory_modes, end_s=tr.seconds),
+              "service_times": np.full(50, 0.2), "mean_useful_life_s": 60.0, "capacity": 12}
+    general = fit_model(tr.batch_times, options={"arrivals": "joint", "joint_structure": "general"}, **common)
+    assert general.joint is not None and general.joint.params.structure == "general"
+    assert "general structure" in " ".join(general.report.notes)
+    auto = fit_model(tr.batch_times, options={"arrivals": "joint"}, **common)
+    assert auto.joint is not None and {c[1] for c in auto.joint.candidates} == {"shared", "linear", "general"}
+    assert auto.joint.params.structure != "general"

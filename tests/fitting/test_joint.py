@@ -382,8 +382,9 @@ def test_general_structure_recovers_paper_000_example_whose_batches_move_the_pha
 
 
 def test_fit_model_offers_the_general_structure() -> None:
-    """``joint_structure: general`` fits it; ``auto`` compares it with shared and linear by BIC (on the
-    shared-phase truth, whose batches never move the phase, a simpler structure wins)."""
+    """``joint_structure: general`` fits it; ``all`` compares it with shared and linear by BIC (on the
+    shared-phase truth, whose batches never move the phase, a simpler structure wins); ``auto`` leaves it
+    out (its intervals can be infinite: see FitOptions)."""
     tr = _shared_trace(3_000.0, seed=13)
     common = {"modes": tr.batch_modes, "pages": tr.batch_sizes, "all_modes": [1, 2, 3],
               "mode_changes": ModeTrajectory(tr.epochs, tr.trajectory_modes, end_s=tr.seconds),
@@ -391,6 +392,8 @@ def test_fit_model_offers_the_general_structure() -> None:
     general = fit_model(tr.batch_times, options={"arrivals": "joint", "joint_structure": "general"}, **common)
     assert general.joint is not None and general.joint.params.structure == "general"
     assert "general structure" in " ".join(general.report.notes)
+    every = fit_model(tr.batch_times, options={"arrivals": "joint", "joint_structure": "all"}, **common)
+    assert every.joint is not None and {c[1] for c in every.joint.candidates} == {"shared", "linear", "general"}
+    assert every.joint.params.structure != "general"
     auto = fit_model(tr.batch_times, options={"arrivals": "joint"}, **common)
-    assert auto.joint is not None and {c[1] for c in auto.joint.candidates} == {"shared", "linear", "general"}
-    assert auto.joint.params.structure != "general"
+    assert auto.joint is not None and {c[1] for c in auto.joint.candidates} == {"shared", "linear"}

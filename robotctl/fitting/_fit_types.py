@@ -81,10 +81,10 @@ class FitOptions:
         general with at most 3 phases). ``auto`` leaves ``general`` out because its observed information
         can be singular (a MAP's matrices are identified only up to its law: flat directions; on paper
         000's example traffic, where BIC prefers general, it was), and then its cost intervals are
-        infinite and every window ``uncertain``, which keeps the policy in force. Under a threshold policy some (mode, phase)
-        pairs are seldom seen (few robots run only in bursts); ``shared`` then leaves their rates loose and
-        the optimiser may exploit them (16% regret on bench/estimation_replay.py), where ``auto`` chose the
-        linear rule and the replay ended on the true optimum.
+        infinite and every window ``uncertain``, which keeps the policy in force. Under a threshold policy
+        some (mode, phase) pairs are seldom seen (few robots run only in bursts); ``shared`` then leaves
+        their rates loose and the optimiser may exploit them (16% regret on bench/estimation_replay.py),
+        where ``auto`` chose the linear rule and the replay ended on the true optimum.
     """
 
     batch_resolution_s: float | None = None

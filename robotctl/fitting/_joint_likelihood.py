@@ -127,7 +127,7 @@ class _EStep:
     arrival_moves: NDArray[np.float64] | None = None  # general: (L, K, m, m) expected batches i -> j, size k + 1
 
 
-def _pieces(params: JointParams, data: JointData, eig: list[_ModeEigen]
+def _pieces(params: JointParams, data: JointData, eig: list[_ModeEigen], Dg: NDArray[np.float64] | None = None
             ) -> tuple[NDArray[Any], NDArray[np.float64], NDArray[np.float64], NDArray[Any], NDArray[Any],
                        NDArray[np.float64] | None]:
     """Each piece's scaled matrix M_j = exp(-w0 tau) expm(D_0 tau) diag(v) in time order, its log scale,
@@ -157,7 +157,8 @@ def _pieces(params: JointParams, data: JointData, eig: list[_ModeEigen]
         E = M.copy()
         v = np.ones((m, n))
         ev = data.sizes > 0
-        Dg = _gathered_arrivals(params, data)
+        if Dg is None:
+            Dg = _gathered_arrivals(params, data)
         M[:, :, ev] = _matmul(E[:, :, ev], Dg)
         rs = np.flatnonzero(data.sizes < 0)
         if rs.size:
@@ -196,7 +197,8 @@ def _e_step(params: JointParams, data: JointData, *, statistics: bool = True) ->
     m, L, K = params.phases, len(data.modes), params.batch_probs.shape[2]
     d0 = params.d0()
     eig = [_eigen(d0[li]) for li in range(L)]
-    M, logM, v, ex, ws_p, E = _pieces(params, data, eig)
+    Dg = _gathered_arrivals(params, data) if params.arrival is not None else None
+    M, logM, v, ex, ws_p, E = _pieces(params, data, eig, Dg)
     init = np.maximum(params.initial, 1e-300)
     alpha, la = _forward(init, M, logM)
     loglik = float(la[-1])
@@ -217,7 +219,7 @@ def _e_step(params: JointParams, data: JointData, *, statistics: bool = True) ->
     b = v * beta[:, 1:]
     if E is not None:
         ev_ = data.sizes > 0
-        Dg = _gathered_arrivals(params, data)
+        assert Dg is not None
         b[:, ev_] = _matvec(Dg, beta[:, 1:][:, ev_])               # D_k beta_{j+1}
     dt = ex.dtype
     V = np.array([e.V for e in eig], dtype=dt)                      # (L, m, m)
@@ -268,7 +270,7 @@ def _e_step(params: JointParams, data: JointData, *, statistics: bool = True) ->
         ev = np.flatnonzero(data.sizes > 0)
         u = _vecmat(a_c[:, ev], E[:, :, ev])                      # alpha_j expm(D_0 tau) / c_j
         bb = beta[:, 1:][:, ev]
-        Dg = _gathered_arrivals(params, data)
+        assert Dg is not None
         flat = data.mode_index[ev] * K + np.minimum(data.sizes[ev], K) - 1
         moves = np.zeros((L * K, m, m))
         for i in range(m):

@@ -475,6 +475,14 @@ def _with_damping(inp: RefitInput, out: RefitOutcome, fitted: _Fitted | None = N
     fixed = replace(res, hysteresis=inp.hysteresis or 0)
     if (inp.dwell_s is not None and inp.hysteresis is not None) or res.model is None or res.measures is None:
         return replace(out, result=fixed)
+    if inp.hysteresis is None and inp.targets is not None:
+        # the exact choice minimises J (with the command price): under targets the policy is the one of least
+        # robot time that meets them, and J (whose weights may all be 0 there) must not overrule it
+        fit = dict(res.fit)
+        fit["damping"] = {"method": "none", "hysteresis": 0, "dwell_s": 0.0 if inp.dwell_s is None else inp.dwell_s,
+                          "reason": "targets: the policy that meets them is kept as chosen (robots.hysteresis: "
+                                    "auto prices damping by the costs, which do not rank policies under targets)"}
+        return replace(out, result=replace(fixed, fit=fit))
     if inp.hysteresis is None:
         return _with_exact_hysteresis(inp, out, fitted)
     from .damping import choose_damping

@@ -80,10 +80,10 @@ def local_agent_config(s: RobotctlSettings, *, capacity: int, directory: Path, t
 
     Before the first fit the robots follow :func:`safe_startup`. The objective is targets
     (``ROBOTCTL_MAX_LOSS``, ``ROBOTCTL_MAX_OBSOLETE``, ``ROBOTCTL_MAX_STARVATION``: the fewest robots
-    meeting all three; when no policy does, the one nearest them), adopted as it is: the agent's
-    ``robots.hysteresis: auto`` would replace it by the policy of least cost J, and under targets the cost
-    weights are all 0, so every policy ties and the fleet of every robot at every level won (measured with
-    bench/scrapy_compare.py: the add-on then never parked a robot). ``ROBOTCTL_AGENT_CONFIG`` overrides any
+    meeting all three; when no policy does, the one nearest them), adopted as it is, undamped
+    (``robots.hysteresis: 0``; the agent's ``auto`` keeps a targets' policy as chosen too: its exact choice
+    ranks by the cost J, whose weights are all 0 here, and once chose every robot at every level, so that
+    the add-on never parked a robot in bench/scrapy_compare.py). ``ROBOTCTL_AGENT_CONFIG`` overrides any
     section, and its ``costs`` without ``targets`` means weights instead of targets (with the agent's
     hysteresis choice).
     """

@@ -10,6 +10,7 @@ import logging
 import os
 import pickle
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -363,6 +364,24 @@ def test_targets_choose_the_least_robot_time_that_meets_them_on_the_fitted_model
     assert impossible.success and impossible.message.startswith("adopted, targets not met: infeasible")
     assert impossible.fit["targets"] == {"met": {"max_loss": False}, "status": "infeasible",
                                          "message": impossible.message.removeprefix("adopted, targets not met: ")}
+
+
+def test_exact_damping_keeps_the_policy_that_meets_the_targets() -> None:
+    """With targets and robots.hysteresis: auto the refit adopts the targets' policy as chosen: the exact
+    hysteresis choice ranks by J, which does not rank policies under targets (with every weight 0 it
+    chose all robots at every level, 95 of 300 items lost in the Scrapy comparison)."""
+    from robotctl.model import Costs
+    from robotctl.policies import Targets
+
+    tr = _trace(ThresholdPolicy((4, 4, 3, 2, 1, 1)), 2000.0, seed=13)
+    targets = Targets(max_loss=0.3, max_starvation=0.1)
+    zero = Costs(loss=0.0, obsolescence=0.0, response=0.0, robot=0.0, starvation=0.0)
+    plain = compute_refit(_input(tr, targets=targets))
+    damped = compute_refit(replace(_input(tr, targets=targets), hysteresis=None, dwell_s=None, costs=zero))
+    assert plain.success and damped.success and plain.policy is not None
+    assert damped.policy == plain.policy and damped.policy.robots_at_level != (4,) * 6
+    assert damped.fit["damping"]["method"] == "none" and "targets" in damped.fit["damping"]["reason"]
+    assert damped.result is not None and damped.result.resume is None
 
 
 def _gone(proc: Any) -> bool:

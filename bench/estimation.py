@@ -5,7 +5,8 @@ and one E-step, and each fit's error against the truth: the phase's switching ra
 and each mode's long-run page rate (where the per-mode fit is biased when modes and phase interact; here
 the modes switch independently of the phase, so its long-run rates are right and only the joint fit sees
 the shared burst/quiet phase). The warm refit is timed on the window slid on by a tenth of its length (what
-the agent refits next) and, for reference, on an independent trace of the same truth.
+the agent refits next) and, for reference, on an independent trace of the same truth. The same cold fit,
+E-step and slid warm refit are timed for the ``general`` structure (the default search also fits it).
 
 Run: .venv/bin/python bench/estimation.py [n_batches]
 """
@@ -86,6 +87,18 @@ def main() -> None:
     t0 = time.perf_counter()
     _e_step(fit.params, data)
     t_estep = time.perf_counter() - t0
+    # the general structure (a BMAP per mode whose batches may move the phase), which fit_model's default
+    # search (joint_structure: auto) now fits besides shared and linear
+    t0 = time.perf_counter()
+    gen = fit_joint(data, phases=2, structure="general")
+    t_gen = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    _e_step(gen.params, data)
+    t_gen_estep = time.perf_counter() - t0
+    gen_a = fit_joint(slid_a, phases=2, structure="general")
+    t0 = time.perf_counter()
+    gen_slid = gen_a.warm_start(slid_b)
+    t_gen_slid = time.perf_counter() - t0
     t0 = time.perf_counter()
     per_mode = fit_model(tr.batch_times, pages=tr.batch_sizes, modes=tr.batch_modes, mode_changes=traj,
                          service_times=np.full(50, 0.2), mean_useful_life_s=60.0, capacity=20,
@@ -100,6 +113,10 @@ def main() -> None:
           f"   loglik warm - cold: {warm_slid.loglik - cold_slid.loglik:+.2f}")
     print(f"{'warm refit, independent trace (' + str(warm.iterations) + ')':34s}{t_warm:10.2f}")
     print(f"{'per-mode fit_model (moments)':34s}{t_mm:10.2f}")
+    print(f"{'general: one E-step':34s}{t_gen_estep:10.2f}")
+    print(f"{'general: cold fit (' + str(gen.iterations) + ' it.)':34s}{t_gen:10.2f}{10.0:10.1f}"
+          f"   BIC general - shared: {gen.bic - fit.bic:+.1f}")
+    print(f"{'general: warm refit, slid (' + str(gen_slid.iterations) + ' it.)':34s}{t_gen_slid:10.2f}{2.0:10.1f}")
     p = fit.params
     q_err = np.max(np.abs(np.array([p.generator[0, 1], p.generator[1, 0]]) / np.array([Q[0, 1], Q[1, 0]]) - 1))
     rate_err = np.max(np.abs(p.rates / (np.arange(1, MODES + 1)[:, None] * BASE[None, :]) - 1))

@@ -524,7 +524,9 @@ def _joint_arrivals(window: _Window, trajectory: ModeTrajectory | None, mode_fit
     try:
         data = joint_data(b.epochs, np.minimum(b.sizes, opts.max_batch), trajectory,
                           censor_above_s=bound if bound is not None and bound > 0 else math.inf)
-        structures = ("shared", "linear") if opts.joint_structure == "auto" else (opts.joint_structure,)
+        structures = (("shared", "linear") if opts.joint_structure == "auto"
+                      else ("shared", "linear", "general") if opts.joint_structure == "all"
+                      else (opts.joint_structure,))
         if init is not None and (init.structure not in structures or init.phases not in opts.joint_phases):
             init = None                                  # the options changed since: search afresh
         jf = fit_joint(data, phases=opts.joint_phases, structure=structures, init=init)

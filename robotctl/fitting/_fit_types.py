@@ -76,10 +76,15 @@ class FitOptions:
         Phase counts the joint fit compares by BIC (1..4).
     joint_structure : str
         ``shared`` (mode-dependent rates on one phase generator), ``linear`` (rates proportional to the
-        mode) or ``auto`` (default: both, the lower BIC wins). Under a threshold policy some (mode, phase)
-        pairs are seldom seen (few robots run only in bursts); ``shared`` then leaves their rates loose and
-        the optimiser may exploit them (16% regret on bench/estimation_replay.py), where ``auto`` chose the
-        linear rule and the replay ended on the true optimum.
+        mode), ``general`` (a BMAP per mode on the common phases whose batches may move the phase, paper
+        000's own model), ``auto`` (default: shared and linear, the lower BIC wins) or ``all`` (the three,
+        general with at most 3 phases). ``auto`` leaves ``general`` out because its observed information
+        can be singular (a MAP's matrices are identified only up to its law: flat directions; on paper
+        000's example traffic, where BIC prefers general, it was), and then its cost intervals are
+        infinite and every window ``uncertain``, which keeps the policy in force. Under a threshold policy
+        some (mode, phase) pairs are seldom seen (few robots run only in bursts); ``shared`` then leaves
+        their rates loose and the optimiser may exploit them (16% regret on bench/estimation_replay.py),
+        where ``auto`` chose the linear rule and the replay ended on the true optimum.
     """
 
     batch_resolution_s: float | None = None
@@ -143,8 +148,9 @@ class FitOptions:
             raise InputError("options.joint_phases", f"must be a list of whole numbers 1..4, got {phases!r}",
                              "e.g. [1, 2]")
         object.__setattr__(self, "joint_phases", tuple(sorted(set(phases))))
-        if self.joint_structure not in ("shared", "linear", "auto"):
-            raise InputError("options.joint_structure", f"is {self.joint_structure!r}", "use shared, linear or auto")
+        if self.joint_structure not in ("shared", "linear", "general", "auto", "all"):
+            raise InputError("options.joint_structure", f"is {self.joint_structure!r}",
+                             "use shared, linear, general, auto or all")
         try:
             object.__setattr__(self, "admission", Admission(self.admission).value)
         except ValueError as exc:

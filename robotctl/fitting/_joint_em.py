@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 
 from ._joint_likelihood import _e_step, _EStep, joint_loglikelihood
-from ._joint_model import JointData, JointParams
+from ._joint_model import JointData, JointParams, general_params
 
 #: A warm start (the previous window's estimate) stops after one EM step when that step raised the
 #: log-likelihood by less than WARM_TOL per batch or by less than WARM_MIN_GAIN in all: the step is then
@@ -21,6 +21,12 @@ WARM_MIN_GAIN = 1.92
 
 def _m_step(params: JointParams, data: JointData, es: _EStep) -> JointParams:
     m = params.phases
+    if params.arrival is not None and es.hidden_jumps is not None and es.arrival_moves is not None:
+        # general: H^(l)_ij = N^(l)_ij / T^(l)_i, D_k^(l)_ij = A^(l)_kij / T^(l)_i (a MAP EM's M-step per mode)
+        Tl = np.maximum(es.time_in, 1e-300)                          # (L, m)
+        H = es.hidden_jumps / Tl[:, :, None]
+        D = es.arrival_moves / Tl[:, None, :, None]
+        return general_params(params.modes, H, D, es.starts / es.starts.sum())
     T = es.time_in.sum(axis=0)
     Tsafe = np.maximum(T, 1e-300)
     Q = es.jumps / Tsafe[:, None]

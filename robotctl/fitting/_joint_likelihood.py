@@ -44,6 +44,18 @@ def _vecmat(a: NDArray[Any], M: NDArray[Any]) -> NDArray[Any]:
     return out
 
 
+def _matvec(M: NDArray[Any], b: NDArray[Any]) -> NDArray[Any]:
+    """out[:, n] = M[:, :, n] @ b[:, n]."""
+    m = M.shape[0]
+    out = np.empty((m, M.shape[2]), dtype=np.result_type(M, b))
+    for i in range(m):
+        acc = M[i, 0] * b[0]
+        for j in range(1, m):
+            acc += M[i, j] * b[j]
+        out[i] = acc
+    return out
+
+
 def _log(x: NDArray[np.float64]) -> NDArray[np.float64]:
     with np.errstate(divide="ignore"):
         return np.log(x)
@@ -111,12 +123,16 @@ class _EStep:
     jumps: NDArray[np.float64]          # (m, m) expected Q-jumps i -> j
     batches: NDArray[np.float64]        # (L, m, K) expected batches of size k + 1 in mode l, phase i
     starts: NDArray[np.float64]         # (m,) expected phase at the segment starts
+    hidden_jumps: NDArray[np.float64] | None = None   # general: (L, m, m) expected moves without arrival
+    arrival_moves: NDArray[np.float64] | None = None  # general: (L, K, m, m) expected batches i -> j, size k + 1
 
 
-def _pieces(params: JointParams, data: JointData, eig: list[_ModeEigen]
-            ) -> tuple[NDArray[Any], NDArray[np.float64], NDArray[np.float64], NDArray[Any], NDArray[Any]]:
+def _pieces(params: JointParams, data: JointData, eig: list[_ModeEigen], Dg: NDArray[np.float64] | None = None
+            ) -> tuple[NDArray[Any], NDArray[np.float64], NDArray[np.float64], NDArray[Any], NDArray[Any],
+                       NDArray[np.float64] | None]:
     """Each piece's scaled matrix M_j = exp(-w0 tau) expm(D_0 tau) diag(v) in time order, its log scale,
-    v (the batch weights, or ones), exp((w - w0) tau) and the shifted eigenvalues per piece. Every mode's
+    v (the batch weights, or ones), exp((w - w0) tau), the shifted eigenvalues per piece and (``general``,
+    where M_j = exp(-w0 tau) expm(D_0 tau) D_k and v is ones) the scaled expm(D_0 tau) alone, else None. Every mode's
     eigen-data is a small table gathered by the pieces' mode index, so the pieces stay in time order."""
     m, n = params.phases, data.durations.size
     L = len(data.modes)
@@ -137,6 +153,18 @@ def _pieces(params: JointParams, data: JointData, eig: list[_ModeEigen]
                 acc += coef[:, i, k, a_][mi] * ex[a_]
             M[i, k] = np.maximum(np.real(acc), 0.0)
     logM = w0[mi] * tau
+    if params.arrival is not None:
+        E = M.copy()
+        v = np.ones((m, n))
+        ev = data.sizes > 0
+        if Dg is None:
+            Dg = _gathered_arrivals(params, data)
+        M[:, :, ev] = _matmul(E[:, :, ev], Dg)
+        rs = np.flatnonzero(data.sizes < 0)
+        if rs.size:
+            M[:, :, rs] = params.initial[None, :, None] * np.ones((m, 1, 1))
+            logM[rs] = 0.0
+        return M, logM, v, ex, ws_p, E
     probs = np.maximum(params.batch_probs, _PROB_FLOOR)
     rates = np.maximum(params.rates, _RATE_FLOOR)
     K = probs.shape[2]
@@ -152,14 +180,25 @@ def _pieces(params: JointParams, data: JointData, eig: list[_ModeEigen]
         M[:, :, rs] = params.initial[None, :, None] * np.ones((m, 1, 1))
         logM[rs] = 0.0
     del L
-    return M, logM, v, ex, ws_p
+    return M, logM, v, ex, ws_p, None
+
+
+def _gathered_arrivals(params: JointParams, data: JointData) -> NDArray[np.float64]:
+    """D_k^(l) of every piece that ends with a batch, laid out (m, m, events) (``general``)."""
+    assert params.arrival is not None
+    ev = data.sizes > 0
+    K = params.arrival.shape[1]
+    flat = params.arrival.reshape(-1, params.phases, params.phases)
+    idx = data.mode_index[ev] * K + np.minimum(data.sizes[ev], K) - 1
+    return np.ascontiguousarray(flat[idx].transpose(1, 2, 0))
 
 
 def _e_step(params: JointParams, data: JointData, *, statistics: bool = True) -> _EStep:
     m, L, K = params.phases, len(data.modes), params.batch_probs.shape[2]
-    rates = np.maximum(params.rates, _RATE_FLOOR)
-    eig = [_eigen(params.generator - np.diag(rates[li])) for li in range(L)]
-    M, logM, v, ex, ws_p = _pieces(params, data, eig)
+    d0 = params.d0()
+    eig = [_eigen(d0[li]) for li in range(L)]
+    Dg = _gathered_arrivals(params, data) if params.arrival is not None else None
+    M, logM, v, ex, ws_p, E = _pieces(params, data, eig, Dg)
     init = np.maximum(params.initial, 1e-300)
     alpha, la = _forward(init, M, logM)
     loglik = float(la[-1])
@@ -178,6 +217,10 @@ def _e_step(params: JointParams, data: JointData, *, statistics: bool = True) ->
     tau = data.durations
     a_c = alpha[:, :-1] * (live / c)                                # restarts weigh nothing
     b = v * beta[:, 1:]
+    if E is not None:
+        ev_ = data.sizes > 0
+        assert Dg is not None
+        b[:, ev_] = _matvec(Dg, beta[:, 1:][:, ev_])               # D_k beta_{j+1}
     dt = ex.dtype
     V = np.array([e.V for e in eig], dtype=dt)                      # (L, m, m)
     Vi = np.array([e.Vi for e in eig], dtype=dt)
@@ -213,13 +256,34 @@ def _e_step(params: JointParams, data: JointData, *, statistics: bool = True) ->
             S[:, q_, p_] = by_mode(aw[q_] * Vb[p_] * phi)
     time_in = np.zeros((L, m))
     jumps = np.zeros((m, m))
-    Q = params.generator
+    hidden_jumps = np.zeros((L, m, m))
     for li in range(L):
         Z = np.real(Vi[li].T @ S[li] @ V[li].T)
         time_in[li] = np.maximum(np.diag(Z), 0.0)
-        off = np.maximum(Z * Q, 0.0)
+        off = np.maximum(Z * d0[li], 0.0)                        # off-diagonal of D_0^(l): the moves
         np.fill_diagonal(off, 0.0)
+        hidden_jumps[li] = off
         jumps += off
+    if E is not None:
+        assert params.arrival is not None
+        K = params.arrival.shape[1]
+        ev = np.flatnonzero(data.sizes > 0)
+        u = _vecmat(a_c[:, ev], E[:, :, ev])                      # alpha_j expm(D_0 tau) / c_j
+        bb = beta[:, 1:][:, ev]
+        assert Dg is not None
+        flat = data.mode_index[ev] * K + np.minimum(data.sizes[ev], K) - 1
+        moves = np.zeros((L * K, m, m))
+        for i in range(m):
+            for j in range(m):
+                moves[:, i, j] = np.bincount(flat, weights=u[i] * Dg[i, j] * bb[j], minlength=L * K)
+        moves = moves.reshape(L, K, m, m)
+        st = np.flatnonzero(data.sizes < 0)
+        starts = init * beta[:, 0] / float(init @ beta[:, 0])
+        if st.size:
+            s2 = init[:, None] * beta[:, st + 1]
+            starts = starts + (s2 / s2.sum(axis=0)).sum(axis=1)
+        return _EStep(loglik, time_in, jumps, np.transpose(moves.sum(axis=3), (0, 2, 1)), starts,
+                      hidden_jumps, moves)
     ev = np.flatnonzero(data.sizes > 0)
     batches = np.zeros((L, m, K))
     flat = data.mode_index[ev] * K + (data.sizes[ev] - 1)

@@ -2,7 +2,7 @@
 
 :class:`JointData` is the observation cut into pieces at every batch and every mode change
 (:func:`joint_data`); :class:`JointParams` the mode-modulated BMAP on m common phases in the structures
-``shared`` and ``linear``; :func:`initial_params` EM's starting point.
+``shared``, ``linear`` and ``general``; :func:`initial_params` EM's starting point.
 """
 
 from __future__ import annotations
@@ -21,7 +21,10 @@ from ._checks import float_array, freeze
 from ._modeclock import ModeTrajectory
 
 #: Structures offered (see the module docstring).
-STRUCTURES = ("shared", "linear")
+STRUCTURES = ("shared", "linear", "general")
+#: Most phases the ``general`` structure is offered with by the ``auto`` search (its parameters grow as
+#: modes x sizes x m^2, and BIC seldom affords more on a refit window).
+GENERAL_MAX_PHASES = 3
 #: Batch-size laws offered: one per mode, or one per mode and phase.
 BATCH_LAWS = ("mode", "phase")
 MAX_PHASES = 4
@@ -187,9 +190,17 @@ class JointParams:
     initial : ndarray (m,)
         pi_0, the phase law at the start of each segment.
     structure : str
-        ``shared`` or ``linear`` (rates[l] = modes[l] * base rates).
+        ``shared``, ``linear`` (rates[l] = modes[l] * base rates) or ``general`` (below).
     batch_law : str
-        ``mode`` or ``phase``.
+        ``mode`` or ``phase`` (``general``: ``mode``, unused: its matrices carry the sizes).
+    hidden : ndarray (L, m, m), optional
+        ``general`` only: H^(l), the rates of phase moves without an arrival in mode l (zero diagonal);
+        D_0^(l) = H^(l) - diag(H^(l) 1 + lambda^(l)).
+    arrival : ndarray (L, K, m, m), optional
+        ``general`` only: D_{k+1}^(l), the rates of batches of k + 1 pages that move the phase i -> j in
+        mode l. ``rates`` and ``batch_probs`` are then its row sums (lambda^(l)_i = sum_kj D_k^(l)_ij and
+        p^(l)_{i,k} = D_k^(l) 1 / lambda^(l)_i), and ``generator`` the average over the modes of
+        H^(l) - diag(H^(l) 1) + sum_k D_k^(l) (each mode's own phase generator is its BMAP's).
     """
 
     generator: NDArray[np.float64]
@@ -199,9 +210,23 @@ class JointParams:
     initial: NDArray[np.float64]
     structure: str = "shared"
     batch_law: str = "mode"
+    hidden: NDArray[np.float64] | None = None
+    arrival: NDArray[np.float64] | None = None
 
     def __post_init__(self) -> None:
         freeze(self.generator, self.rates, self.batch_probs, self.initial)
+        if self.hidden is not None:
+            freeze(self.hidden)
+        if self.arrival is not None:
+            freeze(self.arrival)
+
+    def d0(self) -> NDArray[np.float64]:
+        """D_0^(l) for every observed mode, (L, m, m)."""
+        if self.hidden is not None and self.arrival is not None:
+            out = self.hidden - np.einsum("lij->li", self.hidden)[:, :, None] * np.eye(self.phases)
+            return np.asarray(out - np.einsum("li,ij->lij", self.arrival.sum(axis=(1, 3)), np.eye(self.phases)))
+        lam = np.maximum(self.rates, _RATE_FLOOR)
+        return np.asarray(self.generator[None, :, :] - np.einsum("li,ij->lij", lam, np.eye(self.phases)))
 
     @property
     def phases(self) -> int:
@@ -210,6 +235,9 @@ class JointParams:
     def n_parameters(self, data: JointData | None = None) -> int:
         """Free parameters (for BIC): Q off-diagonal, the rates, the batch laws (sizes seen), pi_0."""
         m, L = self.phases, len(self.modes)
+        if self.arrival is not None:
+            sizes_seen = np.count_nonzero(self.arrival.sum(axis=(2, 3)) > _PROB_FLOOR * 10)     # per mode
+            return L * m * (m - 1) + int(sizes_seen) * m * m + (m - 1)
         rates = m if self.structure == "linear" else L * m
         seen = self.batch_probs > _PROB_FLOOR * 10
         if self.structure == "linear":
@@ -222,6 +250,14 @@ class JointParams:
 
     def bmap(self, mode: int) -> BMAP:
         """The BMAP of pages in ``mode`` (a mode outside ``modes``: see :meth:`mode_rates`)."""
+        if self.hidden is not None and self.arrival is not None:
+            if mode < 0:
+                raise InputError("mode", f"is {mode}, not a number of robots >= 0", "modes count active robots")
+            j, scale = self._nearest(mode)
+            d0 = self.d0()[j]
+            arr = self.arrival[j] * scale
+            d0 = d0 + (1.0 - scale) * np.diag(self.arrival[j].sum(axis=(0, 2)))
+            return BMAP.from_matrices([d0, *arr], field=f"joint.mode_{mode}")
         lam = self.mode_rates(mode)
         p = self._probs_for(mode)
         mats = [self.generator - np.diag(lam)] + [np.diag(lam * p[:, k]) for k in range(p.shape[1])]
@@ -243,6 +279,18 @@ class JointParams:
                              "record deliveries with at least one robot active")
         base, j = min(seen, key=lambda mj: (abs(mj[0] - mode), mj[0]))
         return np.asarray(self.rates[j] * (mode / base))
+
+    def _nearest(self, mode: int) -> tuple[int, float]:
+        """The observed mode whose matrices ``mode`` takes (itself, else the nearest with arrivals) and the
+        factor mode / r_obs that scales its arrival matrices (``general``)."""
+        if mode in self.modes:
+            return self.modes.index(mode), 1.0
+        seen = [(m, j) for j, m in enumerate(self.modes) if m >= 1 and float(self.rates[j].sum()) > 0]
+        if not seen:
+            raise InputError("mode", f"mode {mode} was not observed and no observed mode >= 1 had arrivals",
+                             "record deliveries with at least one robot active")
+        base, j = min(seen, key=lambda mj: (abs(mj[0] - mode), mj[0]))
+        return j, mode / base
 
     def _probs_for(self, mode: int) -> NDArray[np.float64]:
         if mode in self.modes:
@@ -268,6 +316,8 @@ class JointParams:
 
     def page_rate(self, mode: int) -> float:
         """Long-run pages per second were ``mode`` in force all the time."""
+        if self.arrival is not None:
+            return self.bmap(mode).rate if float(self.mode_rates(mode).sum()) > 0 else 0.0
         lam = self.mode_rates(mode)
         p = self._probs_for(mode)
         mean_size = p @ np.arange(1, p.shape[1] + 1)
@@ -276,8 +326,31 @@ class JointParams:
     def canonical(self) -> JointParams:
         """The same model with the phases ordered by their mean rate (EM's labels are arbitrary)."""
         order = np.argsort(self.rates.mean(axis=0), kind="stable")
+        if self.hidden is not None and self.arrival is not None:
+            return replace(self, generator=self.generator[np.ix_(order, order)], rates=self.rates[:, order],
+                           batch_probs=self.batch_probs[:, order, :], initial=self.initial[order],
+                           hidden=self.hidden[:, order][:, :, order],
+                           arrival=self.arrival[:, :, order][:, :, :, order])
         return replace(self, generator=self.generator[np.ix_(order, order)], rates=self.rates[:, order],
                        batch_probs=self.batch_probs[:, order, :], initial=self.initial[order])
+
+
+def general_params(modes: tuple[int, ...], hidden: NDArray[np.float64], arrival: NDArray[np.float64],
+                   initial: NDArray[np.float64]) -> JointParams:
+    """The ``general`` structure's JointParams from H^(l) (L, m, m) and D_k^(l) (L, K, m, m), with the
+    derived ``rates``, ``batch_probs`` and ``generator`` (see :class:`JointParams`)."""
+    m = hidden.shape[1]
+    H = np.array(hidden, dtype=float)
+    H[:, np.arange(m), np.arange(m)] = 0.0
+    D = np.maximum(np.asarray(arrival, dtype=float), 0.0)
+    rowk = D.sum(axis=3)                                             # (L, K, m)
+    rates = rowk.sum(axis=1)                                         # (L, m)
+    probs = np.transpose(rowk, (0, 2, 1)) / np.maximum(rates, 1e-300)[:, :, None]
+    probs = np.where(rates[:, :, None] > 0, probs, 1.0 / D.shape[1])
+    G = H + D.sum(axis=1)
+    G = G - np.einsum("lij->li", G)[:, :, None] * np.eye(m)
+    return JointParams(G.mean(axis=0), modes, rates, probs, np.asarray(initial, dtype=float), "general", "mode",
+                       H, D)
 
 
 def _check_structure(structure: str, batch_law: str, phases: int) -> None:
@@ -295,6 +368,10 @@ def initial_params(data: JointData, phases: int, *, structure: str = "shared", b
     by factors from 1/sqrt(spread) to sqrt(spread) with mean 1, a phase switching about every
     1 / ``switch_per_batch`` batches, and each mode's observed batch-size law."""
     _check_structure(structure, batch_law, phases)
+    if structure == "general":
+        base = initial_params(data, phases, structure="shared", batch_law="mode", spread=spread,
+                              switch_per_batch=switch_per_batch)
+        return general_from(base)
     m, L, K = phases, len(data.modes), data.max_batch
     ev = data.sizes > 0
     counts = np.bincount(data.mode_index[ev], minlength=L).astype(float)
@@ -319,3 +396,19 @@ def initial_params(data: JointData, phases: int, *, structure: str = "shared", b
     p = sizes / sizes.sum(axis=1, keepdims=True)
     probs = np.repeat(p[:, None, :], m, axis=1)
     return JointParams(Q, data.modes, rates, probs, np.full(m, 1.0 / m), structure, batch_law)
+
+
+def general_from(params: JointParams, *, moving: float = 0.2) -> JointParams:
+    """A ``general`` starting point from a ``shared``/``linear`` estimate: the hidden moves are Q's, and
+    each batch keeps the phase with probability 1 - ``moving`` and moves to each other phase with
+    ``moving`` / (m - 1) (EM keeps an exact zero at zero, so every move starts possible)."""
+    m, L = params.phases, len(params.modes)
+    lam = np.maximum(params.rates, _RATE_FLOOR)                      # (L, m)
+    p = np.maximum(params.batch_probs, _PROB_FLOOR)                  # (L, m, K)
+    p = p / p.sum(axis=2, keepdims=True)
+    move = np.full((m, m), moving / max(m - 1, 1)) if m > 1 else np.zeros((1, 1))
+    np.fill_diagonal(move, 1.0 - moving if m > 1 else 1.0)
+    D = np.einsum("li,lik,ij->lkij", lam, p, move)
+    H = np.repeat(params.generator[None, :, :], L, axis=0).copy()
+    H[:, np.arange(m), np.arange(m)] = 0.0
+    return general_params(params.modes, H, D, params.initial)

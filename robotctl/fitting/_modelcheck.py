@@ -308,10 +308,11 @@ def _batch_laws(joint: JointFit, draws: int, seed: int) -> list[np.ndarray] | No
     these parameters are uncorrelated with the rates and :func:`joint_covariance` leaves them out), and
     each mode's law is drawn from Dirichlet(counts of each size), whose mean is the estimate and whose
     covariance is the multinomial's (a ``linear`` structure pools the modes, as its M-step does). A
-    separate stream of the seed. None under ``batch_law: phase`` (the laws then stay at the estimate)."""
+    separate stream of the seed. None under ``batch_law: phase`` (the laws then stay at the estimate) and
+    under ``general`` (its D_k^(l) carry the sizes and are drawn with the other free parameters)."""
     params, data = joint.params, joint.data
-    if params.batch_law != "mode":
-        return None
+    if params.batch_law != "mode" or params.structure == "general":
+        return None                  # general: the sizes are in its arrival matrices, drawn with the rest
     K = params.batch_probs.shape[2]
     live = data.sizes > 0
     sizes = np.minimum(data.sizes[live], K) - 1

@@ -397,7 +397,7 @@ class Agent:
         """The fit window as a :class:`RefitInput` (:func:`agent.refit_window.refit_input`), or why there is
         not enough data. The cut is logged (a ``refit`` line with ``reason``), so that a replay of the log
         refits at the same instants, on the same windows, as the live agent did."""
-        self._log_refit(now, reason)
+        self.journal.refit(now, reason)
         self._warn_missing()
         return refit_input(self, now)
 
@@ -416,9 +416,6 @@ class Agent:
                             self.config.robots.n)
             else:
                 LOG.info("event=robots_complete registered=%d", len(act.robots))
-
-    def _log_refit(self, now: float, reason: str) -> None:
-        self.journal.refit(now, reason)
 
     def deliveries_seen(self) -> int:
         """Deliveries received since this agent started (the refit loop's start-up growth counts them)."""

@@ -291,7 +291,7 @@ async def test_the_agents_own_lines_are_never_quarantined(tmp_path: Path) -> Non
             a.obsolete(1)
     a.set_queue(2)
     a.adopt(PolicyFit.of(ThresholdPolicy((3, 3, 2, 2, 1, 1, 1, 1, 1))), clock.now())
-    a._log_refit(clock.now(), "test")
+    a.journal.refit(clock.now(), "test")
     await a.close()
     kinds = {json.loads(x)["event"] for p in list_segments(tmp_path / "log") for x in p.read_text().splitlines()}
     assert {"delivery", "loss", "completion", "obsolete", "queue", "park", "policy", "refit"} <= kinds

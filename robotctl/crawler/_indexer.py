@@ -258,6 +258,8 @@ class Indexer:
             t0 = None
         self.stats = IndexerStats(start=t0 or 0.0, level_time=[0.0] * (config.capacity + 1))
         self.totals = IndexerStats(start=t0 or 0.0, level_time=[0.0] * (config.capacity + 1))
+        #: what an event is counted in: the window and the totals, the totals only once stopped
+        self._counting: tuple[IndexerStats, ...] = (self.stats, self.totals)
         self._last_t: float | None = t0
         self.events = 0
 
@@ -274,8 +276,8 @@ class Indexer:
         if self._last_t is not None and now > self._last_t:
             dt = now - self._last_t
             i = self.length
-            self.stats.level_time[i] += dt
-            self.totals.level_time[i] += dt
+            for s in self._counting:
+                s.level_time[i] += dt
         self._last_t = now if self._last_t is None else max(self._last_t, now)
 
     def start_window(self, now: float | None = None) -> None:
@@ -283,6 +285,7 @@ class Indexer:
         t = self.now() if now is None else now
         self._advance(t)
         self.stats = IndexerStats(start=t, level_time=[0.0] * (self.capacity + 1))
+        self._counting = (self.totals,) if self._stopped else (self.stats, self.totals)
 
     def sync(self, now: float | None = None) -> None:
         """Bring the time integrals up to ``now`` (the clock's now by default)."""
@@ -309,7 +312,7 @@ class Indexer:
             if doc.expires_at is not None:
                 delay = doc.expires_at - now
                 entry.timer = loop.call_later(max(0.0, delay), self._expire, entry)
-        for s in (self.stats, self.totals):
+        for s in self._counting:
             s.offered += k
             s.admitted += admitted
             s.lost += k - admitted
@@ -321,9 +324,13 @@ class Indexer:
         return admitted
 
     def stop(self) -> None:
-        """Freeze the queue at the end of a run: pending useful-life timers are cancelled and no page
-        expires any more, so what is counted afterwards equals what was measured."""
+        """Freeze the queue at the end of a run: pending useful-life timers are cancelled, no page expires
+        any more, and :attr:`stats` (the window) stops counting, so what is read from it afterwards equals
+        what was measured. A robot still winding down may deliver after this (a cancellation can land as
+        an awaited result arrives); such deliveries count in :attr:`totals` only, where the agent, which
+        is told of them, counts them too."""
         self._stopped = True
+        self._counting = (self.totals,)
         for entry in self._buffer:
             if entry.timer is not None:
                 entry.timer.cancel()
@@ -336,7 +343,7 @@ class Indexer:
         with contextlib.suppress(ValueError):
             self._buffer.remove(entry)
             entry.waiting = False
-            for s in (self.stats, self.totals):
+            for s in self._counting:
                 s.obsolete += 1
             self._emit(QueueEvent("obsolete", now, 1, 0, self.length))
 
@@ -382,7 +389,7 @@ class Indexer:
             self._advance(end)
             self._in_service = None
             service = end - start
-            for s in (self.stats, self.totals):
+            for s in self._counting:
                 s.served += 1
                 s.served_bytes += entry.doc.size
                 s.sojourn_sum += end - entry.arrived

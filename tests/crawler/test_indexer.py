@@ -127,3 +127,24 @@ async def test_time_integrals_cover_the_window(tmp_path: Path) -> None:
     s = ix.stats
     assert s.served == 1 and s.sojourn_sum >= s.service_sum > 0
     ix.close()
+
+
+async def test_a_stopped_indexer_counts_late_deliveries_in_its_totals_only(tmp_path: Path) -> None:
+    """A robot winding down may deliver after the run's measures were read: the window (``stats``) stays
+    as measured, the totals (which the agent's counts are compared with) take the delivery."""
+    ix = Indexer(IndexerConfig(capacity=2, processing_rate_bps=None), db_path=":memory:")
+    ix.start_window()
+    ix.offer("r1", [doc("u1"), doc("u2"), doc("u3")])
+    ix.stop()
+    window = (ix.stats.offered, ix.stats.admitted, ix.stats.lost, ix.stats.batches, list(ix.stats.level_time))
+    assert window[:4] == (3, 2, 1, 1)
+    await asyncio.sleep(0.01)
+    ix.offer("r2", [doc("u4"), doc("u5")])
+    ix.sync()
+    assert (ix.stats.offered, ix.stats.admitted, ix.stats.lost, ix.stats.batches,
+            list(ix.stats.level_time)) == window
+    assert (ix.totals.offered, ix.totals.admitted, ix.totals.lost, ix.totals.batches) == (5, 2, 3, 2)
+    ix.start_window()                                   # a stopped indexer's new window counts nothing either
+    ix.offer("r3", [doc("u6")])
+    assert ix.stats.offered == 0 and ix.totals.offered == 6
+    ix.close()

@@ -3,6 +3,7 @@ where it can be solved, and the product form (Poisson modes, exponential service
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -186,3 +187,28 @@ def test_promotion_orders_of_the_level_chain() -> None:
     assert LevelChain(model, None, "patient").promotion == "random"  # exact: nothing is counted
     with pytest.raises(ValueError, match="promotion"):
         LevelChain(model, 0, "oldest")
+
+
+def test_deadline_route_tends_to_the_true_deadline() -> None:
+    """A deterministic deadline: the urgent-next chains of 1..k Erlang phases, checked against the simulator
+    drawing the true constant (an independent route); the one-phase chain is the exponential law's exact
+    chain (one phase: order cannot matter)."""
+    from robotctl.model import fleet_model, simulate_events
+    from robotctl.model._deadline import deadline_law
+
+    model, costs = fleet_model(16, 8, obsolescence="deadline")
+    policy = _fleet_policy(8)
+    out = solve_approx(model, policy, costs, method="deadline")
+    assert out.method == "deadline k=3" and out.cost is not None and [s.engine.split(",")[0] for s in out.ladder] \
+        == ["deadline k=1", "deadline k=2", "deadline k=3"]
+    one = dataclasses.replace(model, obsolescence=deadline_law(10.0, 1), deadline=None)
+    assert out.ladder[0].cost == pytest.approx(cost_of(solve(one, policy).measures, costs).total, rel=1e-8)
+    sim = simulate_events(model, policy, np.random.default_rng(5), events=400_000, costs=costs)
+    assert sim.cost is not None
+    assert abs(out.cost - sim.cost.value) <= out.error_bound + 2 * sim.cost.half_width
+    assert 0.0 < out.error_bound < 0.05 * out.cost
+    # the Erlang law's own FIFO chain is farther from the deadline than the bar
+    law_cost = cost_of(solve(model, policy).measures, costs).total
+    assert abs(law_cost - sim.cost.value) > abs(out.cost - sim.cost.value)
+    with pytest.raises(InputError, match="deadline"):
+        solve_approx(dataclasses.replace(model, deadline=None), policy, costs, method="deadline")

@@ -168,11 +168,13 @@ class ApproxSolution:
     budget_exhausted: bool = False
 
 
-def evaluate_rates(chain: LevelChain, robots_at_level: Sequence[int]) -> tuple[Rates, str]:
-    """The policy's rates on ``chain``, by the dense evaluator or the iterative solver (by level size)."""
+def evaluate_rates(chain: LevelChain, robots_at_level: Sequence[int],
+                   level_solves: dict[tuple[int, int], Any] | None = None) -> tuple[Rates, str]:
+    """The policy's rates on ``chain``, by the dense evaluator or the iterative solver (by level size;
+    ``level_solves`` as in :func:`model._iterative.stationary_iterative`)."""
     if chain.max_dim <= DENSE_DIM:
         return PolicyEvaluator(chain, robots_at_level, levels=True).rates(), "dense"
-    res = stationary_iterative(chain, robots_at_level)
+    res = stationary_iterative(chain, robots_at_level, level_solves=level_solves)
     if not res.converged:
         raise ArithmeticError(f"iterative solve did not converge (residual {res.residual:.2g})")
     y = rates_from_levels(chain, robots_at_level, res.level_vectors)
@@ -364,7 +366,9 @@ def _bracket(model: QueueModel, policy: QueueLengthPolicy, costs: Costs | None, 
                                   dict.fromkeys((*MEASURE_FIELDS, "queue_length_distribution"), 0.0), tuple(steps),
                                   urgent.n_states, time.perf_counter() - start, notes)
         try:
-            ends = [evaluate_rates(chain, r) for chain in (urgent, LevelChain(model, h, "patient"))]
+            solves: dict[tuple[int, int], Any] = {}  # the two ends share their diagonal blocks
+            ends = [evaluate_rates(chain, r, solves)
+                    for chain in (urgent, LevelChain(model, h, "patient", share=urgent))]
         except (ArithmeticError, np.linalg.LinAlgError):
             if last is None:
                 raise

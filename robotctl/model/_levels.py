@@ -143,6 +143,10 @@ class _Counts:
         self._arrays: dict[int, tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]] = {}
         self._generators: dict[int, NDArray[np.float64]] = {}
 
+    def share(self, other: _Counts) -> None:
+        """Use ``other``'s tables and count generators (same law; they do not depend on the order)."""
+        self._index, self._arrays, self._generators = other._index, other._arrays, other._generators
+
     def index(self, c: int) -> dict[tuple[int, ...], int]:
         if c not in self._index:
             self._index[c] = {n: k for k, n in enumerate(compositions(c, self.R))}
@@ -270,6 +274,8 @@ def _drop_first(R: int, o: int) -> Any:
     return _kron(np.ones((R, 1)), _eye(R ** (o - 1)))
 
 
+#: Memo keys of blocks that do not depend on the promotion order (shared by sibling chains).
+_PROMOTION_FREE = frozenset({"arr", "rates", "A", "up", "expiry"})
 #: Orders in which counted pages go next (:class:`LevelChain`'s ``promotion``).
 PROMOTIONS = ("random", "urgent", "patient")
 
@@ -305,9 +311,13 @@ class LevelChain:
         phase with the shortest mean residual life present), ``patient`` (the longest). The last two are
         the ends of the bracket of :func:`model.solve_approx` (``method="bracket"``); all three agree on an
         exact chain.
+    share : LevelChain or None
+        A chain of the same model and depth whose blocks that do not depend on ``promotion`` (arrivals,
+        A(i), up(i, a), expiry rates, the count generators) this one reuses instead of building again.
     """
 
-    def __init__(self, model: QueueModel, h: int | None = None, promotion: str = "random") -> None:
+    def __init__(self, model: QueueModel, h: int | None = None, promotion: str = "random", *,
+                 share: LevelChain | None = None) -> None:
         self.model = model
         self.K = K = model.capacity
         self.W = model.arrivals.order
@@ -336,6 +346,13 @@ class LevelChain:
         self.promotion = "random" if self.exact else promotion
         self.counts = _Counts(self.gamma, self.Gamma, _priority(self.Gamma, self.promotion))
         self._cache: dict[tuple[Any, ...], Any] = {}
+        #: the memo of blocks that do not depend on ``promotion`` (shared with ``share``)
+        self._shared: dict[tuple[Any, ...], Any] = {}
+        if share is not None:
+            if share.model is not model or share.h != self.h:
+                raise ValueError("share must be a chain of the same model and depth")
+            self._shared = share._shared
+            self.counts.share(share.counts)
         #: dense blocks built by :class:`model.PolicyEvaluator`, shared by all evaluators of this chain
         self.evaluator_caches: dict[str, dict[Any, Any]] = {}
 
@@ -369,9 +386,10 @@ class LevelChain:
         return f"ordered-head h={self.h}" + ("" if self.promotion == "random" else f" ({self.promotion} next)")
 
     def _memo(self, key: tuple[Any, ...], build: Any) -> Any:
-        if key not in self._cache:
-            self._cache[key] = build()
-        return self._cache[key]
+        cache = self._shared if key[0] in _PROMOTION_FREE else self._cache
+        if key not in cache:
+            cache[key] = build()
+        return cache[key]
 
     # -- arrivals (policy-dependent through the mode only) -------------------------------------
     def arrivals(self, mode: int, i: int) -> list[NDArray[np.float64]]:

@@ -187,6 +187,12 @@ def test_promotion_orders_of_the_level_chain() -> None:
     assert LevelChain(model, None, "patient").promotion == "random"  # exact: nothing is counted
     with pytest.raises(ValueError, match="promotion"):
         LevelChain(model, 0, "oldest")
+    patient = LevelChain(model, 0, "patient", share=urgent)
+    assert patient.A(5) is urgent.A(5) and patient.up(3, 2) is urgent.up(3, 2)  # built once
+    assert patient.counts.generator(4) is urgent.counts.generator(4)
+    assert not np.allclose(patient.down(5), urgent.down(5))  # the next page differs
+    with pytest.raises(ValueError, match="same model and depth"):
+        LevelChain(model, 1, "patient", share=urgent)
 
 
 def test_deadline_route_tends_to_the_true_deadline() -> None:

@@ -33,8 +33,9 @@ midpoint of the two chains' and the error bar of the cost is its distance to the
 gives a finite bar, so the bracket needs two solves of the smallest chain where the ladder needs three
 depths, each R times larger than the last.
 
-**A deadline** (``QueueModel.deadline``, ``method="deadline"``, chosen by ``auto`` where the bracket would
-be): with a deterministic useful life the oldest waiting page is also the most urgent, so FIFO is the
+**A deadline** (``QueueModel.deadline``, ``method="deadline"``, chosen by ``auto`` for a model with a
+deadline whose exact chain is too large to solve directly: the ladder's bar would not include the Erlang
+law's own error): with a deterministic useful life the oldest waiting page is also the most urgent, so FIFO is the
 urgent-next order, and the Erlang-k law standing for the deadline (``model._deadline``) tends to it as k
 grows (a page's phase becomes its age in steps of d / k). The route solves the urgent-next chain of
 depth 0 for k = 1, 2, ... Erlang phases (from k - 2, k the model's phases, at least up to k) and treats
@@ -228,9 +229,10 @@ def solve_approx(model: QueueModel, policy: QueueLengthPolicy, costs: Costs | No
     exact_states
         Solve the exact chain directly when it has at most this many states (or small levels).
     method
-        ``ladder``, ``bracket``, ``deadline`` (module docstring) or ``auto``: when the ladder's third depth
-        from ``h_start`` would have more than ``LADDER_STATES`` states, the deadline route for a model with a
-        deadline, the bracket otherwise.
+        ``ladder``, ``bracket``, ``deadline`` (module docstring) or ``auto``: the deadline route for a model
+        with a deadline (once its exact chain is too large to solve directly); else the bracket when the
+        ladder's third depth from ``h_start`` would have more than ``LADDER_STATES`` states, the ladder
+        otherwise.
     """
     if not rtol > 0:
         raise InputError("rtol", f"must be positive, got {rtol!r}", "e.g. 1e-4 for four significant digits")
@@ -290,10 +292,10 @@ def solve_approx(model: QueueModel, policy: QueueLengthPolicy, costs: Costs | No
             steps.append(LadderStep(exact_chain.h, exact_chain.n_states,
                                     rates.cost(costs) if costs else math.nan, time.perf_counter() - t0, engine))
             return finish(ApproxStatus.EXACT, exact_chain, rates, None, None)
-    large = method == "auto" and LevelChain(reduced, min(h_start + 2, top)).n_states > LADDER_STATES
-    if large and reduced.deadline is not None:
+    if method == "auto" and reduced.deadline is not None:  # the ladder's bar would leave out the law's error
         return _deadline_route(reduced, policy, costs, rtol=rtol, max_states=max_states, max_seconds=max_seconds,
                                start=start, notes=red.notes)
+    large = method == "auto" and LevelChain(reduced, min(h_start + 2, top)).n_states > LADDER_STATES
     if method == "bracket" or large:
         return _bracket(reduced, policy, costs, rtol=rtol, h_start=min(h_start, top), top=top,
                         max_states=max_states, max_seconds=max_seconds, start=start, steps=steps, notes=red.notes)

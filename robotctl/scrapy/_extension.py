@@ -47,6 +47,9 @@ LOG = logging.getLogger("robotctl.scrapy")
 META_ROBOT = "robotctl_robot"
 META_SLOT = "robotctl_slot"
 META_GATE = "robotctl_gate"
+#: when the pushback gate admitted the request (monotonic seconds): a refusal of a request sent before the
+#: slot's last back-off does not back off again (robotctl.scrapy._pushback)
+META_SENT = "robotctl_sent"
 
 
 def extension(crawler: Crawler) -> RobotctlExtension | None:
@@ -152,6 +155,8 @@ class RobotctlExtension:
         if not settings.enabled:
             raise NotConfigured  # quietly, like AutoThrottle when it is off
         ext = cls(crawler, settings)
+        if settings.agent == "local":
+            _load_local_agent_code()
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
         crawler.signals.connect(ext.request_reached_downloader, signal=signals.request_reached_downloader)
@@ -408,6 +413,7 @@ class RobotctlExtension:
             wait = self.pushback.admit(key, now, last_try=last_try)
             if wait == 0.0:
                 request.meta[META_GATE] = key
+                request.meta[META_SENT] = now
                 if started is not None:
                     self.held += 1
                     self.held_seconds += now - started
@@ -471,7 +477,7 @@ class RobotctlExtension:
         key = request.meta.get(META_GATE) or engine.downloader.get_slot_key(request)
         header = response.headers.get(b"Retry-After") if response.status in PUSHBACK_STATUSES else None
         wait = retry_after_s(header, time.time())
-        if self.pushback.answer(key, response.status, time.monotonic(), wait):
+        if self.pushback.answer(key, response.status, time.monotonic(), wait, sent_at=request.meta.get(META_SENT)):
             st = self.pushback.slots[key]
             LOG.debug("robotctl: download slot %s: cap %s, ceiling %s, held %.1f s (HTTP %d)", key, st.cap,
                       st.ceiling, max(st.hold_until - time.monotonic(), 0.0), response.status,
@@ -545,6 +551,14 @@ class RobotctlExtension:
                         "%.2g pages/s whatever the robots; the robots can only act across sites. Lower "
                         "DOWNLOAD_DELAY (e.g. to 0) and let robotctl pace the crawl", delay, 1.0 / delay,
                         extra=self._log_extra)
+
+
+def _load_local_agent_code() -> None:
+    """Import the local agent's code (the agent, and the fitting and optimisation code it imports: about
+    3 s on an idle 2-core machine, 7-12 s on a loaded one) while the crawler is built, before the crawl's
+    first request: imported in ``spider_opened`` it held the crawl's event loop with the first requests in
+    flight, and the robots were registered 2-12 s into the crawl (bench/scrapy_compare.py)."""
+    from robotctl.agent import AgentConfig, run_in_process  # noqa: F401
 
 
 def _quiet_agent_log() -> None:

@@ -20,10 +20,12 @@ Without one the extension logs a warning and stays off.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
 import logging
 import math
+import threading
 import time
 from typing import Any
 from urllib.parse import urlsplit
@@ -100,7 +102,9 @@ class RobotctlExtension:
         self.client = client if client is not None else AgentClient(settings.url, token=settings.token,
                                                                      timeout_s=settings.timeout_s)
         self.url = settings.url
-        #: the local agent (ROBOTCTL_AGENT = local): its context manager and its application, once started
+        #: the local agent (ROBOTCTL_AGENT = local): its code being imported, its context manager and its
+        #: application, once started
+        self._agent_code: concurrent.futures.Future[None] | None = None
         self._local: Any = None
         self.local_app: Any = None
         self.spider: Any = None
@@ -156,7 +160,7 @@ class RobotctlExtension:
             raise NotConfigured  # quietly, like AutoThrottle when it is off
         ext = cls(crawler, settings)
         if settings.agent == "local":
-            _load_local_agent_code()
+            ext._agent_code = _load_local_agent_code()
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
         crawler.signals.connect(ext.request_reached_downloader, signal=signals.request_reached_downloader)
@@ -231,6 +235,8 @@ class RobotctlExtension:
         import secrets
         from pathlib import Path
 
+        if self._agent_code is not None:  # imported meanwhile, while the crawl began
+            await asyncio.wrap_future(self._agent_code)
         from robotctl import InputError
         from robotctl.agent import AgentConfig, run_in_process
 
@@ -553,12 +559,24 @@ class RobotctlExtension:
                         extra=self._log_extra)
 
 
-def _load_local_agent_code() -> None:
-    """Import the local agent's code (the agent, and the fitting and optimisation code it imports: about
-    3 s on an idle 2-core machine, 7-12 s on a loaded one) while the crawler is built, before the crawl's
-    first request: imported in ``spider_opened`` it held the crawl's event loop with the first requests in
-    flight, and the robots were registered 2-12 s into the crawl (bench/scrapy_compare.py)."""
-    from robotctl.agent import AgentConfig, run_in_process  # noqa: F401
+def _load_local_agent_code() -> concurrent.futures.Future[None]:
+    """Import the local agent's code (the agent, and the model, fitting and optimisation code it imports:
+    2-3 s on the shared 2-core machine at load 5) in a thread from the moment the crawler is built, so that
+    the crawl begins meanwhile (its robots at ``ROBOTCTL_DEFAULT_STATE`` until they are registered, as
+    while an agent cannot be reached). Imported in ``spider_opened`` it held the crawl's event loop with
+    the first requests in flight; imported before the crawl, it delayed its first request as long."""
+    done: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+    def load() -> None:
+        try:
+            from robotctl.agent import AgentConfig, run_in_process  # noqa: F401
+        except BaseException as exc:  # the agent's start reports it (an ImportError names what is missing)
+            done.set_exception(exc)
+        else:
+            done.set_result(None)
+
+    threading.Thread(target=load, name="robotctl-import", daemon=True).start()
+    return done
 
 
 def _quiet_agent_log() -> None:

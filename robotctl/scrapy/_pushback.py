@@ -11,8 +11,9 @@ Every request of a download slot passes :meth:`Pushback.admit` before it reaches
   pushback is remembered as the slot's **ceiling**. **Once per overload**: a refusal of a request sent
   before the last back-off (``sent_at``) answers the load that back-off already answered, so it holds the
   slot (its ``Retry-After``) but lowers neither the cap nor the ceiling, as TCP halves its window once per
-  window of losses. Without it, a burst of 16 requests to a server that takes 6 drew three refusals in a
-  row and halved the cap three times, 11 in flight to 5, 2, then 1 (bench/scrapy_compare.py's cold crawl).
+  window of losses (unless the cap was probed up since: then it backs off). Without it, a burst of 16
+  requests to a server that takes 6 drew three refusals in a row and halved the cap three times, 11 in
+  flight to 5, 2, then 1 (bench/scrapy_compare.py's cold crawl).
 - After the hold the cap is **probed up slowly**: each ``probe_s`` (from the hold's end or the last step)
   of answers without pushback, in which the slot's downloads reached the cap, raises it by one (a cap the
   crawl does not use is not raised).
@@ -139,7 +140,8 @@ class Pushback:
                sent_at: float | None = None) -> bool:
         """A response from ``slot`` at ``now`` (its request still in flight: :meth:`release` follows); True
         when the slot's cap or hold changed. ``sent_at``: when its request was admitted (None: unknown, every
-        refusal backs off); a refusal of a request sent before the last back-off only holds the slot."""
+        refusal backs off); a refusal of a request sent before the last back-off only holds the slot,
+        unless the cap was probed up since."""
         st = self.slots.get(slot)
         if status in PUSHBACK_STATUSES:
             if st is None:
@@ -147,7 +149,7 @@ class Pushback:
             hold = now + (retry_after if retry_after is not None else self.min_hold_s)
             st.pushbacks += 1
             self.pushbacks += 1
-            if sent_at is not None and sent_at < st.backed_off_at:  # the overload already answered
+            if sent_at is not None and sent_at < st.backed_off_at == st.changed_at:  # answered, not probed since
                 st.hold_until = max(st.hold_until, hold)
                 return True
             in_flight = max(st.in_flight, 1)

@@ -131,9 +131,11 @@ def test_a_last_try_never_probes_above_the_ceiling_but_may_always_go_alone() -> 
 
 
 @given(st.lists(st.tuples(st.sampled_from(["admit", "last", "release", 200, 404, 429, 503]), st.floats(0, 5),
-                          st.none() | st.floats(0, 60)), max_size=80))
+                          st.none() | st.floats(0, 60)), max_size=80),
+       st.none() | st.floats(0, 10))
 def test_the_gate_never_admits_during_a_hold_nor_beyond_the_cap(
-        events: list[tuple[str | int, float, float | None]]) -> None:
+        events: list[tuple[str | int, float, float | None]], sent_ago: float | None) -> None:
+    """Every answer without ``sent_at``, or with its request sent ``sent_ago`` seconds before it."""
     p = Pushback(16)
     t = 0.0
     for what, dt, wait in events:
@@ -154,7 +156,7 @@ def test_the_gate_never_admits_during_a_hold_nor_beyond_the_cap(
             p.release("s")
             assert p.in_flight("s") == max(flying - 1, 0)
         else:
-            p.answer("s", int(what), t, wait)
+            p.answer("s", int(what), t, wait, sent_at=None if sent_ago is None else t - sent_ago)
         cap = p.cap("s")
         assert cap is None or 1 <= cap < 16
         if what in (429, 503):

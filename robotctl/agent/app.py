@@ -87,7 +87,7 @@ from .api import (
     parse_actuation,
     parse_completions,
     parse_control,
-    parse_deliveries,
+    parse_delivery_body,
     parse_given_up,
     parse_json,
     parse_obsolete,
@@ -194,9 +194,8 @@ async def _post_deliveries(request: web.Request) -> web.Response:
     t0 = time.perf_counter()
     app = request.app
     agent = app[AGENT]
-    obj = parse_json(await request.read())
-    items = parse_deliveries(obj, max_batch=app[CONFIG].server.max_batch, registered=agent.robot_ids,
-                             allow_unregistered=app[CONFIG].robots.allow_unregistered)
+    items = parse_delivery_body(await request.read(), max_batch=app[CONFIG].server.max_batch,
+                                registered=agent.robot_ids, allow_unregistered=app[CONFIG].robots.allow_unregistered)
     ack = agent.deliver(items)
     await agent.commit()
     app[METRICS].ack_seconds.observe(time.perf_counter() - t0)

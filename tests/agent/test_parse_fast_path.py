@@ -1,8 +1,10 @@
 """Issue 26: the fast paths of parse_deliveries (an item of the common shape; a batch of them, checked a column at a
-time) accept and refuse exactly as the checks do; a batch's log lines and samples are its deliveries' one by one."""
+time) and of parse_delivery_body (a body decoded and checked by msgspec) accept and refuse exactly as the checks
+do; a batch's log lines and samples are its deliveries' one by one."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -10,7 +12,14 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from robotctl._errors import InputError
-from robotctl.agent.api import MAX_ID_LENGTH, Delivery, parse_deliveries, robot_id
+from robotctl.agent.api import (
+    MAX_ID_LENGTH,
+    Delivery,
+    parse_deliveries,
+    parse_delivery_body,
+    parse_json,
+    robot_id,
+)
 from robotctl.agent.samples import Ring
 from robotctl.agent.trace import TraceWriter
 
@@ -85,6 +94,60 @@ def test_a_batch_is_what_its_items_are_alone(items: list[object], allow: bool) -
                                  allow_unregistered=allow)
         assert list(batch) == alone
         assert [type(v) for d in batch for v in d] == [type(v) for d in alone for v in d]
+
+
+def _parsed(parse: object, *args: object, **kwargs: object) -> object:
+    """The deliveries and the types of their values, or the error's field and problem."""
+    try:
+        out = list(parse(*args, **kwargs))  # type: ignore[operator]
+    except InputError as exc:
+        return exc.field, exc.problem
+    return out, [type(v) for d in out for v in d]
+
+
+def _body_bytes(doc: object, form: str) -> bytes:
+    """``doc`` as JSON in one of the forms a client may send (or botch)."""
+    text = json.dumps(doc, allow_nan=True)
+    if form == "utf-16":
+        return text.encode("utf-16")
+    if form == "bom":
+        return text.encode("utf-8-sig")
+    if form == "junk":
+        return text.encode() + b" x"
+    if form == "repeated" and text.startswith("{") and len(text) > 2:
+        return b'{"pages": 2, ' + text[1:].encode()  # the key repeated when doc has pages: the last one counts
+    if form == "spaced":
+        return b" \n" + json.dumps(doc, allow_nan=True, indent=1).encode() + b"\t"
+    return text.encode()
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(plain, odd, st.lists(st.one_of(plain, plain, plain, odd), min_size=0, max_size=6).map(
+           lambda items: {"deliveries": items}),
+                 st.tuples(st.lists(plain, min_size=1, max_size=3), plain).map(
+           lambda t: {"deliveries": t[0], **t[1]})),
+       st.sampled_from(["plain", "plain", "utf-16", "bom", "junk", "repeated", "spaced"]), st.booleans(),
+       st.sampled_from([1, 3, 100]))
+@example({"robot": "r1", "pages": 2}, "plain", True, 100)
+@example({"deliveries": [{"robot": "r1"}], "robot": "r2"}, "plain", True, 100)
+@example({"deliveries": [{"robot": ""}, {"robot": "x" * (MAX_ID_LENGTH + 1)}]}, "plain", True, 100)
+@example({"deliveries": [{"robot": "new"}]}, "plain", False, 100)
+@example({"client_time": 3, "bytes": None}, "plain", True, 100)
+@example({"deliveries": []}, "plain", True, 100)
+def test_a_body_decoded_by_msgspec_is_what_the_checks_make_of_it(doc: object, form: str, allow: bool,
+                                                                 max_batch: int) -> None:
+    """parse_delivery_body (the common shape decoded and checked by msgspec in one call, anything else the long
+    way) accepts what parse_deliveries accepts of parse_json's document, with the same values and types, and
+    refuses the rest with the same field and problem."""
+    body = _body_bytes(doc, form)
+    kwargs = {"max_batch": max_batch, "registered": {"r1"}, "allow_unregistered": allow}
+    try:
+        obj = parse_json(body)
+    except InputError as exc:
+        expected: object = (exc.field, exc.problem)
+    else:
+        expected = _parsed(parse_deliveries, obj, **kwargs)
+    assert _parsed(parse_delivery_body, body, **kwargs) == expected
 
 
 @settings(max_examples=200, deadline=None)

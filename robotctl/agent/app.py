@@ -71,7 +71,7 @@ from ._http import (
     LongPollGate,
     auth_middleware,
     body_middleware,
-    dumps,
+    delivery_ack,
     endpoint_label,
     error_response,
     install_expect_handler,
@@ -199,7 +199,7 @@ async def _post_deliveries(request: web.Request) -> web.Response:
     ack = agent.deliver(items)
     await agent.commit()
     app[METRICS].ack_seconds.observe(time.perf_counter() - t0)
-    return web.Response(body=dumps(ack).encode(), content_type="application/json")
+    return web.Response(body=delivery_ack(ack), content_type="application/json")
 
 
 async def _post_completions(request: web.Request) -> web.Response:

@@ -12,6 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from robotctl._errors import InputError
+from robotctl.agent._http import delivery_ack, dumps
 from robotctl.agent.api import (
     MAX_ID_LENGTH,
     Delivery,
@@ -182,3 +183,24 @@ def test_ring_rows_given_once_for_every_row() -> None:
         for c in ("t", "x", "y"):
             assert np.array_equal(a.cols[c], b.cols[c], equal_nan=True)
         assert a.n == b.n
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 10**6), st.integers(0, 10**6), st.integers(0, 10**6), st.floats(allow_nan=True),
+       st.integers(0, 500), st.integers(0, 64), st.sampled_from([None, "active", "parked"]),
+       st.sampled_from(["ok", "extra", "missing"]))
+def test_a_delivery_ack_is_the_json_of_its_dict(accepted: int, pages: int, admitted: int, t: float, queue: int,
+                                                active: int, state: str | None, shape: str) -> None:
+    """delivery_ack writes the ack dict directly: the bytes dumps would write, for the dicts Agent.deliver makes
+    and (through dumps) any other, a non-finite t included."""
+    ack: dict[str, object] = {"accepted": accepted, "pages": pages, "admitted": admitted,
+                              "lost": pages - admitted, "t": t, "queue": queue, "active": active}
+    if state is not None:
+        ack["state"] = state
+    if shape == "extra":
+        ack["note"] = "x"
+    elif shape == "missing":
+        del ack["queue"]
+    assert delivery_ack(ack) == dumps(ack).encode()
+    if math.isfinite(t):
+        assert json.loads(delivery_ack(ack)) == ack

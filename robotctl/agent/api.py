@@ -372,10 +372,9 @@ def _delivery_decoder() -> Callable[[bytes], Any]:
     refused = (msgspec.DecodeError, msgspec.ValidationError)
 
     def columns(body: bytes) -> Any:
-        """The columns (robots, pages, sizes, client times) of ``body``, the number of deliveries, and
-        their robot ids; or None when msgspec refuses it."""
+        """The columns (robots, pages, sizes, client times) of ``body``, or None when msgspec refuses it."""
         try:
-            doc = decode(body)
+            doc: Any = decode(body)
         except refused:
             return None
         items = doc.deliveries
@@ -384,13 +383,11 @@ def _delivery_decoder() -> Callable[[bytes], Any]:
             return [robot], [1 if pages is None else pages], [size], [ct]
         if fields(doc) != (unset,) * 4:  # a batch and a delivery's field beside it: the long way names it
             return None
-        return (list(map(_ROBOT, items)), list(map(_PAGES, items)), list(map(_SIZE, items)),
-                list(map(_CLIENT_TIME, items)))
+        # comprehensions: an attribute of a msgspec struct is read faster there than by map(attrgetter)
+        return ([d.robot for d in items], [d.pages for d in items], [d.bytes for d in items],
+                [d.client_time for d in items])
 
     return columns
-
-
-_ROBOT, _PAGES, _SIZE, _CLIENT_TIME = (attrgetter(k) for k in ("robot", "pages", "bytes", "client_time"))
 
 
 def parse_delivery_body(body: bytes, *, max_batch: int, registered: Container[str] | None = None,

@@ -378,9 +378,10 @@ def _delivery_decoder() -> Callable[[bytes], Any]:
         except refused:
             return None
         items = doc.deliveries
-        if items is unset:
-            robot, pages, size, ct = (None if v is unset else v for v in fields(doc))
-            return [robot], [1 if pages is None else pages], [size], [ct]
+        if items is unset:  # one delivery (read field by field: the common request)
+            robot, pages, size, ct = doc.robot, doc.pages, doc.bytes, doc.client_time
+            return ([None if robot is unset else robot], [1 if pages is unset else pages],
+                    [None if size is unset else size], [None if ct is unset else ct])
         if fields(doc) != (unset,) * 4:  # a batch and a delivery's field beside it: the long way names it
             return None
         # comprehensions: an attribute of a msgspec struct is read faster there than by map(attrgetter)
@@ -400,10 +401,9 @@ def parse_delivery_body(body: bytes, *, max_batch: int, registered: Container[st
     if cols is not None and 0 < len(cols[1]) <= max_batch:
         robots = cols[0]
         known = registered if registered is not None else ()
-        ids = set(robots)
-        ids.discard(None)
-        if all(rid in known or (allow_unregistered and 0 < len(rid) <= MAX_ID_LENGTH and rid.isprintable())
-               for rid in ids):
+        ids = set(robots) if len(robots) > 1 else robots  # each distinct id checked once
+        if all(rid is None or rid in known
+               or (allow_unregistered and 0 < len(rid) <= MAX_ID_LENGTH and rid.isprintable()) for rid in ids):
             return DeliveryBatch(*cols)
     return parse_deliveries(parse_json(body), max_batch=max_batch, registered=registered,
                             allow_unregistered=allow_unregistered)

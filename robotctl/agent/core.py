@@ -223,21 +223,24 @@ class Agent:
         command."""
         batch = DeliveryBatch.of(items)  # the columns (what parse_deliveries returns already)
         robots, page_counts, sizes, client_times = batch.robots, batch.pages, batch.sizes, batch.client_times
-        if len(page_counts) == 1:
-            return self._deliver_one(robots[0], page_counts[0], sizes[0], client_times[0])
         now = self._stamp()
         mode = self.actuator.mode
         admitted = self.queue.admitted(page_counts)
         self.journal.write(self.journal.lines.delivery_columns(now, robots, page_counts, sizes, client_times,
                                                                admitted, mode))
         # -- apply
-        pages = sum(page_counts)
-        got = sum(admitted)
-        lost = pages - got
         n = len(page_counts)
-        nbytes = sum(cast("list[int]", sizes)) if None not in sizes else sum(b for b in sizes if b is not None)
+        before: Sequence[int]
+        if n == 1:  # one delivery (the common request): its numbers, without a batch's sums and prefix sums
+            pages, got, size = page_counts[0], admitted[0], sizes[0]
+            nbytes = 0 if size is None else size
+            before = (self.queue.length,)
+        else:
+            pages, got = sum(page_counts), sum(admitted)
+            nbytes = sum(cast("list[int]", sizes)) if None not in sizes else sum(b for b in sizes if b is not None)
+            before = list(accumulate(admitted[:-1], initial=self.queue.length))
+        lost = pages - got
         self.totals.count_deliveries(n, pages, nbytes, got)
-        before = list(accumulate(admitted[:-1], initial=self.queue.length))
         self.queue.admit(got, now)
         add_deliveries(self.deliveries, now, page_counts, sizes, client_times, mode)
         counts = {OFFERED: pages, LOST: lost, mode_pages_key(mode): pages}
@@ -248,34 +251,6 @@ class Agent:
                                "queue": self.queue.length, "active": self.actuator.mode}
         if n == 1 and robots[0] is not None:
             r = self.actuator.robots.get(robots[0])
-            if r is not None:
-                ack["state"] = r.command.value
-        return ack
-
-    def _deliver_one(self, robot: str | None, pages: int, size: int | None, client_time: float | None
-                     ) -> dict[str, Any]:
-        """:meth:`deliver` of one delivery (the common request), the same steps without the batch's sums."""
-        now = self._stamp()
-        mode = self.actuator.mode
-        queue = self.queue
-        got = queue.admitted([pages])[0]
-        self.journal.write(self.journal.lines.delivery_columns(now, [robot], [pages], [size], [client_time],
-                                                               [got], mode))
-        # -- apply
-        lost = pages - got
-        self.totals.count_deliveries(1, pages, 0 if size is None else size, got)
-        before = (queue.length,)
-        queue.admit(got, now)
-        self.deliveries.append(t=now, pages=pages, mode=mode, client_t=math.nan if client_time is None else client_time,
-                               bytes=math.nan if size is None else size)
-        counts = {OFFERED: pages, LOST: lost, mode_pages_key(mode): pages}
-        self.window.add_many(now, counts)
-        self.drift_window.add_many(now, counts)
-        self._queue_changed(now, Event.ARRIVAL, before)
-        ack: dict[str, Any] = {"accepted": 1, "pages": pages, "admitted": got, "lost": lost, "t": now,
-                               "queue": queue.length, "active": self.actuator.mode}
-        if robot is not None:
-            r = self.actuator.robots.get(robot)
             if r is not None:
                 ack["state"] = r.command.value
         return ack

@@ -84,6 +84,7 @@ from ._resources import check_config_memory
 from .actuator import ConflictError, ForbiddenError
 from .api import (
     NotFoundError,
+    delivery_decoder,
     parse_actuation,
     parse_completions,
     parse_control,
@@ -498,6 +499,7 @@ def create_app(config: AgentConfig, *, registry: CollectorRegistry | None = None
     app[SCHEDULER] = scheduler
     agent = Agent(config, clock, scheduler=scheduler)
     app[AGENT] = agent
+    delivery_decoder()  # built now, not on the event loop at the first delivery
     rc = config.refit
     executor = rc.executor if rc.executor != "auto" else ("process" if own_process else "thread")
     worker = RefitWorker(compute if compute is not None else compute_refit, kind=executor, timeout_s=rc.timeout_s)

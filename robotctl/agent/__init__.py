@@ -19,6 +19,7 @@ if typing.TYPE_CHECKING:
     from .client import AgentClient, AgentRejectedError, AgentUnavailableError, RobotHandle, RobotState
     from .clock import ManualClock, MonotonicClock, cancel_and_wait
     from .config import AgentConfig, load_config
+    from .inprocess import InProcessReports
     from .log import check_directory
     from .replay import ReplayOptions, ReplayResult, replay
     from .sources import check_recognised, read_events
@@ -33,6 +34,7 @@ _WHERE = {
     "AgentConfig": ".config",
     "AgentRejectedError": ".client",
     "AgentUnavailableError": ".client",
+    "InProcessReports": ".inprocess",
     "ManualClock": ".clock",
     "MonotonicClock": ".clock",
     "Pages": "._pages",
@@ -71,6 +73,7 @@ __all__ = [
     "AgentConfig",
     "AgentRejectedError",
     "AgentUnavailableError",
+    "InProcessReports",
     "ManualClock",
     "MonotonicClock",
     "Pages",

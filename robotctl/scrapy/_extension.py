@@ -238,7 +238,7 @@ class RobotctlExtension:
         if self._agent_code is not None:  # imported meanwhile, while the crawl began
             await asyncio.wrap_future(self._agent_code)
         from robotctl import InputError
-        from robotctl.agent import AgentConfig, run_in_process
+        from robotctl.agent import AgentConfig, InProcessReports, run_in_process
 
         from ._addon import local_agent_config
 
@@ -265,7 +265,8 @@ class RobotctlExtension:
                       extra=self._log_extra)
             return False
         self.client = AgentClient(url, token=token, timeout_s=s.timeout_s)
-        self.reporter.client = self.client
+        # the reports (one an item) go to the agent's code directly; robots' registrations and commands over HTTP
+        self.reporter.client = InProcessReports(self.local_app)
         self.health.url = url
         self.url = url
         LOG.debug("robotctl: local agent at %s, K = %d, log and policy in %s", url, capacity, directory,

@@ -236,10 +236,23 @@ class _Counts:
         multiplied as sparse matrices: each has at most R entries a row)."""
         if a == 0:
             return _eye(self.dim(c))
-        out = to_sparse(self._add_one(c))
-        for b in range(c + 1, c + a):
-            out = out @ to_sparse(self._add_one(b))
-        return to_dense(out) if _is_dense(out.shape) else sp.csr_matrix(out)
+        if a == 1:
+            return self._add_one(c)
+        # the a pages' phases are multinomial: n -> n + m with probability a! / prod m_r! prod gamma_r^m_r
+        # (built at once: the product of a one-page steps as scipy matrices cost 0.3 s a chain at K = 50)
+        n = self.array(c)
+        ms = self.array(a)
+        keep = ~np.any((ms > 0) & (self.gamma[None, :] <= 0), axis=1)  # a phase never entered
+        ms = ms[keep]
+        logs = np.log(np.where(self.gamma > 0, self.gamma, 1.0))
+        log_p = (math.lgamma(a + 1) - np.array([sum(math.lgamma(int(x) + 1) for x in m) for m in ms])
+                 + (ms * logs[None, :]).sum(axis=1))
+        probs = np.exp(log_p)
+        rows = np.repeat(np.arange(n.shape[0]), ms.shape[0])
+        targets = (n[:, None, :] + ms[None, :, :]).reshape(-1, self.R)
+        cols = self.find(c + a, targets)
+        vals = np.tile(probs, n.shape[0])
+        return _csr(rows, cols, vals, (n.shape[0], self.dim(c + a)))
 
 
 def _gamma0_sum(Gamma0: Vector, o: int) -> Any:

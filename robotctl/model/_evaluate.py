@@ -280,7 +280,7 @@ class PolicyEvaluator:
         arr = self.chain.arrivals(mode, i)
         # (D_k (x) I_inner)(I_W (x) up) = D_k (x) up, formed directly (not as a product with an identity)
         out: Array = (np.zeros((self.dims[i], self.dims[i + k])) if k >= len(arr)
-                      else np.asarray(np.kron(arr[k], self._inner("up", i, k)), dtype=float))
+                      else fast_kron(arr[k], self._inner("up", i, k)))
         if out.size <= SMALL_BLOCK:
             out = self._keep_small(key, out)
         return out

@@ -565,16 +565,15 @@ class LevelChain:
         """On the states of level i (nu, inner): the rates, summed over arriving pages, of
         [will be served, will expire, sojourn if served, sojourn if expired] (shape dim(i) x 4)."""
         arr = self.arrivals(mode, i)
-        out = np.zeros((self.W, self.inner_dim(i), 4))
         top = len(arr) - 1
         if top == 0:
-            return out.reshape(self.dim(i), 4)
-        admitted = np.array([a.sum(axis=1) for a in arr[1:]])  # row a-1: batches admitting a, by nu
+            return np.zeros((self.dim(i), 4))
+        admitted = np.stack(arr[1:]).sum(axis=2)  # row a-1: batches admitting a, by nu
         y = np.cumsum(admitted[::-1], axis=0)[::-1]  # row l-1: batches putting a page at position l
-        for l in range(1, top + 1):
-            if y[l - 1].any():
-                out += y[l - 1][:, None, None] * self._tagged_inner(i, l)[None, :, :]
-        return out.reshape(self.dim(i), 4)
+        # the positions' vectors stacked once per (level, top) and shared by the modes: one product
+        stack = self._memo(("tagged_stack", i, top),
+                           lambda: np.stack([self._tagged_inner(i, l) for l in range(1, top + 1)]))
+        return np.tensordot(y, stack, axes=(0, 0)).reshape(self.dim(i), 4)
 
 
 def _factorise(A: Any) -> Any:

@@ -328,23 +328,27 @@ class PolicyEvaluator:
         top = self._reach(l)
         Qbar = self._diag(l, mode)
         rhs_B = self.functionals(l, mode).copy()
+        d = self.dims[l]
         for k in range(1, top + 1):
-            if self.dims[l] * self.dims[l + k] <= SMALL_BLOCK:
-                Q = self._up_block(l, mode, k)
-                Qbar += Q @ self.Pi[l + k, l]
-                rhs_B += Q @ self.B[l + k, l]
-            else:
-                Qbar += self._up(l, mode, k, self.Pi[l + k, l])
-                rhs_B += self._up(l, mode, k, self.B[l + k, l])
+            # Q_{l,l+k} [Pi | B]: one product for both
+            PB = np.concatenate([self.Pi[l + k, l], self.B[l + k, l]], axis=1)
+            small = d * self.dims[l + k] <= SMALL_BLOCK
+            QPB = self._up_block(l, mode, k) @ PB if small else self._up(l, mode, k, PB)
+            Qbar += QPB[:, :d]
+            rhs_B += QPB[:, d:]
         down = self._down_block(l)
-        both = np.linalg.solve(-Qbar, np.concatenate([down, rhs_B], axis=1))
+        Qbar *= -1.0
+        both = np.linalg.solve(Qbar, np.concatenate([down, rhs_B], axis=1))
         self.solves += 1
-        G, a = both[:, :down.shape[1]], both[:, down.shape[1]:]
-        self.Pi[l, l - 1] = G
-        self.B[l, l - 1] = a
+        width = down.shape[1]
+        self.Pi[l, l - 1] = both[:, :width]
+        self.B[l, l - 1] = both[:, width:]
         for j in range(l + 1, min(l - 1 + self._reach(l - 1), self.K) + 1):
-            self.Pi[j, l - 1] = self.Pi[j, l] @ G
-            self.B[j, l - 1] = self.B[j, l] + self.Pi[j, l] @ a
+            # Pi_{j,l} [G | a] in one product: [Pi_{j,l-1} | B_{j,l-1} - B_{j,l}]
+            moved = self.Pi[j, l] @ both
+            self.Pi[j, l - 1] = moved[:, :width]
+            moved[:, width:] += self.B[j, l]
+            self.B[j, l - 1] = moved[:, width:]
 
     def _ensure_back(self, l: int) -> None:
         while self.back_lo > l:

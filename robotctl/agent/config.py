@@ -414,12 +414,16 @@ class TargetsConfig(_Section):
                                        "at most this fraction of offered pages dropped as obsolete (P_obs)")
     max_starvation: float | None = _spec(None, _optional(_fraction),
                                          "the indexer idle at most this fraction of the time (P_star)")
+    nearest: str = _spec("ratio", _choice("ratio", "items"),
+                         "when no policy meets every bound, the one nearest them: ratio, the smallest worst "
+                         "measure-to-bound ratio; items, the fewest pages per second beyond the bounds (lost and "
+                         "obsolete pages, and the indexer's idle time at its rate)")
 
     def as_targets(self) -> Targets | None:
         """The bounds as :class:`robotctl.policies.Targets`, or None when none is set (weights mode)."""
         if self.max_loss is None and self.max_obsolete is None and self.max_starvation is None:
             return None
-        return Targets(self.max_loss, self.max_obsolete, self.max_starvation)
+        return Targets(self.max_loss, self.max_obsolete, self.max_starvation, nearest=self.nearest)
 
 
 def _fetch_law(v: Any) -> Any:

@@ -138,7 +138,8 @@ class _LevelSolve:
 class _Operator:
     """Row-vector products with the blocks of one policy's generator."""
 
-    def __init__(self, chain: LevelChain, policy: Sequence[int]) -> None:
+    def __init__(self, chain: LevelChain, policy: Sequence[int],
+                 level_solves: dict[tuple[int, int], _LevelSolve] | None = None) -> None:
         self.chain = chain
         self.policy = list(policy)
         self.K = chain.K
@@ -146,7 +147,11 @@ class _Operator:
         self.dims = [chain.dim(i) for i in range(self.K + 1)]
         self.offsets = np.concatenate([[0], np.cumsum(self.dims)]).astype(int)
         self.n = int(self.offsets[-1])
-        self.diag = [_LevelSolve(chain, i, self.policy[i]) for i in range(self.K + 1)]
+        solves = {} if level_solves is None else level_solves
+        for i in range(self.K + 1):
+            if (i, self.policy[i]) not in solves:
+                solves[i, self.policy[i]] = _LevelSolve(chain, i, self.policy[i])
+        self.diag = [solves[i, self.policy[i]] for i in range(self.K + 1)]
         self.ups: list[list[tuple[int, Array, Any]]] = []
         for i in range(self.K + 1):
             arr = chain.arrivals(self.policy[i], i)
@@ -204,10 +209,13 @@ class _Operator:
 
 
 def stationary_iterative(chain: LevelChain, robots_at_level: Sequence[int], *, rtol: float = 1e-13,
-                         maxiter: int = 400, x0: Array | None = None) -> IterativeResult:
-    """p with p Q = 0, p e = 1 for the policy ``robots_at_level`` on ``chain`` (module docstring)."""
+                         maxiter: int = 400, x0: Array | None = None,
+                         level_solves: dict[tuple[int, int], Any] | None = None) -> IterativeResult:
+    """p with p Q = 0, p e = 1 for the policy ``robots_at_level`` on ``chain`` (module docstring).
+    ``level_solves``: the factorised diagonal blocks by (level, mode), filled and reused across calls on
+    chains with the same diagonal blocks (the bracket's two ends)."""
     start = time.perf_counter()
-    op = _Operator(chain, robots_at_level)
+    op = _Operator(chain, robots_at_level, level_solves)
     n = op.n
     rhs = np.zeros(n)
     rhs[0] = 1.0

@@ -133,13 +133,19 @@ class _Counts:
     """Maps on the counted part: compositions of c pages over R phases (built with array operations: a
     composition n is found among those of its total by the key sum_r n_r (c + 1)^r)."""
 
-    def __init__(self, gamma: Vector, Gamma: NDArray[np.float64]) -> None:
+    def __init__(self, gamma: Vector, Gamma: NDArray[np.float64], order: tuple[int, ...] | None = None) -> None:
         self.gamma, self.Gamma = gamma, Gamma
+        #: None: the next page is drawn at random (n_r / c); else phases by priority, first one present taken
+        self.order = order
         self.Gamma0 = -Gamma.sum(axis=1)
         self.R = gamma.size
         self._index: dict[int, dict[tuple[int, ...], int]] = {}
         self._arrays: dict[int, tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]] = {}
         self._generators: dict[int, NDArray[np.float64]] = {}
+
+    def share(self, other: _Counts) -> None:
+        """Use ``other``'s tables and count generators (same law; they do not depend on the order)."""
+        self._index, self._arrays, self._generators = other._index, other._arrays, other._generators
 
     def index(self, c: int) -> dict[tuple[int, ...], int]:
         if c not in self._index:
@@ -209,14 +215,28 @@ class _Counts:
         """cnt(c) -> cnt(c - 1) at rate n_r Gamma_0[r]."""
         return self._minus(c, self.array(c) * self.Gamma0[None, :], False)
 
-    def remove_random(self, c: int) -> Sparse:
-        """cnt(c) -> cnt(c - 1): a counted page chosen at random leaves (probabilities n_r / c)."""
-        return self._minus(c, self.array(c) / c, False)
+    def next_page(self, c: int) -> NDArray[np.float64]:
+        """Which counted page goes next (dim(c) x R weights): at random, n_r / c, or with ``order`` the
+        first phase of the order that some counted page is in."""
+        n = self.array(c)
+        if self.order is None:
+            return n / c
+        weights = np.zeros(n.shape)
+        taken = np.zeros(n.shape[0], dtype=bool)
+        for r in self.order:
+            pick = ~taken & (n[:, r] > 0)
+            weights[pick, r] = 1.0
+            taken |= pick
+        return weights
+
+    def remove_next(self, c: int) -> Sparse:
+        """cnt(c) -> cnt(c - 1): the next counted page (:meth:`next_page`) enters service."""
+        return self._minus(c, self.next_page(c), False)
 
     def promote(self, c: int) -> Sparse:
-        """cnt(c) -> R (x) cnt(c - 1): a counted page chosen at random (n_r / c) takes the last ordered
+        """cnt(c) -> R (x) cnt(c - 1): the next counted page (:meth:`next_page`) takes the last ordered
         place with its phase r."""
-        return self._minus(c, self.array(c) / c, True)
+        return self._minus(c, self.next_page(c), True)
 
     def _add_one(self, b: int) -> Sparse:
         """cnt(b) -> cnt(b + 1): one new page, with phase r with probability gamma[r]."""
@@ -267,6 +287,21 @@ def _drop_first(R: int, o: int) -> Any:
     return _kron(np.ones((R, 1)), _eye(R ** (o - 1)))
 
 
+#: Memo keys of blocks that do not depend on the promotion order (shared by sibling chains).
+_PROMOTION_FREE = frozenset({"arr", "rates", "A", "up", "expiry"})
+#: Orders in which counted pages go next (:class:`LevelChain`'s ``promotion``).
+PROMOTIONS = ("random", "urgent", "patient")
+
+
+def _priority(Gamma: NDArray[np.float64], promotion: str) -> tuple[int, ...] | None:
+    """Phases by mean residual life -Gamma^{-1} 1, shortest first (``urgent``) or last (``patient``)."""
+    if promotion == "random":
+        return None
+    residual = np.linalg.solve(-Gamma, np.ones(Gamma.shape[0])) if Gamma.any() else np.zeros(Gamma.shape[0])
+    order = [int(r) for r in np.argsort(residual, kind="stable")]
+    return tuple(order if promotion == "urgent" else order[::-1])
+
+
 @dataclass(frozen=True)
 class LevelShape:
     """Level i >= 1: o ordered waiting pages and c counted ones (o + c = i - 1)."""
@@ -283,9 +318,19 @@ class LevelChain:
     model : QueueModel
     h : int or None
         Ordered waiting pages kept in order; None (or any h >= K - 2) is the exact chain.
+    promotion : str
+        Which counted page goes next (into service at h = 0, else to the last ordered place):
+        ``random`` (n_r / c, the chain of random order of service at h = 0), ``urgent`` (a page of the
+        phase with the shortest mean residual life present), ``patient`` (the longest). The last two are
+        the ends of the bracket of :func:`model.solve_approx` (``method="bracket"``); all three agree on an
+        exact chain.
+    share : LevelChain or None
+        A chain of the same model and depth whose blocks that do not depend on ``promotion`` (arrivals,
+        A(i), up(i, a), expiry rates, the count generators) this one reuses instead of building again.
     """
 
-    def __init__(self, model: QueueModel, h: int | None = None) -> None:
+    def __init__(self, model: QueueModel, h: int | None = None, promotion: str = "random", *,
+                 share: LevelChain | None = None) -> None:
         self.model = model
         self.K = K = model.capacity
         self.W = model.arrivals.order
@@ -309,8 +354,18 @@ class LevelChain:
             h = max(K - 1, 0)
         self.h = h
         self.exact = h >= exact_depth or self.R == 1
-        self.counts = _Counts(self.gamma, self.Gamma)
+        if promotion not in PROMOTIONS:
+            raise ValueError(f"promotion must be one of {', '.join(PROMOTIONS)}, got {promotion!r}")
+        self.promotion = "random" if self.exact else promotion
+        self.counts = _Counts(self.gamma, self.Gamma, _priority(self.Gamma, self.promotion))
         self._cache: dict[tuple[Any, ...], Any] = {}
+        #: the memo of blocks that do not depend on ``promotion`` (shared with ``share``)
+        self._shared: dict[tuple[Any, ...], Any] = {}
+        if share is not None:
+            if share.model is not model or share.h != self.h:
+                raise ValueError("share must be a chain of the same model and depth")
+            self._shared = share._shared
+            self.counts.share(share.counts)
         #: dense blocks built by :class:`model.PolicyEvaluator`, shared by all evaluators of this chain
         self.evaluator_caches: dict[str, dict[Any, Any]] = {}
 
@@ -339,12 +394,15 @@ class LevelChain:
 
     @property
     def label(self) -> str:
-        return "exact" if self.exact else f"ordered-head h={self.h}"
+        if self.exact:
+            return "exact"
+        return f"ordered-head h={self.h}" + ("" if self.promotion == "random" else f" ({self.promotion} next)")
 
     def _memo(self, key: tuple[Any, ...], build: Any) -> Any:
-        if key not in self._cache:
-            self._cache[key] = build()
-        return self._cache[key]
+        cache = self._shared if key[0] in _PROMOTION_FREE else self._cache
+        if key not in cache:
+            cache[key] = build()
+        return cache[key]
 
     # -- arrivals (policy-dependent through the mode only) -------------------------------------
     def arrivals(self, mode: int, i: int) -> list[NDArray[np.float64]]:
@@ -402,7 +460,7 @@ class LevelChain:
         """(ordered, counted) -> next level down when the head waiting page enters service."""
         R = self.R
         if self.h == 0:
-            return self.counts.remove_random(s.counted)
+            return self.counts.remove_next(s.counted)
         if s.counted == 0:
             return _drop_first(R, s.ordered)
         return _kron(_drop_first(R, s.ordered), self.counts.promote(s.counted))

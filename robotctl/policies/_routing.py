@@ -52,7 +52,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.optimize import brentq
 
 from robotctl.model import BMAP, InputError
 
@@ -463,6 +462,7 @@ def switch_rate(arrival_rate: float, slow_rate: float, period: int) -> float:
         hi += 1.0
         if hi > 200:  # pragma: no cover - g(n) - g(n+1) -> a_1^n/n - a_1^(n+1)/(n+1) > 0 as mu_2 grows
             raise InputError("period", f"{period}: no switch found", "")
+    from scipy.optimize import brentq  # imported where used: scipy.optimize costs 0.4-0.8 s
     return float(math.exp(brentq(diff, lo, hi, xtol=1e-14)))
 
 

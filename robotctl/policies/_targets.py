@@ -12,6 +12,25 @@ over the threshold policies pi of the model's modes (non-increasing ``robots_at_
 the three bounds may be given. Every target is checked on the exact measures of the chosen policy (a
 bound is met when the measure is at most the bound plus ``tol``).
 
+When no policy meets every target, the answer is the policy **nearest** them, by one of two rules
+(``Targets.nearest``, :data:`NEAREST_RULES`):
+
+``ratio`` (the default)
+    The smallest worst measure-to-bound ratio max_k P_k(pi) / bound_k: each bound is the unit of its own
+    measure, so one point of P_loss over a 1% bound weighs as much as five points of P_star over a 5% one.
+``items``
+    The fewest items per second beyond the bounds, every measure counted in items:
+
+        lambda(pi) [P_loss(pi) - max_loss]^+ + lambda(pi) [P_obs(pi) - max_obsolete]^+
+            + mu [P_star(pi) - max_starvation]^+
+
+    with lambda(pi) the pages offered per second under pi (eq. (9)) and mu = 1 / E[service] the indexer's
+    rate: a page lost and a page gone obsolete are both a fetched page not indexed, and the indexer idle a
+    fraction P_star of the time indexes mu P_star pages a second fewer than it could (its throughput is
+    mu (1 - P_star)). Beyond the bounds every page counts the same, whichever way it is missed: what a
+    crawl that wants its pages indexed would choose. A bound on commands per robot per minute is not in
+    pages; its excess ratio comes first. Ties (either rule): the least N_act, then ``robots_at_level``.
+
 Two search methods:
 
 ``exhaustive``
@@ -19,7 +38,7 @@ Two search methods:
     :func:`threshold_vectors`) is solved once; the answer is the policy of least N_act among those that
     meet every target (ties: the smaller sum of measure-to-bound ratios). Exact. When no policy meets the
     targets the result says so, with the least value of each measure any policy reaches
-    (``best_possible``) and, as ``policy``, the one whose worst measure-to-bound ratio is smallest.
+    (``best_possible``) and, as ``policy``, the one nearest them (above).
 ``lagrange``
     For models with too many policies to enumerate. The bounds move into the objective with Lagrange
     multipliers mu_k >= 0 on the measures relative to their bounds (the robot weight is 1):
@@ -58,12 +77,17 @@ import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
+from typing import Any
 
 from robotctl.model import InputError, Measures, PreparedModel, QueueModel, ThresholdPolicy, prepare, solve
 
 from ._thresholds import EXHAUSTIVE_LIMIT, count_policies, threshold_vectors
 
 TARGET_METHODS = ("auto", "exhaustive", "lagrange")
+#: how the policy nearest infeasible targets is chosen (module docstring)
+NEAREST_RULES = ("ratio", "items")
+#: targets whose measure is a fraction of pages (``items`` counts their excess in pages per second)
+PAGE_TARGETS = ("max_loss", "max_obsolete")
 #: The Lagrangian search's repair descends from this many of the policies closest to the targets.
 REPAIR_STARTS = 5
 
@@ -113,15 +137,23 @@ class Targets:
         Bound on P_star, the fraction of time the indexer is idle.
     max_commands_per_robot_min : float or None
         Bound on the park and resume commands per robot per minute (exact, ``Measures.commands_per_robot_min``).
+    nearest : str
+        When no policy meets every bound, which is nearest them: ``ratio`` (the smallest worst
+        measure-to-bound ratio) or ``items`` (the fewest pages per second beyond the bounds); module docstring.
     """
 
     max_loss: float | None = None
     max_obsolete: float | None = None
     max_starvation: float | None = None
     max_commands_per_robot_min: float | None = None
+    nearest: str = "ratio"
 
     def __post_init__(self) -> None:
-        for f in fields(self):
+        if self.nearest not in NEAREST_RULES:
+            raise InputError("targets.nearest", f"is {self.nearest!r}",
+                             f"use one of {', '.join(NEAREST_RULES)} (ratio: the smallest worst measure-to-bound "
+                             "ratio; items: the fewest pages per second beyond the bounds)")
+        for f in _bound_fields(self):
             v = getattr(self, f.name)
             if v is None:
                 continue
@@ -143,7 +175,7 @@ class Targets:
     @property
     def given(self) -> tuple[tuple[str, float], ...]:
         """(target name, bound) of the bounds that are set."""
-        return tuple((f.name, getattr(self, f.name)) for f in fields(self) if getattr(self, f.name) is not None)
+        return tuple((f.name, getattr(self, f.name)) for f in _bound_fields(self) if getattr(self, f.name) is not None)
 
     def ratios(self, measures: Measures) -> dict[str, float]:
         """measure / bound for each bound set."""
@@ -153,8 +185,25 @@ class Targets:
         """Whether each bound set holds on ``measures`` (within ``tol``)."""
         return {name: float(getattr(measures, MEASURE_OF[name][0])) <= bound + tol for name, bound in self.given}
 
+    def excess_pages_per_s(self, measures: Measures, service_rate: float) -> float:
+        """Pages per second beyond the bounds on P_loss, P_obs and P_star (the ``items`` rule): lambda times
+        the excess of each page fraction, and ``service_rate`` (mu) times the excess of P_star."""
+        out = 0.0
+        for name, bound in self.given:
+            if name in RATE_TARGETS:
+                continue
+            value = float(getattr(measures, MEASURE_OF[name][0]))
+            scale = measures.arrival_rate if name in PAGE_TARGETS else service_rate
+            out += float(scale) * max(0.0, value - bound)
+        return out
+
     def to_dict(self) -> dict[str, float | None]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """The bounds (``nearest`` is not a bound)."""
+        return {f.name: getattr(self, f.name) for f in _bound_fields(self)}
+
+
+def _bound_fields(targets: Targets) -> tuple[Any, ...]:
+    return tuple(f for f in fields(targets) if f.name != "nearest")
 
 
 @dataclass(frozen=True)
@@ -180,8 +229,8 @@ class TargetSearch:
         For an infeasible search: ``infeasible: the best any policy can do is ...``.
     targets : Targets
     policy : ThresholdPolicy
-        The cheapest policy that meets every target; when none does, the one whose worst
-        measure-to-bound ratio is smallest.
+        The cheapest policy that meets every target; when none does, the one nearest them
+        (``targets.nearest``).
     measures : Measures
         Its exact measures.
     met : tuple of (str, bool)
@@ -252,13 +301,21 @@ def every_policy(modes: Sequence[int], capacity: int) -> list[ThresholdPolicy]:
     return list(seen.values())
 
 
-def _choose(targets: Targets, solved: Sequence[_Solved], tol: float) -> tuple[_Solved, bool]:
+def _choose(targets: Targets, solved: Sequence[_Solved], tol: float, service_rate: float) -> tuple[_Solved, bool]:
     """The least robot time among the solved policies that meet every target (ties: the smaller sum of
-    ratios); else the one whose worst ratio is smallest. Returns it and whether it meets the targets."""
+    ratios); else the one nearest them by ``targets.nearest``. Returns it and whether it meets the targets."""
     feasible = [s for s in solved if all(targets.met(s.measures, tol).values())]
     if feasible:
         return min(feasible, key=lambda s: (s.measures.mean_active_robots, sum(targets.ratios(s.measures).values()),
                                             s.policy.robots_at_level)), True
+    if targets.nearest == "items":
+        def items(s: _Solved) -> tuple[float, float, float, tuple[int, ...]]:
+            ratios = targets.ratios(s.measures)
+            other = sum(max(0.0, ratios[k] - 1.0) for k in ratios if k in RATE_TARGETS)
+            return (other, targets.excess_pages_per_s(s.measures, service_rate), s.measures.mean_active_robots,
+                    s.policy.robots_at_level)
+
+        return min(solved, key=items), False
     return min(solved, key=lambda s: (max(targets.ratios(s.measures).values()), s.measures.mean_active_robots,
                                       s.policy.robots_at_level)), False
 
@@ -272,11 +329,12 @@ def _best_possible(targets: Targets, solved: Sequence[_Solved]) -> tuple[BestPos
     return tuple(out)
 
 
-def _result(targets: Targets, solved: Sequence[_Solved], method: str, exact: bool, failures: int, tol: float,
-            multipliers: tuple[tuple[str, float], ...] = (), rounds: int = 0) -> TargetSearch:
+def _result(model: QueueModel, targets: Targets, solved: Sequence[_Solved], method: str, exact: bool,
+            failures: int, tol: float, multipliers: tuple[tuple[str, float], ...] = (),
+            rounds: int = 0) -> TargetSearch:
     if not solved:
         raise InputError("model", "no policy could be solved", "check the model (robotctl solve reports why)")
-    chosen, ok = _choose(targets, solved, tol)
+    chosen, ok = _choose(targets, solved, tol, 1.0 / model.service.mean)
     best = _best_possible(targets, solved)
     if ok:
         status = TargetStatus.MET
@@ -297,7 +355,7 @@ def _exhaustive(model: QueueModel, targets: Targets, pool: tuple[int, ...], cach
     for policy in every_policy(pool, model.capacity):
         cache.get(policy.robots_at_level)
     failures = len(cache.unsolved)
-    return _result(targets, list(cache.solved.values()), "exhaustive", failures == 0, failures, tol)
+    return _result(model, targets, list(cache.solved.values()), "exhaustive", failures == 0, failures, tol)
 
 
 class _Cache:
@@ -355,7 +413,7 @@ def _lagrange(model: QueueModel, targets: Targets, pool: tuple[int, ...], cache:
     for mode in pool:  # the static fleets: a spread of starting points
         cache.get(ThresholdPolicy.static(mode, model.capacity).robots_at_level)
     if not cache.solved:
-        return _result(targets, [], "lagrange", False, len(cache.unsolved), tol)
+        return _result(model, targets, [], "lagrange", False, len(cache.unsolved), tol)
     rounds = stale = 0
     for rnd in range(max_rounds):
         rounds = rnd + 1
@@ -376,7 +434,7 @@ def _lagrange(model: QueueModel, targets: Targets, pool: tuple[int, ...], cache:
             elif feasible:
                 mu[name] /= step
     _polish(targets, cache, pool, tol)
-    return _result(targets, list(cache.solved.values()), "lagrange", False, len(cache.unsolved), tol,
+    return _result(model, targets, list(cache.solved.values()), "lagrange", False, len(cache.unsolved), tol,
                    tuple(sorted(mu.items())), rounds)
 
 
@@ -458,6 +516,7 @@ def optimise_for_targets(model: QueueModel, targets: Targets, *, modes: Sequence
 
 __all__ = [
     "MEASURE_OF",
+    "NEAREST_RULES",
     "TARGET_METHODS",
     "BestPossible",
     "TargetSearch",

@@ -30,8 +30,10 @@ subsets' rows and the other static fleets keep the search chain's costs. When ev
 levels of more than ``SURROGATE_DIM`` states (three obsolescence phases at K = 50), dense level solves would
 take minutes per policy: the search and the static fleets are then costed on the exponential surrogate's exact
 chain (:func:`search_route`; ``search_chain`` says so, and R compares surrogate costs), and the optimum found is
-evaluated on the real law by the ladder from h = 0. The surrogate's optimum is a local optimum of the
-surrogate, not of the real law.
+evaluated on the real law by :func:`robotctl.model.solve_approx` from h = 0, which there picks the bracket
+(two count chains, the next page urgent-first and patient-first) or, for a deadline, the urgent-next chains
+of 1..k Erlang phases, because the ladder's third depth would be too large. The surrogate's optimum is a
+local optimum of the surrogate, not of the real law.
 
 With ``space="all"`` the search also runs over every queue-length policy (modes in any order), from the
 best threshold policy found, and reports whether that optimum is monotone (``PolicySearch.queue_length``).

@@ -94,7 +94,8 @@ def local_agent_config(s: RobotctlSettings, *, capacity: int, directory: Path, t
         "robots": {"count": s.robots, "default_state": s.default_state},
         "log": {"dir": str(directory)},
         "refit": {"executor": "process", "time_source": "client"},
-        "targets": {"max_loss": s.max_loss, "max_obsolete": s.max_obsolete, "max_starvation": s.max_starvation},
+        "targets": {"max_loss": s.max_loss, "max_obsolete": s.max_obsolete, "max_starvation": s.max_starvation,
+                    "nearest": "items"},
     }
     if s.useful_life_s is not None:
         cfg["fit"] = {"mean_useful_life_s": s.useful_life_s}

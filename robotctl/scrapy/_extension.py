@@ -20,10 +20,12 @@ Without one the extension logs a warning and stays off.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
 import logging
 import math
+import threading
 import time
 from typing import Any
 from urllib.parse import urlsplit
@@ -47,6 +49,9 @@ LOG = logging.getLogger("robotctl.scrapy")
 META_ROBOT = "robotctl_robot"
 META_SLOT = "robotctl_slot"
 META_GATE = "robotctl_gate"
+#: when the pushback gate admitted the request (monotonic seconds): a refusal of a request sent before the
+#: slot's last back-off does not back off again (robotctl.scrapy._pushback)
+META_SENT = "robotctl_sent"
 
 
 def extension(crawler: Crawler) -> RobotctlExtension | None:
@@ -97,7 +102,9 @@ class RobotctlExtension:
         self.client = client if client is not None else AgentClient(settings.url, token=settings.token,
                                                                      timeout_s=settings.timeout_s)
         self.url = settings.url
-        #: the local agent (ROBOTCTL_AGENT = local): its context manager and its application, once started
+        #: the local agent (ROBOTCTL_AGENT = local): its code being imported, its context manager and its
+        #: application, once started
+        self._agent_code: concurrent.futures.Future[None] | None = None
         self._local: Any = None
         self.local_app: Any = None
         self.spider: Any = None
@@ -152,6 +159,8 @@ class RobotctlExtension:
         if not settings.enabled:
             raise NotConfigured  # quietly, like AutoThrottle when it is off
         ext = cls(crawler, settings)
+        if settings.agent == "local":
+            ext._agent_code = _load_local_agent_code()
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
         crawler.signals.connect(ext.request_reached_downloader, signal=signals.request_reached_downloader)
@@ -226,6 +235,8 @@ class RobotctlExtension:
         import secrets
         from pathlib import Path
 
+        if self._agent_code is not None:  # imported meanwhile, while the crawl began
+            await asyncio.wrap_future(self._agent_code)
         from robotctl import InputError
         from robotctl.agent import AgentConfig, run_in_process
 
@@ -408,6 +419,7 @@ class RobotctlExtension:
             wait = self.pushback.admit(key, now, last_try=last_try)
             if wait == 0.0:
                 request.meta[META_GATE] = key
+                request.meta[META_SENT] = now
                 if started is not None:
                     self.held += 1
                     self.held_seconds += now - started
@@ -471,7 +483,7 @@ class RobotctlExtension:
         key = request.meta.get(META_GATE) or engine.downloader.get_slot_key(request)
         header = response.headers.get(b"Retry-After") if response.status in PUSHBACK_STATUSES else None
         wait = retry_after_s(header, time.time())
-        if self.pushback.answer(key, response.status, time.monotonic(), wait):
+        if self.pushback.answer(key, response.status, time.monotonic(), wait, sent_at=request.meta.get(META_SENT)):
             st = self.pushback.slots[key]
             LOG.debug("robotctl: download slot %s: cap %s, ceiling %s, held %.1f s (HTTP %d)", key, st.cap,
                       st.ceiling, max(st.hold_until - time.monotonic(), 0.0), response.status,
@@ -545,6 +557,26 @@ class RobotctlExtension:
                         "%.2g pages/s whatever the robots; the robots can only act across sites. Lower "
                         "DOWNLOAD_DELAY (e.g. to 0) and let robotctl pace the crawl", delay, 1.0 / delay,
                         extra=self._log_extra)
+
+
+def _load_local_agent_code() -> concurrent.futures.Future[None]:
+    """Import the local agent's code (the agent, and the model, fitting and optimisation code it imports:
+    2-3 s on the shared 2-core machine at load 5) in a thread from the moment the crawler is built, so that
+    the crawl begins meanwhile (its robots at ``ROBOTCTL_DEFAULT_STATE`` until they are registered, as
+    while an agent cannot be reached). Imported in ``spider_opened`` it held the crawl's event loop with
+    the first requests in flight; imported before the crawl, it delayed its first request as long."""
+    done: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+    def load() -> None:
+        try:
+            from robotctl.agent import AgentConfig, run_in_process  # noqa: F401
+        except BaseException as exc:  # the agent's start reports it (an ImportError names what is missing)
+            done.set_exception(exc)
+        else:
+            done.set_result(None)
+
+    threading.Thread(target=load, name="robotctl-import", daemon=True).start()
+    return done
 
 
 def _quiet_agent_log() -> None:

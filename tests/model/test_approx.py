@@ -3,6 +3,7 @@ where it can be solved, and the product form (Poisson modes, exponential service
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -86,3 +87,138 @@ def test_widening_of_slowly_converging_ladders() -> None:
     assert widening([0.1, 0.08]) == pytest.approx(8.0)
     assert widening([0.1, 0.2]) == pytest.approx(18.0)  # not shrinking: q capped at 0.9
     assert random_ph(np.random.default_rng(0), 2).order == 2
+
+
+# -- the bracket: the counted page that goes next chosen by phase, urgent first and patient first ---------
+
+def _fleet_policy(K: int) -> QueueLengthPolicy:
+    return QueueLengthPolicy(tuple(max(1, 16 - 2 * i) for i in range(K + 1)))
+
+
+def test_counting_every_page_is_not_fifo() -> None:
+    """Why the chain that counts waiting pages by phase (h = 0, C(c + R - 1, R - 1) states a level) is not
+    exact for FIFO: it serves the counted pages in random order, and under FIFO the oldest page's phase,
+    which decides which count goes down, is not a function of the counts. Against the exact chain at
+    K = 6 (16 robots): Erlang-3 lives are over-costed by 0.6%, H3 lives under-costed by 0.07%."""
+    from robotctl.model import fleet_model
+
+    for law, low, high in (("erlang3", 0.6, 0.8), ("h3", -0.1, -0.07)):
+        model, costs = fleet_model(16, 6, obsolescence=law)
+        exact = cost_of(solve(model, _fleet_policy(6)).measures, costs).total
+        counted = solve_approx(model, _fleet_policy(6), costs, exact_states=0, h_max=0, method="ladder")
+        assert counted.method == "ordered-head h=0" and counted.cost is not None
+        assert low < counted.cost - exact < high
+
+
+@pytest.mark.parametrize(("law", "K", "h"), [("erlang3", 7, 0), ("erlang3", 7, 2), ("h3", 7, 0), ("h3", 7, 3),
+                                              ("two-phase", 8, 0), ("deadline", 6, 1)])
+def test_bracket_covers_the_exact_chain_of_the_fleets(law: str, K: int, h: int) -> None:
+    """The exact cost (block solver, an independent route) lies inside the bracket at every depth, and the
+    bracket narrows with h (at K = 7, Erlang-3: half-width 2.8 at h = 0, 0.70 at h = 2)."""
+    from robotctl.model import fleet_model
+
+    model, costs = fleet_model(16, K, obsolescence=law)
+    policy = _fleet_policy(K)
+    exact = cost_of(solve(model, policy).measures, costs).total
+    out = solve_approx(model, policy, costs, exact_states=0, h_start=h, h_max=h, method="bracket")
+    assert out.success and not out.exact and out.method == f"bracket h={h}" and out.h == h
+    assert out.cost is not None and 0.0 < out.error_bound < 0.03 * out.cost
+    assert abs(out.cost - exact) <= out.error_bound
+    assert out.n_states == out.ladder[-1].n_states
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_bracket_covers_random_models(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Random BMAPs, two- and three-phase lives, random costs: J of the exact chain inside the bracket at
+    h = 0 (it was on 160 such models, K = 4-6, during development). The levels are small enough for the
+    exact chain to be solved directly, so that shortcut is turned off."""
+    from robotctl.model import _approx
+
+    monkeypatch.setattr(_approx, "DENSE_DIM", 0)
+    rng = np.random.default_rng(100 + seed)
+    K = int(rng.integers(4, 7))
+    model = random_model(rng, capacity=K, obsolescence_order=2 + seed % 2, load=float(rng.uniform(0.7, 2.5)))
+    policy = random_policy(rng, model.modes, K)
+    costs = Costs(loss=float(rng.uniform(0, 20)), obsolescence=float(rng.uniform(0, 20)),
+                  response=float(rng.uniform(0, 5)), robot=float(rng.uniform(0, 20)),
+                  starvation=float(rng.uniform(0, 300)))
+    exact = cost_of(solve(model, policy).measures, costs).total
+    out = solve_approx(model, policy, costs, exact_states=0, h_max=0, method="bracket")
+    assert out.method == "bracket h=0" and out.cost is not None
+    assert abs(out.cost - exact) <= out.error_bound * (1 + 1e-9)
+
+
+def test_bracket_stops_when_its_ends_agree_and_says_when_time_ran_out() -> None:
+    from robotctl.model import fleet_model
+
+    model, costs = fleet_model(16, 6, obsolescence="erlang3")
+    policy = _fleet_policy(6)
+    exact = cost_of(solve(model, policy).measures, costs).total
+    out = solve_approx(model, policy, costs, exact_states=0, method="bracket", rtol=1e-2)
+    assert out.status is ApproxStatus.CONVERGED and out.cost is not None
+    assert out.error_bound <= 1e-2 * out.cost and abs(out.cost - exact) <= out.error_bound
+    limited = solve_approx(model, policy, costs, exact_states=0, method="bracket", max_seconds=1e-9)
+    assert limited.status is ApproxStatus.LIMITED and limited.budget_exhausted and limited.h == 0
+    assert "time budget" in limited.message and math.isfinite(limited.error_bound)
+    whole = solve_approx(model, policy, costs, exact_states=0, method="bracket")
+    assert whole.status is ApproxStatus.EXACT and whole.cost == pytest.approx(exact, rel=1e-9)
+
+
+def test_auto_picks_the_bracket_when_the_ladder_would_be_large(monkeypatch: pytest.MonkeyPatch) -> None:
+    from robotctl.model import _approx, fleet_model
+
+    model, costs = fleet_model(16, 6, obsolescence="h3")
+    policy = _fleet_policy(6)
+    assert solve_approx(model, policy, costs, exact_states=0, h_max=2).method.startswith("ordered-head")
+    monkeypatch.setattr(_approx, "LADDER_STATES", 500)  # the depth-2 chain has 738 states
+    assert solve_approx(model, policy, costs, exact_states=0, h_max=2).method.startswith("bracket")
+    with pytest.raises(InputError, match="method"):
+        solve_approx(model, policy, costs, method="exactly")
+
+
+def test_promotion_orders_of_the_level_chain() -> None:
+    from robotctl.model import fleet_model
+    from robotctl.model._levels import LevelChain
+
+    model, _ = fleet_model(16, 6, obsolescence="erlang3")
+    urgent = LevelChain(model, 0, "urgent")
+    assert urgent.counts.order == (2, 1, 0) and urgent.label == "ordered-head h=0 (urgent next)"
+    assert LevelChain(model, 0, "patient").counts.order == (0, 1, 2)
+    assert LevelChain(model, None, "patient").promotion == "random"  # exact: nothing is counted
+    with pytest.raises(ValueError, match="promotion"):
+        LevelChain(model, 0, "oldest")
+    patient = LevelChain(model, 0, "patient", share=urgent)
+    assert patient.A(5) is urgent.A(5) and patient.up(3, 2) is urgent.up(3, 2)  # built once
+    assert patient.counts.generator(4) is urgent.counts.generator(4)
+    assert not np.allclose(patient.down(5), urgent.down(5))  # the next page differs
+    with pytest.raises(ValueError, match="same model and depth"):
+        LevelChain(model, 1, "patient", share=urgent)
+
+
+def test_deadline_route_tends_to_the_true_deadline() -> None:
+    """A deterministic deadline: the urgent-next chains of 1..k Erlang phases, checked against the simulator
+    drawing the true constant (an independent route); the one-phase chain is the exponential law's exact
+    chain (one phase: order cannot matter)."""
+    from robotctl.model import fleet_model, simulate_events
+    from robotctl.model._deadline import deadline_law
+
+    model, costs = fleet_model(16, 8, obsolescence="deadline")
+    policy = _fleet_policy(8)
+    out = solve_approx(model, policy, costs, method="deadline", rtol=1e-3)
+    assert out.status is ApproxStatus.CONVERGED and out.method == "deadline k=6" and out.cost is not None
+    assert [s.engine.split(",")[0] for s in out.ladder] == [f"deadline k={k}" for k in range(1, 7)]
+    costs_by_k = [s.cost for s in out.ladder]
+    assert all(a > b for a, b in zip(costs_by_k, costs_by_k[1:]))  # towards the deadline from above
+    one = dataclasses.replace(model, obsolescence=deadline_law(10.0, 1), deadline=None)
+    assert out.ladder[0].cost == pytest.approx(cost_of(solve(one, policy).measures, costs).total, rel=1e-8)
+    sim = simulate_events(model, policy, np.random.default_rng(5), events=400_000, costs=costs)
+    assert sim.cost is not None
+    assert abs(out.cost - sim.cost.value) <= out.error_bound + 2 * sim.cost.half_width
+    assert 0.0 < out.error_bound < 1e-3 * out.cost * 2
+    short = solve_approx(model, policy, costs, method="deadline", max_seconds=1e-9)
+    assert short.method == "deadline k=3" and short.budget_exhausted and "time budget" in short.message
+    # the Erlang law's own FIFO chain is farther from the deadline than the bar
+    law_cost = cost_of(solve(model, policy).measures, costs).total
+    assert abs(law_cost - sim.cost.value) > abs(out.cost - sim.cost.value)
+    with pytest.raises(InputError, match="deadline"):
+        solve_approx(dataclasses.replace(model, deadline=None), policy, costs, method="deadline")

@@ -87,6 +87,51 @@ def test_the_issues_targets_are_infeasible_on_the_paper_example_and_it_says_what
     assert dict(result.met) == {"max_loss": False, "max_obsolete": False, "max_starvation": False}
 
 
+@pytest.mark.parametrize("bounds", [(0.14, 0.11, 0.01), (0.2, 0.02, 0.05), (0.01, 0.2, 0.05), (0.01, 0.02, 0.05)])
+def test_nearest_by_items_is_the_fewest_pages_per_second_beyond_the_bounds(
+        paper: tuple[QueueModel, dict[tuple[int, ...], Measures]], bounds: tuple[float, float, float]) -> None:
+    """``nearest="items"``: when no policy meets the targets, the policy missing the fewest pages per second
+    beyond them (lambda P_loss and lambda P_obs over their bounds, mu P_star over its bound), checked against
+    the enumeration with mu from the service law's matrix; mu (1 - P_star) is the pages indexed per second."""
+    model, every = paper
+    targets = Targets(*bounds, nearest="items")
+    beta, s = model.service.beta, model.service.S
+    mu = 1.0 / float(beta @ np.linalg.solve(-s, np.ones(len(beta))))
+
+    def beyond(m: Measures) -> float:
+        over = [max(0.0, getattr(m, FIELDS[n]) - b) for n, b in targets.given]
+        return m.arrival_rate * (over[0] + over[1]) + mu * over[2]
+
+    result = optimise_for_targets(model, targets)
+    assert not result.success and result.status is TargetStatus.INFEASIBLE
+    assert beyond(every[result.policy.robots_at_level]) == pytest.approx(min(map(beyond, every.values())),
+                                                                          rel=1e-12)
+    m = result.measures
+    assert m.arrival_rate * m.p_success == pytest.approx(mu * (1.0 - m.p_starvation), rel=1e-9)
+    ratio = optimise_for_targets(model, Targets(*bounds))  # the default rule is unchanged by the option
+    assert ratio.targets.nearest == "ratio" and ratio.message == result.message
+
+
+def test_nearest_by_items_and_by_ratio_differ_where_a_tight_bound_dominates_the_ratios(
+        paper: tuple[QueueModel, dict[tuple[int, ...], Measures]]) -> None:
+    """A 2% bound on obsolescence next to 20% on loss: the worst ratio is obsolescence's, and to shrink it
+    the ratio rule runs every robot everywhere, paying in lost pages; the items rule counts those pages."""
+    model, _ = paper
+    by_ratio = optimise_for_targets(model, Targets(0.2, 0.02, 0.05))
+    by_items = optimise_for_targets(model, Targets(0.2, 0.02, 0.05, nearest="items"))
+    assert by_ratio.policy.robots_at_level == (4, 4, 4, 4, 4, 4)
+    assert by_items.policy.robots_at_level == (3, 3, 1, 1, 1, 1)
+    lost = {k: r.measures.arrival_rate * (r.measures.p_loss + r.measures.p_obsolete)
+            for k, r in (("ratio", by_ratio), ("items", by_items))}
+    assert lost["items"] < lost["ratio"]
+    assert by_items.measures.p_obsolete > by_ratio.measures.p_obsolete  # the ratio rule's own aim
+
+
+def test_nearest_must_be_a_known_rule() -> None:
+    with pytest.raises(InputError, match=r"targets\.nearest: is 'fewest'.*ratio, items"):
+        Targets(max_loss=0.01, nearest="fewest")
+
+
 def test_lagrangian_search_meets_the_targets_and_finds_the_optimum_on_the_paper_example(
         paper: tuple[QueueModel, dict[tuple[int, ...], Measures]]) -> None:
     """The search for models too large to enumerate, run on the paper example where the answer is known."""

@@ -70,6 +70,33 @@ def test_pushback_holds_until_retry_after_halves_and_probes_up_slowly() -> None:
     assert p.cap("b") is None and p.pushbacks == 2
 
 
+def test_refusals_of_one_burst_back_off_once_and_a_refusal_after_it_backs_off_again() -> None:
+    """Once per overload: 11 requests sent at 0 to a server that takes 6 draw refusals as their answers
+    come; the first halves the cap, the others (sent before that back-off) only hold the slot. A refusal of
+    a request sent under the new cap is a new overload and halves it again. Without ``sent_at`` every
+    refusal backs off (the rule before, three halvings here)."""
+    p = Pushback(16, probe_s=2.0, min_hold_s=1.0)
+    assert _admit_all(p, "a", 11, 0.0) == 11
+    assert p.answer("a", 429, 0.5, retry_after=2.0, sent_at=0.0)
+    assert p.cap("a") == 5 and p.slots["a"].ceiling == 11 and p.hold_until("a") == 2.5
+    for t in (0.6, 0.7):
+        p.release("a")
+        assert p.answer("a", 429, t, retry_after=2.0, sent_at=0.0)  # the same burst: held, not halved
+        assert p.cap("a") == 5 and p.slots["a"].ceiling == 11
+    assert p.hold_until("a") == pytest.approx(2.7) and p.slots["a"].pushbacks == 3 and p.pushbacks == 3
+    for _ in range(9):
+        p.release("a")
+    assert _admit_all(p, "a", 16, 3.0) == 5  # the new cap
+    assert p.answer("a", 429, 3.5, retry_after=1.0, sent_at=3.0)  # sent after the back-off: a new overload
+    assert p.cap("a") == 2 and p.slots["a"].ceiling == 5
+    old = Pushback(16)
+    _admit_all(old, "a", 11, 0.0)
+    for t in (0.5, 0.6, 0.7):
+        old.answer("a", 429, t, retry_after=2.0)
+        old.release("a")
+    assert old.cap("a") == 1
+
+
 def test_an_unused_cap_is_not_raised() -> None:
     p = Pushback(8, probe_s=1.0)
     _admit_all(p, "a", 4, 0.0)
@@ -104,9 +131,11 @@ def test_a_last_try_never_probes_above_the_ceiling_but_may_always_go_alone() -> 
 
 
 @given(st.lists(st.tuples(st.sampled_from(["admit", "last", "release", 200, 404, 429, 503]), st.floats(0, 5),
-                          st.none() | st.floats(0, 60)), max_size=80))
+                          st.none() | st.floats(0, 60)), max_size=80),
+       st.none() | st.floats(0, 10))
 def test_the_gate_never_admits_during_a_hold_nor_beyond_the_cap(
-        events: list[tuple[str | int, float, float | None]]) -> None:
+        events: list[tuple[str | int, float, float | None]], sent_ago: float | None) -> None:
+    """Every answer without ``sent_at``, or with its request sent ``sent_ago`` seconds before it."""
     p = Pushback(16)
     t = 0.0
     for what, dt, wait in events:
@@ -127,7 +156,7 @@ def test_the_gate_never_admits_during_a_hold_nor_beyond_the_cap(
             p.release("s")
             assert p.in_flight("s") == max(flying - 1, 0)
         else:
-            p.answer("s", int(what), t, wait)
+            p.answer("s", int(what), t, wait, sent_at=None if sent_ago is None else t - sent_ago)
         cap = p.cap("s")
         assert cap is None or 1 <= cap < 16
         if what in (429, 503):

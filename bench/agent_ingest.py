@@ -9,12 +9,15 @@ Every figure of one table is measured in the same run; targets from issue 5:
 - batched deliveries: 100,000 per second
 - p99 acknowledgement latency while a refit runs / while none does (interleaved): at most 2x
 
-- issue 26: single deliveries at least 0.6x, batched at least 0.5x the bare aiohttp handler (which reads and
-  parses the same JSON with the same parser, on the same event loop) measured in the same run, with the same
+- issue 26: single deliveries at least 0.6x, batched at least 0.5x the bare aiohttp handler (which reads the
+  same JSON and parses it with ``json.loads``, on the same event loop) measured in the same run, with the same
   client, bodies and number of connections (``--ingest-only`` measures just these: both servers run side by
   side and are loaded in turn by short bursts, so that both see the same outside load). Each ratio is
   printed twice: by wall-clock rate, and by the server process's own CPU time per delivery (which other work
-  on a shared machine inflates less), with the load average over the bursts.
+  on a shared machine inflates less), with the load average over the bursts. The agent decodes and checks a
+  deliveries body with msgspec (``agent.api.parse_delivery_body``); ``--bare-parser msgspec`` gives the bare
+  handler the same parser (``msgspec.json.decode``, without the agent's types and checks), a stricter
+  ceiling than the issue's.
 
 The agent refits only when asked (``POST /v1/refit`` in the latency runs): its start-up refits on growing
 windows (``refit.cold_start_deliveries``) are off, since with ``interval_s`` this long they would go on at
@@ -22,7 +25,7 @@ every doubling of the deliveries and put seconds of fitting into the throughput 
 shares the event loop's interpreter; a process one its two cores), which are about the ingest path.
 
 Usage: ``.venv/bin/python bench/agent_ingest.py [--seconds 4] [--executor thread|process|both] [--ingest-only
-[--slice 0.5]]``.
+[--slice 0.5] [--bare-parser json|msgspec]]``.
 """
 
 from __future__ import annotations
@@ -93,9 +96,13 @@ BARE = """
 import asyncio, json, sys
 from aiohttp import web
 from robotctl.agent.app import new_event_loop
+loads = json.loads
+if sys.argv[1:] == ["msgspec"]:
+    import msgspec
+    loads = msgspec.json.decode
 
 async def handler(request):
-    obj = json.loads(await request.read())
+    obj = loads(await request.read())
     n = len(obj["deliveries"]) if isinstance(obj, dict) and "deliveries" in obj else 1
     return web.json_response({"accepted": n})
 
@@ -113,12 +120,12 @@ loop.run_until_complete(main())
 """
 
 
-def start_bare() -> tuple[subprocess.Popen[bytes], str, int]:
-    """The ceiling: a bare aiohttp handler that reads the body, parses its JSON and answers, on the agent's
-    event loop."""
+def start_bare(parser: str = "json") -> tuple[subprocess.Popen[bytes], str, int]:
+    """The ceiling: a bare aiohttp handler that reads the body, parses its JSON (``json.loads``, or
+    ``msgspec.json.decode``) and answers, on the agent's event loop."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-c", BARE], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            env=env, cwd=ROOT)
+    proc = subprocess.Popen([sys.executable, "-c", BARE, parser], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
     assert proc.stdout is not None
     return proc, "127.0.0.1", int(proc.stdout.readline())
 
@@ -299,7 +306,8 @@ class Tally:
         return 1e6 * self.cpu / max(self.done, 1)
 
 
-async def interleaved(seconds: float, slice_s: float) -> tuple[dict[str, dict[str, Tally]], list[float]]:
+async def interleaved(seconds: float, slice_s: float, parser: str = "json"
+                      ) -> tuple[dict[str, dict[str, Tally]], list[float]]:
     """The agent and the bare handler side by side, loaded in turn by bursts of ``slice_s`` (the order
     swapped at every turn) until each has had ``seconds`` of single deliveries, then of batches: both
     see the same outside load, which on a shared machine moves more within a minute than the agent's
@@ -308,7 +316,7 @@ async def interleaved(seconds: float, slice_s: float) -> tuple[dict[str, dict[st
     with tempfile.TemporaryDirectory() as tmp:
         agent, ahost, aport = start_agent(Path(tmp), "thread", "interval")
         try:
-            bare, bhost, bport = start_bare()
+            bare, bhost, bport = start_bare(parser)
             try:
                 await fill_window(ahost, aport)
                 await throughput(bhost, bport, seconds=1.0, conns=8, batch=1)  # warm-up, as the agent's fill_window
@@ -357,14 +365,14 @@ def _run(coro: Any) -> Any:
     return uvloop.run(coro)
 
 
-def ingest_only(seconds: float, slice_s: float) -> int:
+def ingest_only(seconds: float, slice_s: float, parser: str = "json") -> int:
     """Issue 26's targets, single >= 0.6x and batched >= 0.5x the bare handler, measured by
     :func:`interleaved`. Printed twice: as wall-clock rates, and as each server process's own CPU time per
     delivery (the rate one idle core would reach), which depends less on what else runs on the machine."""
-    print(f"agent ingest against the bare aiohttp handler ({os.cpu_count()} cores, load average "
-          f"{os.getloadavg()[0]:.1f} at the start; both servers up side by side and loaded in turn, "
+    print(f"agent ingest against the bare aiohttp handler parsing with {parser} ({os.cpu_count()} cores, load "
+          f"average {os.getloadavg()[0]:.1f} at the start; both servers up side by side and loaded in turn, "
           f"{slice_s:g} s bursts, {seconds:g} s each per kind)")
-    out, loads = _run(interleaved(seconds, slice_s))
+    out, loads = _run(interleaved(seconds, slice_s, parser))
     for (kind, tallies), target in zip(out.items(), (0.6, 0.5), strict=True):
         a, b = tallies["agent"], tallies["bare"]
         wall, cpu = a.rate / b.rate, b.cpu_us / a.cpu_us
@@ -385,9 +393,11 @@ def main() -> int:
                     help="only single and batched throughput against the bare handler, measured alternately")
     ap.add_argument("--slice", type=float, default=0.5,
                     help="--ingest-only: seconds of each burst, agent and bare handler in turn")
+    ap.add_argument("--bare-parser", choices=("json", "msgspec"), default="json",
+                    help="--ingest-only: the bare handler's JSON parser (json: issue 26's baseline)")
     args = ap.parse_args()
     if args.ingest_only:
-        return ingest_only(args.seconds, args.slice)
+        return ingest_only(args.seconds, args.slice, args.bare_parser)
     kinds = ("thread", "process") if args.executor == "both" else (args.executor,)
     print(f"agent ingest on loopback ({os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; agent and "
           f"load generator are separate processes; {args.seconds:g} s per figure)")

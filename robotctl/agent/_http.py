@@ -82,6 +82,23 @@ def dumps(obj: Any) -> str:
         return json_text(obj, compact=True)
 
 
+def delivery_ack(ack: dict[str, Any]) -> bytes:
+    """``dumps(ack).encode()`` of a delivery's ack as :meth:`agent.core.Agent.deliver` makes it (``accepted``,
+    ``pages``, ``admitted``, ``lost``, ``t``, ``queue``, ``active`` in that order and, for one delivery from a
+    robot, its ``state``), formatted directly: the JSON encoder cost a single delivery more than its log line.
+    Another set of keys, or a non-finite ``t``, goes through :func:`dumps`."""
+    t = ack.get("t")
+    n = len(ack)
+    if type(t) is float and t - t == 0.0 and (n == 7 or (n == 8 and "state" in ack)):
+        try:
+            text = (f'{{"accepted":{ack["accepted"]},"pages":{ack["pages"]},"admitted":{ack["admitted"]},'
+                    f'"lost":{ack["lost"]},"t":{t!r},"queue":{ack["queue"]},"active":{ack["active"]}')
+        except KeyError:  # another dict of as many keys
+            return dumps(ack).encode()
+        return (f'{text},"state":"{ack["state"]}"}}' if n == 8 else text + "}").encode()
+    return dumps(ack).encode()
+
+
 def json_response(data: Any, *, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     return web.Response(text=dumps(data), status=status, headers=headers, content_type="application/json")
 
@@ -370,6 +387,7 @@ __all__ = [
     "auth_middleware",
     "bearer_credentials",
     "body_middleware",
+    "delivery_ack",
     "dumps",
     "endpoint_label",
     "error_response",

@@ -2,7 +2,9 @@
 
 Every function raises :class:`model.InputError` naming the offending field with its JSON path
 (``deliveries[3].pages``); the app turns that into a 400 with ``{"error", "field", "hint"}``. A batch
-is validated whole before any of it is applied, so a bad item changes nothing.
+is validated whole before any of it is applied, so a bad item changes nothing. A deliveries body of the
+common shape is decoded and checked in one msgspec call (:func:`parse_delivery_body`); any other takes the
+checks that name the field.
 
 Bodies (JSON):
 
@@ -33,11 +35,13 @@ Bodies (JSON):
 
 from __future__ import annotations
 
+import functools
 import json
 import math
-from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from itertools import chain, repeat
-from typing import Any, NamedTuple, overload
+from operator import attrgetter
+from typing import Annotated, Any, NamedTuple, overload
 
 from robotctl import InputError
 
@@ -335,6 +339,75 @@ def parse_deliveries(obj: Any, *, max_batch: int, registered: Container[str] | N
         sizes.append(size)
         client_times.append(ct)
     return DeliveryBatch(robots, page_counts, sizes, client_times)
+
+
+@functools.cache
+def delivery_decoder() -> Callable[[bytes], Any]:
+    """The msgspec decoder of a ``POST /v1/deliveries`` body of the common shape (module docstring):
+    decoded and typed in one C call. Every field's type and bound is :func:`parse_deliveries`'s, so it
+    accepts nothing that that refuses and gives the same values (an integer client time as a float, the
+    last of a repeated key); robot ids are checked after it, per distinct id. Built once, at the first call
+    (msgspec is imported there; :func:`agent.app.create_app` makes that call, so that no request waits for
+    it: tens of milliseconds)."""
+    import msgspec
+    from msgspec import UNSET, Meta, UnsetType
+
+    pages_t = Annotated[int, Meta(ge=1, le=MAX_PAGES)]
+    bytes_t = Annotated[int, Meta(ge=0, le=MAX_BYTES)] | None
+    time_t = Annotated[float, Meta(ge=-MAX_CLIENT_TIME, le=MAX_CLIENT_TIME)] | None
+    item = msgspec.defstruct("DeliveryItem", [("robot", str | None, None), ("pages", pages_t, 1),
+                                              ("bytes", bytes_t, None), ("client_time", time_t, None)],
+                             forbid_unknown_fields=True, gc=False)
+    # a batch, or the fields of one delivery (UNSET: absent, so that a batch with one of them beside it can
+    # be told from a batch alone)
+    body = msgspec.defstruct("DeliveryBody", [("deliveries", list[item] | UnsetType, UNSET),  # type: ignore[valid-type]
+                                              ("robot", str | UnsetType | None, UNSET),
+                                              ("pages", pages_t | UnsetType, UNSET),
+                                              ("bytes", bytes_t | UnsetType, UNSET),
+                                              ("client_time", time_t | UnsetType, UNSET)],
+                             forbid_unknown_fields=True, gc=False)
+
+    decode = msgspec.json.Decoder(body).decode
+    fields = attrgetter("robot", "pages", "bytes", "client_time")
+    unset = UNSET
+    refused = (msgspec.DecodeError, msgspec.ValidationError)
+
+    def columns(body: bytes) -> Any:
+        """The columns (robots, pages, sizes, client times) of ``body``, or None when msgspec refuses it."""
+        try:
+            doc: Any = decode(body)
+        except refused:
+            return None
+        items = doc.deliveries
+        if items is unset:  # one delivery (read field by field: the common request)
+            robot, pages, size, ct = doc.robot, doc.pages, doc.bytes, doc.client_time
+            return ([None if robot is unset else robot], [1 if pages is unset else pages],
+                    [None if size is unset else size], [None if ct is unset else ct])
+        if fields(doc) != (unset,) * 4:  # a batch and a delivery's field beside it: the long way names it
+            return None
+        # comprehensions: an attribute of a msgspec struct is read faster there than by map(attrgetter)
+        return ([d.robot for d in items], [d.pages for d in items], [d.bytes for d in items],
+                [d.client_time for d in items])
+
+    return columns
+
+
+def parse_delivery_body(body: bytes, *, max_batch: int, registered: Container[str] | None = None,
+                        allow_unregistered: bool = True) -> DeliveryBatch:
+    """:func:`parse_deliveries` of :func:`parse_json` of ``body``, the common shape decoded and checked in one
+    C call (:func:`delivery_decoder`): a whole batch of a thousand costs less than ``json.loads`` of it.
+    Anything that call refuses (bad JSON, an unknown field, a wrong type or bound, a batch too long or
+    empty, another encoding than UTF-8) goes the long way, which accepts it or names the field."""
+    cols = delivery_decoder()(body)
+    if cols is not None and 0 < len(cols[1]) <= max_batch:
+        robots = cols[0]
+        known = registered if registered is not None else ()
+        ids = set(robots) if len(robots) > 1 else robots  # each distinct id checked once
+        if all(rid is None or rid in known
+               or (allow_unregistered and 0 < len(rid) <= MAX_ID_LENGTH and rid.isprintable()) for rid in ids):
+            return DeliveryBatch(*cols)
+    return parse_deliveries(parse_json(body), max_batch=max_batch, registered=registered,
+                            allow_unregistered=allow_unregistered)
 
 
 _COMPLETION_KEYS = ("pages", "service_s", "bytes")

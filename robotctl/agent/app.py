@@ -71,7 +71,7 @@ from ._http import (
     LongPollGate,
     auth_middleware,
     body_middleware,
-    dumps,
+    delivery_ack,
     endpoint_label,
     error_response,
     install_expect_handler,
@@ -84,10 +84,11 @@ from ._resources import check_config_memory
 from .actuator import ConflictError, ForbiddenError
 from .api import (
     NotFoundError,
+    delivery_decoder,
     parse_actuation,
     parse_completions,
     parse_control,
-    parse_deliveries,
+    parse_delivery_body,
     parse_given_up,
     parse_json,
     parse_obsolete,
@@ -194,13 +195,12 @@ async def _post_deliveries(request: web.Request) -> web.Response:
     t0 = time.perf_counter()
     app = request.app
     agent = app[AGENT]
-    obj = parse_json(await request.read())
-    items = parse_deliveries(obj, max_batch=app[CONFIG].server.max_batch, registered=agent.robot_ids,
-                             allow_unregistered=app[CONFIG].robots.allow_unregistered)
+    items = parse_delivery_body(await request.read(), max_batch=app[CONFIG].server.max_batch,
+                                registered=agent.robot_ids, allow_unregistered=app[CONFIG].robots.allow_unregistered)
     ack = agent.deliver(items)
     await agent.commit()
     app[METRICS].ack_seconds.observe(time.perf_counter() - t0)
-    return web.Response(body=dumps(ack).encode(), content_type="application/json")
+    return web.Response(body=delivery_ack(ack), content_type="application/json")
 
 
 async def _post_completions(request: web.Request) -> web.Response:
@@ -499,6 +499,7 @@ def create_app(config: AgentConfig, *, registry: CollectorRegistry | None = None
     app[SCHEDULER] = scheduler
     agent = Agent(config, clock, scheduler=scheduler)
     app[AGENT] = agent
+    delivery_decoder()  # built now, not on the event loop at the first delivery
     rc = config.refit
     executor = rc.executor if rc.executor != "auto" else ("process" if own_process else "thread")
     worker = RefitWorker(compute if compute is not None else compute_refit, kind=executor, timeout_s=rc.timeout_s)

@@ -229,13 +229,18 @@ class Agent:
         self.journal.write(self.journal.lines.delivery_columns(now, robots, page_counts, sizes, client_times,
                                                                admitted, mode))
         # -- apply
-        pages = sum(page_counts)
-        got = sum(admitted)
-        lost = pages - got
         n = len(page_counts)
-        nbytes = sum(cast("list[int]", sizes)) if None not in sizes else sum(b for b in sizes if b is not None)
+        before: Sequence[int]
+        if n == 1:  # one delivery (the common request): its numbers, without a batch's sums and prefix sums
+            pages, got, size = page_counts[0], admitted[0], sizes[0]
+            nbytes = 0 if size is None else size
+            before = (self.queue.length,)
+        else:
+            pages, got = sum(page_counts), sum(admitted)
+            nbytes = sum(cast("list[int]", sizes)) if None not in sizes else sum(b for b in sizes if b is not None)
+            before = list(accumulate(admitted[:-1], initial=self.queue.length))
+        lost = pages - got
         self.totals.count_deliveries(n, pages, nbytes, got)
-        before = list(accumulate(admitted[:-1], initial=self.queue.length))
         self.queue.admit(got, now)
         add_deliveries(self.deliveries, now, page_counts, sizes, client_times, mode)
         counts = {OFFERED: pages, LOST: lost, mode_pages_key(mode): pages}

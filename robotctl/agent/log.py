@@ -581,14 +581,14 @@ class DeliveryLog:
         except LogWriteError as exc:
             self._set_fault("write", exc)
             raise
-        self._clear_fault()
+        if self._fault is not None:
+            self._clear_fault()
 
     def _write(self, data: bytes) -> None:
-        view = memoryview(data)
-        done = 0
         try:
-            while done < len(view):
-                done += os.write(self._fd, view[done:])
+            done = os.write(self._fd, data)  # all of it, but for a signal or a full disk
+            while done < len(data):
+                done += os.write(self._fd, memoryview(data)[done:])
         except OSError as exc:
             # part of the data may have landed even when write() reports nothing: cut back to the last
             # whole line we know of

@@ -10,6 +10,11 @@
   watch on its parent: a pool worker would otherwise wait on its task queue forever);
 - :meth:`RefitWorker.warm_up` starts the worker and imports the fitting and optimisation code in it, so
   that the first refit does not pay for that; a process that cannot start falls back to a thread;
+- the computation runs with BLAS and LAPACK on **one thread** (threadpoolctl; for a thread executor the
+  limit is the process's while the refit runs): its matrices are small (levels of 1 to a few hundred
+  states), where OpenBLAS's thread pool costs more than it gives (a cold-start refit of the demo crawl,
+  16 robots at K = 50: 4.6 s of CPU with the pool, 1.7 s on one thread, the same policy, at load 4-5 on
+  2 cores), and a second BLAS thread would take the core the event loop needs;
 - ``inline`` runs the computation in the caller, on the event loop, which it blocks: for a replay on a
   simulated clock (``robotctl replay``), where nothing else waits and each refit must finish before
   simulated time moves on;
@@ -115,7 +120,15 @@ def _loaded(inp: RefitInput) -> RefitInput:
 
 def _compute_loaded(compute: Compute, inp: RefitInput) -> RefitOutcome:
     """In the worker process: the arrays out of shared memory, then the computation."""
-    return compute(_loaded(inp))
+    return _one_blas_thread(compute, _loaded(inp))
+
+
+def _one_blas_thread(compute: Compute, inp: RefitInput) -> RefitOutcome:
+    """``compute(inp)`` with BLAS and LAPACK on one thread (see the module docstring)."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        return compute(inp)
 
 
 def _lower_priority() -> None:
@@ -223,7 +236,7 @@ class RefitWorker:
     async def run(self, inp: RefitInput) -> RefitOutcome:
         """The outcome of ``compute(inp)`` in the worker, or a failed outcome (timeout, dead worker)."""
         if self.kind == "inline":
-            return self.compute(inp)
+            return _one_blas_thread(self.compute, inp)
         self.start()
         loop = asyncio.get_running_loop()
         switch = sys.getswitchinterval()
@@ -235,7 +248,7 @@ class RefitWorker:
                 # the refit thread holds the GIL between switches: shorter turns while it runs keep the
                 # event loop's waits short (the interval is the interpreter's, restored after)
                 sys.setswitchinterval(min(switch, THREAD_SWITCH_INTERVAL_S))
-                fut = loop.run_in_executor(self._executor, self.compute, inp)
+                fut = loop.run_in_executor(self._executor, _one_blas_thread, self.compute, inp)
         except BrokenProcessPool as exc:
             self.shutdown()
             return RefitOutcome(False, RefitStage.FIT, f"the refit worker process died: {exc}; a new one "

@@ -1,8 +1,10 @@
 """Issue 26: the fast paths of parse_deliveries (an item of the common shape; a batch of them, checked a column at a
-time) accept and refuse exactly as the checks do; a batch's log lines and samples are its deliveries' one by one."""
+time) and of parse_delivery_body (a body decoded and checked by msgspec) accept and refuse exactly as the checks
+do; a batch's log lines and samples are its deliveries' one by one."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -10,7 +12,15 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from robotctl._errors import InputError
-from robotctl.agent.api import MAX_ID_LENGTH, Delivery, parse_deliveries, robot_id
+from robotctl.agent._http import delivery_ack, dumps
+from robotctl.agent.api import (
+    MAX_ID_LENGTH,
+    Delivery,
+    parse_deliveries,
+    parse_delivery_body,
+    parse_json,
+    robot_id,
+)
 from robotctl.agent.samples import Ring
 from robotctl.agent.trace import TraceWriter
 
@@ -87,6 +97,60 @@ def test_a_batch_is_what_its_items_are_alone(items: list[object], allow: bool) -
         assert [type(v) for d in batch for v in d] == [type(v) for d in alone for v in d]
 
 
+def _parsed(parse: object, *args: object, **kwargs: object) -> object:
+    """The deliveries and the types of their values, or the error's field and problem."""
+    try:
+        out = list(parse(*args, **kwargs))  # type: ignore[operator]
+    except InputError as exc:
+        return exc.field, exc.problem
+    return out, [type(v) for d in out for v in d]
+
+
+def _body_bytes(doc: object, form: str) -> bytes:
+    """``doc`` as JSON in one of the forms a client may send (or botch)."""
+    text = json.dumps(doc, allow_nan=True)
+    if form == "utf-16":
+        return text.encode("utf-16")
+    if form == "bom":
+        return text.encode("utf-8-sig")
+    if form == "junk":
+        return text.encode() + b" x"
+    if form == "repeated" and text.startswith("{") and len(text) > 2:
+        return b'{"pages": 2, ' + text[1:].encode()  # the key repeated when doc has pages: the last one counts
+    if form == "spaced":
+        return b" \n" + json.dumps(doc, allow_nan=True, indent=1).encode() + b"\t"
+    return text.encode()
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(plain, odd, st.lists(st.one_of(plain, plain, plain, odd), min_size=0, max_size=6).map(
+           lambda items: {"deliveries": items}),
+                 st.tuples(st.lists(plain, min_size=1, max_size=3), plain).map(
+           lambda t: {"deliveries": t[0], **t[1]})),
+       st.sampled_from(["plain", "plain", "utf-16", "bom", "junk", "repeated", "spaced"]), st.booleans(),
+       st.sampled_from([1, 3, 100]))
+@example({"robot": "r1", "pages": 2}, "plain", True, 100)
+@example({"deliveries": [{"robot": "r1"}], "robot": "r2"}, "plain", True, 100)
+@example({"deliveries": [{"robot": ""}, {"robot": "x" * (MAX_ID_LENGTH + 1)}]}, "plain", True, 100)
+@example({"deliveries": [{"robot": "new"}]}, "plain", False, 100)
+@example({"client_time": 3, "bytes": None}, "plain", True, 100)
+@example({"deliveries": []}, "plain", True, 100)
+def test_a_body_decoded_by_msgspec_is_what_the_checks_make_of_it(doc: object, form: str, allow: bool,
+                                                                 max_batch: int) -> None:
+    """parse_delivery_body (the common shape decoded and checked by msgspec in one call, anything else the long
+    way) accepts what parse_deliveries accepts of parse_json's document, with the same values and types, and
+    refuses the rest with the same field and problem."""
+    body = _body_bytes(doc, form)
+    kwargs = {"max_batch": max_batch, "registered": {"r1"}, "allow_unregistered": allow}
+    try:
+        obj = parse_json(body)
+    except InputError as exc:
+        expected: object = (exc.field, exc.problem)
+    else:
+        expected = _parsed(parse_deliveries, obj, **kwargs)
+    assert _parsed(parse_delivery_body, body, **kwargs) == expected
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from([None, "r1", 'r"2', "é"]), st.integers(1, 4),
                           st.none() | st.integers(0, 10**9), st.none() | st.floats(-1e9, 1e9)),
@@ -119,3 +183,24 @@ def test_ring_rows_given_once_for_every_row() -> None:
         for c in ("t", "x", "y"):
             assert np.array_equal(a.cols[c], b.cols[c], equal_nan=True)
         assert a.n == b.n
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 10**6), st.integers(0, 10**6), st.integers(0, 10**6), st.floats(allow_nan=True),
+       st.integers(0, 500), st.integers(0, 64), st.sampled_from([None, "active", "parked"]),
+       st.sampled_from(["ok", "extra", "missing"]))
+def test_a_delivery_ack_is_the_json_of_its_dict(accepted: int, pages: int, admitted: int, t: float, queue: int,
+                                                active: int, state: str | None, shape: str) -> None:
+    """delivery_ack writes the ack dict directly: the bytes dumps would write, for the dicts Agent.deliver makes
+    and (through dumps) any other, a non-finite t included."""
+    ack: dict[str, object] = {"accepted": accepted, "pages": pages, "admitted": admitted,
+                              "lost": pages - admitted, "t": t, "queue": queue, "active": active}
+    if state is not None:
+        ack["state"] = state
+    if shape == "extra":
+        ack["note"] = "x"
+    elif shape == "missing":
+        del ack["queue"]
+    assert delivery_ack(ack) == dumps(ack).encode()
+    if math.isfinite(t):
+        assert json.loads(delivery_ack(ack)) == ack

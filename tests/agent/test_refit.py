@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import os
@@ -423,3 +424,40 @@ def test_shutdown_does_not_wait_for_a_running_refit_in_the_worker_process() -> N
         while not _gone(proc) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert _gone(proc)
+
+
+def _blas_threads(inp: object) -> list[int]:
+    from threadpoolctl import threadpool_info
+
+    return [lib["num_threads"] for lib in threadpool_info() if lib.get("user_api") == "blas"]
+
+
+@pytest.mark.parametrize("kind", ["inline", "thread", "process"])
+async def test_the_refit_runs_blas_on_one_thread(kind: str) -> None:
+    """The refit's matrices are small: OpenBLAS's thread pool nearly tripled a cold-start refit's CPU, so
+    every worker kind computes with one BLAS thread, and the limit ends with the refit. (A worker process
+    runs ``_compute_loaded``; it is called here, in this process, with the arrays already loaded.)"""
+    from robotctl.agent.worker import RefitWorker, _compute_loaded
+
+    before = _blas_threads(None)
+    if kind == "process":
+        during = _compute_loaded(_blas_threads, _NoArrays())  # type: ignore[arg-type]
+    else:
+        worker = RefitWorker(_blas_threads, kind=kind, timeout_s=120.0)  # type: ignore[arg-type]
+        try:
+            during = await worker.run(_NoArrays())  # type: ignore[arg-type]
+        finally:
+            worker.shutdown()
+    assert during and set(during) == {1}, during
+    assert _blas_threads(None) == before
+
+
+@dataclasses.dataclass(frozen=True)
+class _NoArrays:
+    """A refit input without arrays, for a computation that reads none."""
+
+    delivery_times: None = None
+    pages: None = None
+    modes: None = None
+    service_times: None = None
+    sizes_bytes: None = None

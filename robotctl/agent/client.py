@@ -60,6 +60,15 @@ class AgentUnavailableError(AgentError):
     """The agent did not answer (connection refused, timeout) or answered 5xx."""
 
 
+def summed_ack(acks: Sequence[Mapping[str, Any]], counts: Sequence[str]) -> dict[str, Any]:
+    """The acknowledgements of a batch sent in chunks as one: ``counts`` summed, the last one's ``t``,
+    ``queue`` and ``active``."""
+    total: dict[str, Any] = {k: sum(int(a.get(k, 0)) for a in acks) for k in counts}
+    last = acks[-1] if acks else {}
+    total.update({k: last[k] for k in ("t", "queue", "active") if k in last})
+    return total
+
+
 class AgentRejectedError(AgentError):
     """The agent refused the request (4xx).
 
@@ -505,17 +514,11 @@ class AgentClient:
                          counts: tuple[str, ...]) -> dict[str, Any]:
         """POST ``{key: [...]}`` in chunks of at most ``batch_limit``; the acknowledgements' ``counts`` summed,
         the last one's ``t``, ``queue`` and ``active``."""
-        total: dict[str, Any] = dict.fromkeys(counts, 0)
-        last: dict[str, Any] = {}
+        acks = []
         for start in range(0, len(items), self.batch_limit):
             chunk = [dict(d) for d in items[start:start + self.batch_limit]]
-            last = await self._request("POST", path, json={key: chunk})
-            for k in counts:
-                total[k] += int(last.get(k, 0))
-        for k in ("t", "queue", "active"):
-            if k in last:
-                total[k] = last[k]
-        return total
+            acks.append(await self._request("POST", path, json={key: chunk}))
+        return summed_ack(acks, counts)
 
     async def deliver_many(self, deliveries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         """Report many deliveries (dicts with ``robot``, ``pages``, ``bytes``, ``client_time``) in batches

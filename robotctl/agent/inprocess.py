@@ -24,7 +24,7 @@ from robotctl import InputError
 
 from .api import parse_completions, parse_deliveries, parse_given_up, parse_obsolete, parse_queue
 from .app import AGENT, CONFIG, REFIT
-from .client import AgentRejectedError, AgentUnavailableError
+from .client import AgentRejectedError, AgentUnavailableError, summed_ack
 from .log import LogWriteError
 
 #: what a batch's acknowledgement sums over its chunks (the HTTP client's ``_post_many`` sums the same)
@@ -82,16 +82,9 @@ class InProcessReports:
         """``one`` on chunks of at most ``server.max_batch`` items, each committed before the next; the
         acknowledgements' ``counts`` summed, the last one's ``t``, ``queue`` and ``active``."""
         limit = self.app[CONFIG].server.max_batch
-        total: dict[str, Any] = dict.fromkeys(counts, 0)
-        last: dict[str, Any] = {}
-        for start in range(0, len(items), limit):
-            last = await self._committed(path, functools.partial(one, list(items[start:start + limit])))
-            for k in counts:
-                total[k] += int(last.get(k, 0))
-        for k in ("t", "queue", "active"):
-            if k in last:
-                total[k] = last[k]
-        return total
+        acks = [await self._committed(path, functools.partial(one, list(items[start:start + limit])))
+                for start in range(0, len(items), limit)]
+        return summed_ack(acks, counts)
 
     async def _committed(self, path: str, call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """``call()``, then the agent's durable write (what the endpoint ``POST path`` awaits before it

@@ -52,7 +52,7 @@ import hashlib
 import hmac
 import secrets
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -218,22 +218,6 @@ class Actuator:
         if mode <= 0 or not held:
             return max(mode, 0)
         return held[mode - 1] if mode <= len(held) else max(mode, held[-1])
-
-    def request_modes(self, robots: Sequence[str | None]) -> list[int] | None:
-        """The mode each of a batch's deliveries counts in (:meth:`agent.core.Agent.deliver`): the mode now,
-        or, for a robot parked since, its slot (its request was made while it was active, so in a mode of
-        at least its slot); None when that is the mode now for all of them."""
-        mode = self.mode
-        if mode >= self.n_virtual:  # nobody is parked
-            return None
-        later = {}
-        for rid in set(robots):
-            r = self.robots.get(rid) if rid is not None else None
-            if r is not None and r.command is Command.PARKED and r.slot > mode:
-                later[rid] = r.slot
-        if not later:
-            return None
-        return [later.get(rid, mode) if rid is not None else mode for rid in robots]
 
     def registered_slots(self) -> int:
         """Virtual robots that hold at least one registered robot: the most the mode can be (the agent never

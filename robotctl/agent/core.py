@@ -220,29 +220,11 @@ class Agent:
     def deliver(self, items: Sequence[Delivery]) -> dict[str, Any]:
         """Stamp, log and apply validated deliveries (step 1 of the walk); the caller then awaits
         :meth:`commit` before acknowledging. The ack of one delivery from a robot also carries the robot's
-        command.
-
-        Each delivery counts in the mode its request was made in, at least: the mode now, or, from a robot
-        parked since (a fetch that was under way when its robot was parked, as in a Scrapy crawl, whose
-        downloads in flight finish), its virtual robot's slot, since it was active then. Counted in the
-        mode now, such deliveries made the fewer robots' rate look many times larger than it is (a Scrapy
-        crawl fitted one robot at 58 items/s and then ran one robot at every queue length)."""
+        command."""
         batch = DeliveryBatch.of(items)  # the columns (what parse_deliveries returns already)
+        robots, page_counts, sizes, client_times = batch.robots, batch.pages, batch.sizes, batch.client_times
         now = self._stamp()
         mode = self.actuator.mode
-        modes = self.actuator.request_modes(batch.robots)
-        if modes is None:
-            return self._deliver(batch, now, mode)
-        acks = [self._deliver(batch[start:end], now, m) for start, end, m in _runs(modes)]
-        ack = dict(acks[-1])
-        for key in ("accepted", "pages", "admitted", "lost"):
-            ack[key] = sum(a[key] for a in acks)
-        ack.pop("state", None)
-        return ack
-
-    def _deliver(self, batch: DeliveryBatch, now: float, mode: int) -> dict[str, Any]:
-        """:meth:`deliver` of deliveries that all count in ``mode``."""
-        robots, page_counts, sizes, client_times = batch.robots, batch.pages, batch.sizes, batch.client_times
         admitted = self.queue.admitted(page_counts)
         self.journal.write(self.journal.lines.delivery_columns(now, robots, page_counts, sizes, client_times,
                                                                admitted, mode))
@@ -480,14 +462,3 @@ class Agent:
 
 
 __all__ = ["POLICY_FILE", "ROBOTS_FILE", "Agent", "Ring", "Totals"]
-
-
-def _runs(values: Sequence[int]) -> list[tuple[int, int, int]]:
-    """(start, end, value) of each run of equal consecutive ``values``."""
-    out: list[tuple[int, int, int]] = []
-    start = 0
-    for i in range(1, len(values) + 1):
-        if i == len(values) or values[i] != values[start]:
-            out.append((start, i, values[start]))
-            start = i
-    return out

@@ -34,7 +34,6 @@ _EXPORTS = {
     "Addon": "robotctl.scrapy._addon",
     "RobotctlEntryPipeline": "robotctl.scrapy._pipeline",
     "GiveUpMiddleware": "robotctl.scrapy._middleware",
-    "ItemSourceMiddleware": "robotctl.scrapy._middleware",
     "NullReporter": "robotctl.scrapy._reporter",
     "PushbackMiddleware": "robotctl.scrapy._middleware",
     "Reporter": "robotctl.scrapy._reporter",
@@ -48,13 +47,12 @@ _EXPORTS = {
 
 #: names whose module needs Scrapy itself
 _NEEDS_SCRAPY = {"RobotctlExtension", "RobotctlPipeline", "RobotctlEntryPipeline", "PushbackMiddleware",
-                 "GiveUpMiddleware", "ItemSourceMiddleware", "reporter"}
+                 "GiveUpMiddleware", "reporter"}
 
 __all__ = [
     "INSTALL_HINT",
     "Addon",
     "GiveUpMiddleware",
-    "ItemSourceMiddleware",
     "NullReporter",
     "PushbackMiddleware",
     "Reporter",

@@ -433,29 +433,3 @@ async def test_pages_given_up_count_in_the_observed_cost_like_pages_lost(tmp_pat
     b.open()
     assert b.queue.length == length and b.log.quarantined == 0
     await b.close()
-
-
-async def test_a_delivery_from_a_robot_parked_since_counts_in_the_mode_it_was_fetched_in(tmp_path: Path) -> None:
-    """A fetch under way when its robot was parked (a Scrapy crawl's downloads in flight finish) counts in
-    a mode of at least the robot's slot, not in the fewer robots' mode now; the others' in the mode now,
-    in order, with the queue and the log as one batch would have them."""
-    clock = ManualClock(0.0)
-    a = Agent(_cfg(tmp_path, robots={"dwell_s": 0, "allow_unregistered": False},
-                   policy={"startup": [3, 3, 1, 1, 1, 1, 1, 1, 1]}), clock)
-    a.open()
-    for rid in ("r1", "r2", "r3"):
-        a.fleet.register(rid, None, None)
-    clock.set(1.0)
-    a.deliver([Delivery("r1", 1, None, None), Delivery("r2", 1, None, None)])  # i = 2: mode 1 from now on
-    assert a.actuator.mode == 1
-    clock.set(2.0)
-    ack = a.deliver([Delivery("r3", 1, None, None), Delivery("r2", 2, None, None), Delivery("r1", 1, None, None),
-                     Delivery(None, 1, None, None)])
-    assert (ack["accepted"], ack["pages"], ack["admitted"], ack["queue"], ack["active"]) == (4, 5, 5, 7, 1)
-    window = a.deliveries.since(-np.inf)
-    assert list(window["mode"]) == [3, 3, 3, 2, 1, 1]
-    assert a.window.totals(3.0)["mode_pages:2"] == 2.0 and a.window.totals(3.0)["mode_pages:3"] == 3.0
-    await a.close()
-    lines = [json.loads(x) for f in list_segments(tmp_path / "log") for x in f.read_text().splitlines()]
-    assert [(x.get("robot"), x["active"]) for x in lines if x.get("event") == "delivery"][-4:] == [
-        ("r3", 3), ("r2", 2), ("r1", 1), (None, 1)]

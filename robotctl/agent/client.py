@@ -651,4 +651,5 @@ __all__ = [
     "RobotUnknownError",
     "Transport",
     "request_context",
+    "summed_ack",
 ]

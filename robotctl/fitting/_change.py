@@ -35,11 +35,11 @@ from types import MappingProxyType
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.special import chdtrc, gammaincinv
 
 from robotctl import InputError
 
 from ._checks import float_array
+from ._chi2 import chi2_ppf, chi2_sf
 from ._modeclock import ModeTrajectory
 
 #: Defaults of :func:`locate_change`.
@@ -48,10 +48,8 @@ DEFAULT_GRID = 40
 DEFAULT_MIN_SIDE = 20
 DEFAULT_BLOCKS = 40
 
-#: the median of chi-squared with 1 degree of freedom. chi2's distribution functions come from
-#: scipy.special (chdtrc is chi2.sf, 2 gammaincinv(k/2, q) is chi2.ppf: scipy.stats computes them so):
-#: importing scipy.stats took 1.6-5 s, which the Scrapy add-on's local agent paid before the crawl began
-_CHI2_MEDIAN_1 = 2.0 * float(gammaincinv(0.5, 0.5))
+#: the median of chi-squared with 1 degree of freedom
+_CHI2_MEDIAN_1 = chi2_ppf(0.5, 1)
 
 
 @dataclass(frozen=True, eq=False)
@@ -261,7 +259,7 @@ def locate_change(delivery_times: ArrayLike, modes: ArrayLike, mode_changes: Mod
     df = informative.sum(axis=0)
     phi = float(dispersion) if dispersion is not None else _dispersion(t, m, mode_changes, start, end, seen, blocks)
     stat = lr / phi
-    p_each = np.where(df > 0, chdtrc(np.maximum(df, 1), stat), 1.0)
+    p_each = np.where(df > 0, chi2_sf(np.maximum(df, 1), stat), 1.0)
     best = int(np.argmin(p_each))
     p = min(1.0, float(p_each[best]) * ks.size)
     k = int(ks[best])

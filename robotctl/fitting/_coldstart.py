@@ -31,21 +31,15 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.special import gammaincinv
 
 from robotctl import InputError
 from robotctl.model import BMAP, PH, Admission, ModeArrivals, QueueModel
 
 from ._checks import float_array, freeze
+from ._chi2 import chi2_ppf
 
 #: Default confidence level of the intervals.
 DEFAULT_LEVEL = 0.9
-
-
-def _chi2_ppf(q: float, df: int) -> float:
-    """The q-quantile of chi-squared with ``df`` degrees of freedom, as scipy.stats' chi2.ppf computes it
-    (without importing scipy.stats, 1.6-5 s at the Scrapy add-on's start)."""
-    return 2.0 * float(gammaincinv(df / 2.0, q))
 
 
 @dataclass(frozen=True)
@@ -87,8 +81,8 @@ def poisson_rate_interval(count: int, exposure: float, level: float = DEFAULT_LE
         raise InputError("exposure", f"needs count >= 0 and exposure > 0, got {count}, {exposure!r}",
                          "count events over a positive time")
     a = 1.0 - level
-    lower = _chi2_ppf(a / 2, 2 * count) / (2 * exposure) if count > 0 else 0.0
-    upper = _chi2_ppf(1 - a / 2, 2 * count + 2) / (2 * exposure)
+    lower = chi2_ppf(a / 2, 2 * count) / (2 * exposure) if count > 0 else 0.0
+    upper = chi2_ppf(1 - a / 2, 2 * count + 2) / (2 * exposure)
     return RateInterval(count / exposure, lower, upper, int(count), float(exposure), level)
 
 
@@ -101,8 +95,8 @@ def exponential_rate_interval(samples: ArrayLike, level: float = DEFAULT_LEVEL) 
         raise InputError("service_times", "sum to 0", "report service seconds > 0")
     n = x.size
     a = 1.0 - level
-    return RateInterval(n / total, _chi2_ppf(a / 2, 2 * n) / (2 * total),
-                        _chi2_ppf(1 - a / 2, 2 * n) / (2 * total), n, total, level)
+    return RateInterval(n / total, chi2_ppf(a / 2, 2 * n) / (2 * total),
+                        chi2_ppf(1 - a / 2, 2 * n) / (2 * total), n, total, level)
 
 
 def _check_level(level: float) -> None:

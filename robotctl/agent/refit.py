@@ -282,9 +282,10 @@ class RefitLoop:
             rec.adopted += 1
             self.target.adopt(outcome.result, self.clock.now())
             control = outcome.result.fit.get("control", {})
-            LOG.info("event=refit_adopted reason=%s policy=%s kind=%s deliveries=%d fit_s=%.3f solve_s=%.3f%s",
+            targets = outcome.result.fit.get("targets", {}).get("status")
+            LOG.info("event=refit_adopted reason=%s policy=%s kind=%s deliveries=%d fit_s=%.3f solve_s=%.3f%s%s",
                      reason, outcome.policy, outcome.result.kind, outcome.deliveries, outcome.fit_seconds,
-                     outcome.solve_seconds,
+                     outcome.solve_seconds, f" targets={targets}" if targets else "",
                      f" mdp_not_adopted={control['reason']!r}" if control.get("reason") else "")
         else:
             rec.failures[outcome.stage.value] = rec.failures.get(outcome.stage.value, 0) + 1

@@ -6,6 +6,7 @@ thread or a worker process (:mod:`agent.worker`); :mod:`agent.compute` re-export
 from __future__ import annotations
 
 import enum
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -180,6 +181,10 @@ class RefitOutcome:
         The window's joint estimate (``fit.options.arrivals: joint``), set whenever the joint fit ran, a
         refused (``misfit``) refit included: the refit loop passes it to the next refit's
         ``RefitInput.joint_init`` so the EM starts from it (it is picklable: it crosses to the worker).
+    log_records : tuple of logging.LogRecord
+        What a worker process logged while it computed (its message formatted, its traceback as text):
+        :class:`agent.worker.RefitWorker` hands them to the agent's loggers, under their levels and
+        handlers; empty when the refit ran in the agent's own process, which logs directly.
     """
 
     success: bool
@@ -190,6 +195,7 @@ class RefitOutcome:
     solve_seconds: float = 0.0
     deliveries: int = 0
     joint_params: Any = None
+    log_records: tuple[logging.LogRecord, ...] = ()
 
     def __post_init__(self) -> None:
         if self.success != (self.result is not None):

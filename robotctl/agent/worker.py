@@ -18,6 +18,10 @@
 - ``inline`` runs the computation in the caller, on the event loop, which it blocks: for a replay on a
   simulated clock (``robotctl replay``), where nothing else waits and each refit must finish before
   simulated time moves on;
+- what a worker process logs (a refit's warnings: targets not met, a misfit) travels back with its
+  outcome (:class:`_CapturedLog`, ``RefitOutcome.log_records``) and is logged by the agent's loggers,
+  under their levels and handlers: a spawned process has no handler of its own, and Python's last
+  resort printed its warnings raw on standard error, past a Scrapy crawl's log and the sidecar's format;
 - :meth:`RefitWorker.run` waits at most ``timeout_s`` for a result (``asyncio.timeout``, not
   ``asyncio.wait_for``: on Python 3.11 ``wait_for`` can swallow a cancellation that arrives as the
   refit finishes, and the agent's shutdown then waits forever); a refit over its time is abandoned
@@ -118,9 +122,54 @@ def _loaded(inp: RefitInput) -> RefitInput:
     return replace(inp, **changes) if changes else inp
 
 
+class _CapturedLog(logging.Handler):
+    """In a worker process, on the ``robotctl`` logger: the records of the refit under way, each made
+    picklable (message formatted, traceback as text), to go back with its outcome."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        record.msg, record.args = record.getMessage(), None
+        if record.exc_info:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+            record.exc_info = None
+        self.records.append(record)
+
+
+#: the worker process's capture (:func:`_worker_init`); None in the agent's own process
+_CAPTURE: _CapturedLog | None = None
+
+
+def _capture_log() -> None:
+    """Keep what this worker process logs for the outcome (:class:`_CapturedLog`), instead of its last resort."""
+    global _CAPTURE
+    _CAPTURE = _CapturedLog()
+    logger = logging.getLogger("robotctl")
+    logger.addHandler(_CAPTURE)
+    logger.setLevel(logging.DEBUG)  # the agent's loggers decide (:func:`_log_in_agent`)
+    logger.propagate = False
+
+
 def _compute_loaded(compute: Compute, inp: RefitInput) -> RefitOutcome:
-    """In the worker process: the arrays out of shared memory, then the computation."""
-    return _one_blas_thread(compute, _loaded(inp))
+    """In the worker process: the arrays out of shared memory, then the computation, with what it logged."""
+    if _CAPTURE is None:
+        return _one_blas_thread(compute, _loaded(inp))
+    _CAPTURE.records.clear()
+    outcome = _one_blas_thread(compute, _loaded(inp))
+    records, _CAPTURE.records = tuple(_CAPTURE.records), []
+    return replace(outcome, log_records=records) if records else outcome
+
+
+def _log_in_agent(outcome: RefitOutcome) -> RefitOutcome:
+    """A worker process's records to the agent's loggers, each if its logger is enabled for its level."""
+    records: tuple[logging.LogRecord, ...] = getattr(outcome, "log_records", ())
+    for record in records:
+        logger = logging.getLogger(record.name)
+        if logger.isEnabledFor(record.levelno):
+            logger.handle(record)
+    return replace(outcome, log_records=()) if records else outcome
 
 
 def _one_blas_thread(compute: Compute, inp: RefitInput) -> RefitOutcome:
@@ -159,6 +208,7 @@ def _watch_parent(parent: int, every_s: float = 0.5) -> None:
 def _worker_init(parent: int) -> None:
     _lower_priority()
     _watch_parent(parent)
+    _capture_log()
 
 
 def _spawn_pool() -> concurrent.futures.ProcessPoolExecutor:
@@ -256,7 +306,7 @@ class RefitWorker:
         try:
             # asyncio.timeout, not wait_for: see the module docstring
             async with asyncio.timeout(self.timeout_s):
-                return await asyncio.shield(fut)
+                return _log_in_agent(await asyncio.shield(fut))
         except TimeoutError:
             fut.cancel()
             return RefitOutcome(False, RefitStage.TIMEOUT, f"refit took longer than refit.timeout_s = "

@@ -596,15 +596,30 @@ def _load_local_agent_code() -> concurrent.futures.Future[None]:
     return done
 
 
+class _TargetsNotMetAtDebug(logging.Filter):
+    """The local agent's targets are a goal the add-on set (``ROBOTCTL_MAX_*``), and when no policy meets them
+    all on a crawl's traffic it runs the nearest, as designed: its line per refit goes to DEBUG (each
+    ``event=refit_adopted`` line says ``targets=infeasible`` at INFO, and /v1/policy the bounds that hold)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.WARNING and str(record.msg).startswith("event=targets_not_met"):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+        return True
+
+
 def _quiet_agent_log() -> None:
     """The local agent's lines per robot (registered, deregistered, commanded) go below INFO; its refits stay
-    at INFO. Loggers the project configured itself are left alone."""
+    at INFO, and its targets not met go to DEBUG (:class:`_TargetsNotMetAtDebug`). Loggers the project
+    configured itself are left alone."""
     agent = logging.getLogger("robotctl.agent")
     if agent.level == logging.NOTSET:
         agent.setLevel(logging.WARNING)
         refit = logging.getLogger("robotctl.agent.refit")
         if refit.level == logging.NOTSET:
             refit.setLevel(logging.INFO)
+            if not any(isinstance(f, _TargetsNotMetAtDebug) for f in refit.filters):
+                refit.addFilter(_TargetsNotMetAtDebug())
 
 
 def _nudge(engine: Any) -> None:

@@ -461,3 +461,22 @@ class _NoArrays:
     modes: None = None
     service_times: None = None
     sizes_bytes: None = None
+
+
+async def test_a_worker_processs_warnings_reach_the_agents_loggers_not_raw_stderr(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]) -> None:
+    """A refit in a worker process that cannot meet its targets warns: the warning comes back with the
+    outcome and is logged by the agent's logger (under its level and handlers), once; a spawned process
+    has no handler, and Python's last resort had printed it raw on standard error."""
+    clock = ManualClock(0.0)
+    raw = _config(tmp_path, executor="process").to_dict(redact=False)
+    cfg = AgentConfig.from_dict({**raw, "targets": {"max_loss": 1e-12, "max_starvation": 1e-12}})
+    with caplog.at_level(logging.INFO, logger="robotctl.agent.refit"):
+        async with run_in_process(cfg, clock=clock) as (_, app):
+            feed(app[AGENT], clock, 1500.0, seed=3)
+            outcome = await app[REFIT].refit("test")
+            assert outcome.success and "targets not met" in outcome.message, outcome.message
+            assert outcome.log_records == ()
+    warned = [r for r in caplog.records if r.getMessage().startswith("event=targets_not_met")]
+    assert len(warned) == 1 and warned[0].levelno == logging.WARNING and warned[0].name == "robotctl.agent.refit"
+    assert "event=targets_not_met" not in capfd.readouterr().err

@@ -582,8 +582,7 @@ class LevelChain:
         if size <= 600 or (size <= 200_000 and (self.shape(n + 1).counted or not ks.well_conditioned)):
             # counted pages: the count generator's eigenvectors are badly conditioned; a defective factor
             # (an Erlang law) has none, and the perturbed inverse stalls GMRES: LU is safer
-            A = _sum([_kron(self.A(n + 1), np.eye(self.R)), _kron(_eye(self.inner_dim(n + 1)), self.Gamma)])
-            return _factorise(-A)
+            return _factorise(-self._tagged_generator(n))
 
         direct: list[Any] = []
 
@@ -595,11 +594,24 @@ class LevelChain:
                 if size > 200_000:
                     raise ArithmeticError(f"tagged-page solve at {n} pages ahead stalled at residual {res:.1e}")
                 # stalled: factorise this level once, and use LU from now on
-                A = _sum([_kron(self.A(n + 1), np.eye(self.R)), _kron(_eye(self.inner_dim(n + 1)), self.Gamma)])
-                direct.append(_factorise(-A))
+                direct.append(_factorise(-self._tagged_generator(n)))
                 return np.asarray(direct[0](rhs))
             return x
         return solve
+
+    def _tagged_generator(self, n: int) -> Any:
+        """A(n + 1) (+) Gamma, the tagged page's generator with n pages ahead, as CSR (from the entries of
+        A(n + 1): Kronecker products with identities formed densely were most of its cost)."""
+        A = sp.coo_matrix(self.A(n + 1))
+        R, inner = self.R, self.inner_dim(n + 1)
+        g = sp.coo_matrix(self.Gamma)
+        rows = [(A.row[:, None] * R + np.arange(R)[None, :]).ravel(),
+                (np.arange(inner)[:, None] * R + g.row[None, :]).ravel()]
+        cols = [(A.col[:, None] * R + np.arange(R)[None, :]).ravel(),
+                (np.arange(inner)[:, None] * R + g.col[None, :]).ravel()]
+        vals = [np.repeat(A.data, R), np.tile(g.data, inner)]
+        size = inner * R
+        return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(size, size))
 
     def _tagged_inner(self, i: int, l: int) -> NDArray[np.float64]:
         """On inner(i): [served, obsolete, served_time, obsolete_time] of a page arriving at level i in

@@ -116,7 +116,8 @@ class _Descender:
     """Coordinate and block moves from one start on one evaluator."""
 
     def __init__(self, evaluator: PolicyEvaluator, costs: Costs, pool: Sequence[int], monotone: bool,
-                 max_sweeps: int, progress: Progress | None = None) -> None:
+                 max_sweeps: int, progress: Progress | None = None,
+                 known: dict[tuple[int, ...], float] | None = None) -> None:
         self.ev = evaluator
         self.costs = costs
         self.pool = tuple(sorted(pool, reverse=True))
@@ -127,6 +128,13 @@ class _Descender:
         self.progress = progress
         self._reported = 0
         self.seen: set[tuple[int, ...]] = set()
+        #: local optima already confirmed on this chain (by earlier starts), with their costs: a descent that
+        #: reaches one stops there, as the moves from it are the same and none improves
+        self.known: dict[tuple[int, ...], float] = {} if known is None else known
+
+    def _at_known(self) -> float | None:
+        """The cost of the current policy if it is a known local optimum (else None)."""
+        return self.known.get(tuple(self.ev.policy))
 
     def _report(self) -> None:
         if self.progress is not None and self.evaluations > self._reported:
@@ -162,6 +170,8 @@ class _Descender:
             if k >= 0 and self._better(float(cs[k]), here):
                 self.ev.set_mode(i, cands[k])
                 cost, improved = float(cs[k]), True
+                if self._at_known() is not None:
+                    break
             else:
                 cost = here
         return cost, improved
@@ -226,6 +236,9 @@ class _Descender:
 
     def run(self) -> float:
         K = self.ev.K
+        hit = self._at_known()
+        if hit is not None:  # a start that an earlier descent ended on: nothing to do
+            return hit
         cost = self.cost_now(0)
         while self.sweeps < self.max_sweeps:
             order = range(K + 1) if self.sweeps % 2 == 0 else range(K, -1, -1)
@@ -233,18 +246,28 @@ class _Descender:
             cost, improved = self.sweep(order, cost)
             self._report()
             if improved:
+                hit = self._at_known()
+                if hit is not None:
+                    return hit
                 continue
             cost, improved = self.block_moves(cost)
             self._report()
             if not improved:
+                self.known[tuple(self.ev.policy)] = cost  # confirmed: no coordinate or block move improves it
                 break
+            hit = self._at_known()
+            if hit is not None:
+                return hit
         return cost
 
 
 def descend(chain: LevelChain, costs: Costs, start: Sequence[int], pool: Sequence[int], *,
-            monotone: bool, max_sweeps: int = 100, progress: Progress | None = None) -> _Descent:
-    """One local descent from ``start`` (coordinate sweeps, then block moves, until none improves)."""
-    d = _Descender(PolicyEvaluator(chain, start), costs, pool, monotone, max_sweeps, progress)
+            monotone: bool, max_sweeps: int = 100, progress: Progress | None = None,
+            known: dict[tuple[int, ...], float] | None = None) -> _Descent:
+    """One local descent from ``start`` (coordinate sweeps, then block moves, until none improves).
+    ``known``: local optima confirmed by earlier descents on ``chain`` (policy -> cost), shared and extended:
+    the descent stops when it reaches one (the moves from there are those already tried)."""
+    d = _Descender(PolicyEvaluator(chain, start), costs, pool, monotone, max_sweeps, progress, known)
     cost = d.run()
     return _Descent(tuple(d.ev.policy), cost, d.evaluations, d.sweeps, len(d.seen))
 
@@ -355,7 +378,9 @@ def search_policies(model: QueueModel, costs: Costs, *, modes: Sequence[int] | N
             if monotone and not QueueLengthPolicy(s).is_monotone:
                 raise InputError("starts", f"{s} is not monotone", "give non-increasing starting policies")
     if workers is None or len(start_list) == 1:
-        results = [descend(chain, costs, s, pool, monotone=monotone, max_sweeps=max_sweeps, progress=progress)
+        known: dict[tuple[int, ...], float] = {}  # local optima confirmed so far: later starts stop on them
+        results = [descend(chain, costs, s, pool, monotone=monotone, max_sweeps=max_sweeps, progress=progress,
+                           known=known)
                    for s in start_list]
     else:
         tasks = [(model, chain.h, costs, s, pool, monotone, max_sweeps) for s in start_list]

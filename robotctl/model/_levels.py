@@ -100,11 +100,31 @@ def _as(m: Any, dense: bool) -> Any:
     return sp.csr_matrix(m)
 
 
+def _is_identity(m: NDArray[np.float64]) -> bool:
+    n = m.shape[0]
+    return m.shape == (n, n) and n > 1 and np.count_nonzero(m) == n and bool((np.diagonal(m) == 1.0).all())
+
+
 def _kron(a: Any, b: Any) -> Any:
-    """a (x) b, dense when the product is small, CSR otherwise."""
+    """a (x) b, dense when the product is small, CSR otherwise. A dense product with an identity factor
+    copies the other factor into the blocks (diagonal) of zeros instead of multiplying every entry (most
+    of the chain's building for the ladder's depths)."""
     dense = _is_dense((a.shape[0] * b.shape[0], a.shape[1] * b.shape[1]))
     if dense:
-        return fast_kron(_as(a, True), _as(b, True))
+        A, B = _as(a, True), _as(b, True)
+        if _is_identity(A):
+            n = A.shape[0]
+            out = np.zeros((n, B.shape[0], n, B.shape[1]))
+            idx = np.arange(n)
+            out[idx, :, idx, :] = B
+            return out.reshape(n * B.shape[0], n * B.shape[1])
+        if _is_identity(B):
+            n = B.shape[0]
+            out = np.zeros((A.shape[0], n, A.shape[1], n))
+            idx = np.arange(n)
+            out[:, idx, :, idx] = A
+            return out.reshape(A.shape[0] * n, A.shape[1] * n)
+        return fast_kron(A, B)
     return sp.kron(_as(a, False), _as(b, False), format="csr")
 
 

@@ -21,7 +21,9 @@ on an approximate chain also the optimum of a cheap exponential surrogate, :func
 local optimum wins. Starts
 are independent: they can run in parallel processes through ``workers`` (a ``map``-like callable, as
 scipy's ``differential_evolution`` takes; the command line passes a process pool with one BLAS thread
-per process).
+per process). Run one after another, a descent that reaches a local optimum an earlier start already
+confirmed stops there (every move from it has been tried and none improves), so the starts find the
+same optima as alone for fewer evaluations.
 
 With ``monotone=True`` every move keeps r non-increasing (threshold policies only); otherwise any mode
 may sit at any level, and the result says whether the optimum found is monotone. The search is local:

@@ -25,15 +25,18 @@ When the exact chain's largest level has at most ``SEARCH_DIM`` states, every po
 Otherwise the search costs policies on the ordered-head chain of the largest depth h whose levels fit
 (:class:`robotctl.model.LevelChain`), and the optimum found, and the best static fleet, are then evaluated
 by :func:`robotctl.model.solve_approx`, which raises h until consecutive depths agree to ``rtol`` and
-reports the error bar. :class:`PolicySearch` says which (``method``, ``error_bound``, ``exact``); the
-subsets' rows and the other static fleets keep the search chain's costs. When even the chain of depth 0 has
-levels of more than ``SURROGATE_DIM`` states (three obsolescence phases at K = 50), dense level solves would
-take minutes per policy: the search and the static fleets are then costed on the exponential surrogate's exact
-chain (:func:`search_route`; ``search_chain`` says so, and R compares surrogate costs), and the optimum found is
-evaluated on the real law by :func:`robotctl.model.solve_approx` from h = 0, which there picks the bracket
-(two count chains, the next page urgent-first and patient-first) or, for a deadline, the urgent-next chains
-of 1..k Erlang phases, because the ladder's third depth would be too large. The surrogate's optimum is a
-local optimum of the surrogate, not of the real law.
+reports the error bar. :class:`PolicySearch` says which (``method``, ``error_bound``, ``exact``); the subsets'
+rows and the other static fleets keep the search chain's costs. A static fleet shares no level with any other
+policy costed, so its dense pass cannot be shortened: on levels of more than ``WHOLE_ITERATIVE_DIM`` states it
+is solved by the iterative solver instead (the same chain, the same cost to about 1e-12). The ladder's first
+depth is the search chain itself (its blocks are not built again). When even the chain of depth 0 has levels
+of more than ``SURROGATE_DIM`` states (three obsolescence phases at K = 50), dense level solves would take
+minutes per policy: the search and the static fleets are then costed on the exponential surrogate's exact
+chain (:func:`search_route`; ``search_chain`` says so, and R compares surrogate costs), and the optimum found
+is evaluated on the real law by :func:`robotctl.model.solve_approx` from h = 0, which there picks the bracket
+(two count chains, the next page urgent-first and patient-first) or, for a deadline, the urgent-next chains of
+1..k Erlang phases, because the ladder's third depth would be too large. The surrogate's optimum is a local
+optimum of the surrogate, not of the real law.
 
 With ``space="all"`` the search also runs over every queue-length policy (modes in any order), from the
 best threshold policy found, and reports whether that optimum is monotone (``PolicySearch.queue_length``).

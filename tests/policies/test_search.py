@@ -127,3 +127,26 @@ def test_later_starts_stop_on_local_optima_already_confirmed() -> None:
     together = search_policies(model, costs, monotone=True, chain=chain, starts=starts)
     assert together.cost == pytest.approx(min(a.cost for a in alone), rel=1e-12)
     assert together.evaluations < sum(a.evaluations for a in alone)
+
+
+def test_no_policy_is_costed_twice_by_one_descent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At a two-run policy, switching a run to its neighbour's mode gives the static fleet that sliding the
+    boundary across the whole run already costed: the switch is decided from that cost, not a second pass."""
+    from robotctl.policies import _search
+
+    model, costs = random_case(3, 20, (1, 2, 3, 4))
+    chain = LevelChain(model)
+    K = model.capacity
+    costed: list[tuple[int, ...]] = []
+    real = _search._Descender.cost_now
+
+    def spy(self: _search._Descender, i: int) -> float:
+        costed.append(tuple(self.ev.policy))
+        return real(self, i)
+
+    monkeypatch.setattr(_search._Descender, "cost_now", spy)
+    found = search_policies(model, costs, modes=(4, 1), monotone=True, chain=chain,
+                            starts=[(4,) * 6 + (1,) * (K - 5)])
+    assert len(set(found.policy.robots_at_level)) == 2
+    assert (1,) * (K + 1) in costed and (4,) * (K + 1) in costed
+    assert len(costed) == len(set(costed))

@@ -108,6 +108,9 @@ class Robot:
     dealt: bool = False
     #: registration order (the order of a process's robots when ranks are dealt)
     seq: int = 0
+    #: when the agent last parked it (None: active, or parked since it registered): a delivery from it
+    #: since then drains a fetch that was under way (:meth:`agent.modes.ModeHistory.drained`)
+    parked_at: float | None = None
 
     def holds(self, key: str | None) -> bool:
         """True when ``key`` is this robot's key (or the robot has none yet)."""
@@ -373,6 +376,7 @@ class Actuator:
             want = Command.ACTIVE if robot.slot <= top else Command.PARKED
             if want is not robot.command:
                 robot.command = want
+                robot.parked_at = now if want is Command.PARKED else None
                 robot.version += 1
                 robot.reason = reason
                 self.commands_issued[want] += 1

@@ -225,6 +225,8 @@ class Agent:
         robots, page_counts, sizes, client_times = batch.robots, batch.pages, batch.sizes, batch.client_times
         now = self._stamp()
         mode = self.actuator.mode
+        if mode < self.actuator.n_virtual and not self.actuator.advise:
+            self._note_drains(now, robots)
         admitted = self.queue.admitted(page_counts)
         self.journal.write(self.journal.lines.delivery_columns(now, robots, page_counts, sizes, client_times,
                                                                admitted, mode))
@@ -254,6 +256,17 @@ class Agent:
             if r is not None:
                 ack["state"] = r.command.value
         return ack
+
+    def _note_drains(self, now: float, robots: Sequence[str | None]) -> None:
+        """Deliveries from robots parked since their fetch began (a Scrapy crawl's downloads in flight
+        finish; a robot learns its command at its next poll): each such robot was working until now, and
+        the mode history counts it so (:meth:`agent.modes.ModeHistory.drained`), so that the fit reads the
+        fleet's own trajectory, not only the commanded one."""
+        named = self.actuator.robots
+        for rid in set(robots):
+            robot = named.get(rid) if rid is not None else None
+            if robot is not None and robot.command is Command.PARKED and robot.parked_at is not None:
+                self.modes.drained(now, robot.slot, robot.parked_at)
 
     def complete(self, items: Sequence[Completion]) -> dict[str, Any]:
         """Pages indexed: out of the queue (FIFO), with their service times or sizes as samples."""

@@ -75,13 +75,16 @@ def refit_input(agent: WindowSource, now: float) -> RefitInput | str:
     times = d["t"]
     # the mode trajectory is on the agent's clock: the fit reads it only against the agent's stamps
     changes = agent.modes.changes(float(times[0]), now)
+    # the fleet's own mode at each delivery, read at the agent's stamps (a parked robot's drain counted,
+    # agent.modes), whichever clock the fit then reads: each page counts where its robot's time does
+    fleet = agent.modes.at(times)
+    modes = d["mode"] if fleet is None else fleet.astype(d["mode"].dtype)
     if cfg.refit.time_source == "client" and not np.isnan(d["client_t"]).any():
-        times = d["client_t"]
-        order = np.argsort(times, kind="stable")
+        order = np.argsort(d["client_t"], kind="stable")
         d = {k: v[order] for k, v in d.items()}
+        modes = modes[order]
         times = d["client_t"]
         changes = None
-    modes = d["mode"]
     if (modes == 0).any():  # deliveries logged without their mode: take the one in force
         modes = np.where(modes == 0, agent.mode, modes).astype(modes.dtype)
     options = dict(cfg.fit.options)

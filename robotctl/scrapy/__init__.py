@@ -34,6 +34,7 @@ _EXPORTS = {
     "Addon": "robotctl.scrapy._addon",
     "RobotctlEntryPipeline": "robotctl.scrapy._pipeline",
     "GiveUpMiddleware": "robotctl.scrapy._middleware",
+    "ItemSourceMiddleware": "robotctl.scrapy._middleware",
     "NullReporter": "robotctl.scrapy._reporter",
     "PushbackMiddleware": "robotctl.scrapy._middleware",
     "Reporter": "robotctl.scrapy._reporter",
@@ -47,12 +48,13 @@ _EXPORTS = {
 
 #: names whose module needs Scrapy itself
 _NEEDS_SCRAPY = {"RobotctlExtension", "RobotctlPipeline", "RobotctlEntryPipeline", "PushbackMiddleware",
-                 "GiveUpMiddleware", "reporter"}
+                 "GiveUpMiddleware", "ItemSourceMiddleware", "reporter"}
 
 __all__ = [
     "INSTALL_HINT",
     "Addon",
     "GiveUpMiddleware",
+    "ItemSourceMiddleware",
     "NullReporter",
     "PushbackMiddleware",
     "Reporter",

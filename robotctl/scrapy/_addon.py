@@ -30,6 +30,9 @@ PUSHBACK_PRIORITY = 950
 #: download errors past Scrapy's retries: just below RetryMiddleware (550)
 GIVE_UP_MIDDLEWARE = "robotctl.scrapy.GiveUpMiddleware"
 GIVE_UP_PRIORITY = 540
+#: names each item's robot: the nearest spider middleware to the engine
+ITEM_SOURCE_MIDDLEWARE = "robotctl.scrapy.ItemSourceMiddleware"
+ITEM_SOURCE_PRIORITY = 10
 #: the entry pipeline runs before every other item pipeline
 ENTRY_PRIORITY = -1_000_000
 
@@ -47,6 +50,8 @@ class Addon:
             settings.set("ROBOTCTL_DELIVERY_SIGNAL", "item", priority="addon")
         if settings.get("ROBOTCTL_DELIVERY_SIGNAL") == "item":
             settings.set_in_component_priority_dict("ITEM_PIPELINES", ENTRY_PIPELINE, ENTRY_PRIORITY)
+            settings.set_in_component_priority_dict("SPIDER_MIDDLEWARES", ITEM_SOURCE_MIDDLEWARE,
+                                                    ITEM_SOURCE_PRIORITY)
 
 
 def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:

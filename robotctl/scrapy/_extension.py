@@ -47,6 +47,9 @@ LOG = logging.getLogger("robotctl.scrapy")
 #: request.meta keys the extension sets: the robot (id) whose slot fetched the request, the slot, and
 #: the download slot whose pushback gate admitted it (until it leaves the downloader)
 META_ROBOT = "robotctl_robot"
+#: Items whose robot :class:`~robotctl.scrapy.ItemSourceMiddleware` named and that have not entered the
+#: item pipelines yet: more than this and the oldest are forgotten (their deliveries then name no robot).
+MAX_ITEM_SOURCES = 10_000
 META_SLOT = "robotctl_slot"
 META_GATE = "robotctl_gate"
 #: when the pushback gate admitted the request (monotonic seconds): a refusal of a request sent before the
@@ -123,6 +126,8 @@ class RobotctlExtension:
         self._retry_times = cs.getint("RETRY_TIMES", 2)
         self.give_up_statuses = frozenset(PUSHBACK_STATUSES | {int(x) for x in cs.getlist("RETRY_HTTP_CODES")})
         self.given_up = 0
+        #: id(item) -> the robot whose download it came from, until it enters the item pipelines
+        self.item_sources: dict[int, str] = {}
         self.held = 0
         self.held_seconds = 0.0
         self._busy_since = 0.0
@@ -500,7 +505,18 @@ class RobotctlExtension:
             self._busy_since = now
         self.in_pipeline += 1
         self.delivered += 1
-        self.reporter.deliver(1, queue_length=self._queue_view())
+        self.reporter.deliver(1, robot=self.item_sources.pop(id(item), None), queue_length=self._queue_view())
+
+    def item_source(self, item: Any, robot: str | None) -> None:
+        """``item`` came from a download of ``robot`` (:class:`~robotctl.scrapy.ItemSourceMiddleware`); the
+        item itself is not touched (it may be any object), only its identity is kept until it enters the
+        pipelines (a Scrapy context variable does not reach them: the scraper hands items over between
+        tasks)."""
+        if robot is None or not self.running:
+            return
+        if len(self.item_sources) >= MAX_ITEM_SOURCES:
+            del self.item_sources[next(iter(self.item_sources))]
+        self.item_sources[id(item)] = robot
 
     def item_left(self, item: Any = None, response: Any = None, spider: Any = None, **kw: Any) -> None:
         """An item left the item pipelines, scraped, dropped or failed: one completion. Scraped, it carries

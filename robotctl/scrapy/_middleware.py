@@ -20,17 +20,25 @@ its ``process_exception`` only when no middleware above it turned it into a retr
 request is given up (a timeout, a refused connection after the last retry), and the extension reports
 it to the agent like a 429 that reached the spider (``Reporter.given_up``). ``IgnoreRequest`` (robots.txt,
 offsite, a filter) is a request the crawl chose not to make, not one given up.
+
+``ItemSourceMiddleware`` is a spider middleware (the add-on puts it at 10, the nearest to the engine): it
+names, for each item a callback yields, the robot whose download the item came from, so that the item's
+delivery names its robot. A download under way when its robot is parked finishes (Scrapy lowers the
+concurrency; it does not cancel), and the agent then counts the robot as working from its park until that
+delivery (the fleet's own mode trajectory, ``agent.modes.ModeHistory.drained``); unnamed, such items counted
+in the fewer robots' mode without the parked robot's time, and made one robot's rate look twice what it is.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
 from scrapy.crawler import Crawler
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Request, Response
 
-from ._extension import extension
+from ._extension import META_ROBOT, extension
 
 
 class PushbackMiddleware:
@@ -79,3 +87,34 @@ class GiveUpMiddleware:
         ext = extension(self.crawler)
         if ext is not None:
             ext.gave_up(request)
+
+
+class ItemSourceMiddleware:
+    """See the module docstring."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> ItemSourceMiddleware:
+        return cls(crawler)
+
+    def process_spider_output(self, response: Response, result: Iterable[Any], spider: Any = None
+                              ) -> Iterator[Any]:
+        robot = response.meta.get(META_ROBOT) if response.request is not None else None
+        for output in result:
+            self._name(output, robot)
+            yield output
+
+    async def process_spider_output_async(self, response: Response, result: AsyncIterator[Any],
+                                          spider: Any = None) -> AsyncIterator[Any]:
+        robot = response.meta.get(META_ROBOT) if response.request is not None else None
+        async for output in result:
+            self._name(output, robot)
+            yield output
+
+    def _name(self, output: Any, robot: str | None) -> None:
+        if robot is not None and output is not None and not isinstance(output, Request):
+            ext = extension(self.crawler)
+            if ext is not None:
+                ext.item_source(output, robot)

@@ -433,3 +433,50 @@ async def test_pages_given_up_count_in_the_observed_cost_like_pages_lost(tmp_pat
     b.open()
     assert b.queue.length == length and b.log.quarantined == 0
     await b.close()
+
+
+@pytest.mark.parametrize("time_source", ["agent", "client"])
+async def test_a_delivery_from_a_robot_parked_since_counts_it_as_working_until_then(
+        tmp_path: Path, time_source: str) -> None:
+    """A fetch under way when its robot was parked (a Scrapy crawl's downloads in flight finish) keeps the
+    robot in the fleet's mode until its delivery: the fit's trajectory and each delivery's mode count it
+    there, with its time; unnamed deliveries and a resumed robot's do not extend anything. On the client's
+    clock the fit reads the same modes (and the time in each, as the trajectory is on the agent's)."""
+    clock = ManualClock(0.0)
+    a = Agent(_cfg(tmp_path, robots={"dwell_s": 0, "allow_unregistered": False},
+                   policy={"startup": [3, 3, 1, 1, 1, 1, 1, 1, 1]},
+                   refit={"min_deliveries": 2, "cold_start_deliveries": 0, "time_source": time_source}), clock)
+    a.open()
+    for rid in ("r1", "r2", "r3"):
+        a.fleet.register(rid, None, None)
+
+    def batch(*robots: str | None) -> list[Delivery]:
+        return [Delivery(r, 1, None, clock.now() - 0.1) for r in robots]
+
+    clock.set(1.0)
+    a.deliver(batch("r1", "r2"))  # i = 2: mode 1, r2 and r3 parked
+    assert a.actuator.mode == 1
+    clock.set(2.0)
+    a.deliver(batch("r3", None))
+    clock.set(3.0)
+    a.deliver(batch("r2", "r1"))
+    clock.set(4.0)
+    a.deliver(batch(None))
+    changes = a.modes.changes(0.0, 5.0)
+    assert changes is not None
+    assert list(changes[1]) == [3, 2, 1]
+    assert np.allclose(changes[0], [0.0, 2.0, 3.0])
+    assert a.modes.exposure(0.0, 5.0) == pytest.approx({3: 2.0, 2: 1.0, 1: 2.0})
+    times = a.deliveries.since(-np.inf)["t"]
+    modes = a.modes.at(times)
+    assert modes is not None and list(modes) == [3, 3, 3, 3, 2, 2, 1]
+    # the fit window reads the same modes
+    inp = a.refit_input(5.0)
+    assert not isinstance(inp, str), inp
+    assert list(inp.modes) == list(modes)
+    assert inp.mode_exposure_s == pytest.approx({3: 1.0, 2: 1.0, 1: 2.0})  # from the first delivery
+    if time_source == "agent":
+        assert inp.mode_changes is not None and list(inp.mode_changes[1]) == [3, 2, 1]
+    else:
+        assert inp.mode_changes is None and np.allclose(inp.delivery_times, times - 0.1)
+    await a.close()

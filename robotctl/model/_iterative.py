@@ -165,7 +165,11 @@ class _LevelSolve:
 FLAT_DIM = 4096
 
 
-def _coo_t(op: Any) -> tuple[Array, Array, Array, tuple[int, int]]:
+#: (rows, cols, values, shape) of a sparse operator
+Entries = tuple[NDArray[np.int64], NDArray[np.int64], Array, tuple[int, int]]
+
+
+def _coo_t(op: Any) -> Entries:
     """(rows, cols, values, shape) of the non-zero entries of a dense or sparse operator, transposed."""
     if sp.issparse(op):
         c = op.tocoo()
@@ -176,8 +180,7 @@ def _coo_t(op: Any) -> tuple[Array, Array, Array, tuple[int, int]]:
     return c.astype(np.int64), r.astype(np.int64), dense[r, c], (dense.shape[1], dense.shape[0])
 
 
-def _kron_coo(D: Array, entries: tuple[Array, Array, Array, tuple[int, int]], row_at: int
-              ) -> tuple[Array, Array, Array]:
+def _kron_coo(D: Array, entries: Entries, row_at: int) -> tuple[NDArray[np.int64], NDArray[np.int64], Array]:
     """The entries of D (x) U (D small and dense, U given by its entries), rows shifted by ``row_at``."""
     r, c, v, (p, q) = entries
     a, b = np.nonzero(D)

@@ -9,7 +9,7 @@ from robotctl._errors import InputError, RobotctlError
 from robotctl._lazy import lazy_exports as _lazy_exports
 
 if typing.TYPE_CHECKING:
-    from ._approx import ApproxSolution, ApproxStatus, LadderStep, solve_approx
+    from ._approx import ApproxSolution, ApproxStatus, LadderStep, evaluate_rates, solve_approx
     from ._arrivals import ModeArrivals
     from ._blocks import PreparedModel
     from ._bmap import BMAP
@@ -108,6 +108,7 @@ _WHERE = {
     "deadline_law": "._deadline",
     "enumerate_states": "._bruteforce",
     "explicit_generator": "._bruteforce",
+    "evaluate_rates": "._approx",
     "costs_from_dict": "._spec",
     "fleet_model": "._random",
     "format_bytes": "._size",
@@ -204,6 +205,7 @@ __all__ = [
     "deadline_error",
     "deadline_law",
     "enumerate_states",
+    "evaluate_rates",
     "explicit_generator",
     "fleet_model",
     "format_bytes",

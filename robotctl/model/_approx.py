@@ -209,7 +209,7 @@ def _relative_gap(a: Measures, b: Measures) -> float:
 def solve_approx(model: QueueModel, policy: QueueLengthPolicy, costs: Costs | None = None, *, rtol: float = 1e-4,
                  h_start: int = 0, h_max: int | None = None, max_states: int = MAX_STATES,
                  max_seconds: float | None = None, exact_states: int = EXACT_STATES,
-                 method: str = "auto") -> ApproxSolution:
+                 method: str = "auto", chain: LevelChain | None = None) -> ApproxSolution:
     """Measures (and cost) of ``model`` under ``policy``: exact when the exact chain is small, else the
     ordered-head ladder with its error bar (module docstring).
 
@@ -233,6 +233,10 @@ def solve_approx(model: QueueModel, policy: QueueLengthPolicy, costs: Costs | No
         with a deadline (once its exact chain is too large to solve directly); else the bracket when the
         ladder's third depth from ``h_start`` would have more than ``LADDER_STATES`` states, the ladder
         otherwise.
+    chain
+        A chain already built (e.g. the one a policy search costed on): the ladder evaluates its depth on it,
+        reusing its blocks, instead of building that depth again. Used only when it is a ``random``-promotion
+        chain of the very model solved after reduction (``chain.model is`` that model).
     """
     if not rtol > 0:
         raise InputError("rtol", f"must be positive, got {rtol!r}", "e.g. 1e-4 for four significant digits")
@@ -300,8 +304,10 @@ def solve_approx(model: QueueModel, policy: QueueLengthPolicy, costs: Costs | No
         return _bracket(reduced, policy, costs, rtol=rtol, h_start=min(h_start, top), top=top,
                         max_states=max_states, max_seconds=max_seconds, start=start, steps=steps, notes=red.notes)
     done: list[tuple[LevelChain, Rates, Measures, float]] = []  # (chain, rates, measures, cost or NaN)
+    given = chain
     for h in range(min(h_start, top), top + 1):
-        chain = LevelChain(reduced, h)
+        reuse = given is not None and given.model is reduced and given.h == h and given.promotion == "random"
+        chain = given if reuse and given is not None else LevelChain(reduced, h)
         projected = steps[-1].seconds * chain.R * 1.2 if steps else 0.0
         over_time = max_seconds is not None and time.perf_counter() - start + projected > max_seconds
         if done and (chain.n_states > max_states or over_time):

@@ -39,6 +39,11 @@ from ._levels import LevelChain
 
 Array = NDArray[np.float64]
 
+try:  # y += A x in place for CSR A, without scipy's per-call checks (a third of an iteration's time on small levels)
+    from scipy.sparse._sparsetools import csr_matvec as _csr_matvec
+except ImportError:  # pragma: no cover - a scipy without the routine: the public product
+    _csr_matvec = None
+
 #: Levels with counted pages and at most this many states are factorised by sparse LU.
 SPLU_LIMIT = 60_000
 
@@ -100,6 +105,15 @@ def _chain_transposed(chain: LevelChain, kind: str, i: int, a: int = 0) -> Any:
     return cache[key]
 
 
+def _add_product(A: Any, x: Array, out: Array) -> None:
+    """out += A x for a CSR matrix A, in place (``out`` a view into a larger vector)."""
+    if (_csr_matvec is not None and x.dtype == np.float64 and out.dtype == np.float64 and A.data.dtype == np.float64
+            and x.flags.c_contiguous and out.flags.c_contiguous and A.indptr.dtype == A.indices.dtype):
+        _csr_matvec(A.shape[0], A.shape[1], A.indptr, A.indices, A.data, x, out)
+    else:
+        out += A @ x
+
+
 class _LevelSolve:
     """x -> solution of y (diagonal block) = x, for one level and mode."""
 
@@ -114,25 +128,96 @@ class _LevelSolve:
             # the count generator's eigenvectors are badly conditioned, and a defective factor (an Erlang
             # law) has none: the perturbed inverse can be wrong by orders of magnitude (a GMRES residual
             # of 1e56 with Erlang-3 obsolescence at K = 8), so factorise the block itself
-            W, inner = chain.W, chain.inner_dim(i)
-            if i == 0:
-                block = sp.csr_matrix(arr0)
-            else:
-                A = chain.A(i)
-                block = sp.kron(sp.csr_matrix(arr0), sp.identity(inner)) + sp.kron(sp.identity(W), sp.csr_matrix(A))
-            block_t = sp.csr_matrix(block.T)
-            self.lu = spla.splu(sp.csc_matrix(block_t))
-            self.block_t = block_t
+            # the block transposed, D_0-part^T (x) I + I_W (x) A(i)^T, from its entries (sparse Kronecker
+            # products of identities were most of the set-up of a ladder's depth)
+            inner = chain.inner_dim(i)
+            eye = np.arange(inner, dtype=np.int64)
+            parts = [_kron_coo(arr0.T, (eye, eye, np.ones(inner), (inner, inner)), 0)]
+            if i > 0:
+                parts.append(_kron_coo(np.eye(chain.W), _coo_t(chain.A(i)), 0))
+            rows, cols, vals = (np.concatenate(x) for x in zip(*parts))
+            d = chain.dim(i)
+            self.block_t = sp.csr_matrix((vals, (rows, cols)), shape=(d, d))
+            self.lu = spla.splu(self.block_t.tocsc())
 
     def row(self, x: Array) -> Array:
         if self.lu is not None:  # the block is at hand: one sparse product
             return np.asarray(self.block_t @ x)
         return self.kron.row(x)
 
+    def add_row(self, x: Array, out: Array) -> None:
+        """out += x (diagonal block), in place."""
+        if self.lu is not None:
+            _add_product(self.block_t, x, out)
+        else:
+            out += self.kron.row(x)
+
     def solve(self, b: Array) -> Array:
         if self.lu is not None:
             return np.asarray(self.lu.solve(b))
         return self.kron.solve_row(b)
+
+
+#: Levels of at most this many states get their rows between levels as explicit sparse matrices (one
+#: product per level for all batch sizes, one for the departures): on small levels the Kronecker-structured
+#: products were mostly call overhead (K = 50, two phases, h = 2: 45 ms a GMRES iteration, now 15 ms); on
+#: large ones the explicit D_a (x) up(i, a) would hold W^2 times the entries of up(i, a).
+FLAT_DIM = 4096
+
+
+#: (rows, cols, values, shape) of a sparse operator
+Entries = tuple[NDArray[np.int64], NDArray[np.int64], Array, tuple[int, int]]
+
+
+def _coo_t(op: Any) -> Entries:
+    """(rows, cols, values, shape) of the non-zero entries of a dense or sparse operator, transposed."""
+    if sp.issparse(op):
+        c = op.tocoo()
+        return (c.col.astype(np.int64), c.row.astype(np.int64), np.asarray(c.data, dtype=float),
+                (c.shape[1], c.shape[0]))
+    dense = np.asarray(op, dtype=float)
+    r, c = np.nonzero(dense)
+    return c.astype(np.int64), r.astype(np.int64), dense[r, c], (dense.shape[1], dense.shape[0])
+
+
+def _kron_coo(D: Array, entries: Entries, row_at: int) -> tuple[NDArray[np.int64], NDArray[np.int64], Array]:
+    """The entries of D (x) U (D small and dense, U given by its entries), rows shifted by ``row_at``."""
+    r, c, v, (p, q) = entries
+    a, b = np.nonzero(D)
+    rows = (a[:, None] * p + r[None, :]).ravel() + row_at
+    cols = (b[:, None] * q + c[None, :]).ravel()
+    return rows, cols, (D[a, b][:, None] * v[None, :]).ravel()
+
+
+def _flat_ups(chain: LevelChain, i: int, mode: int) -> tuple[int, Any] | None:
+    """[Q_{i,i+1} | ... | Q_{i,i+top}] transposed, as one CSR matrix, with top; None when no batch is admitted
+    at level i. Built per policy (kept per mode, they were 218 MB for 32 modes at K = 100); the entries of
+    the mode-free up(i, a) are kept with the chain."""
+    arr = chain.arrivals(mode, i)
+    top = len(arr) - 1
+    if top == 0:
+        return None
+    entries = chain.evaluator_caches.setdefault("up_entries_t", {})
+    parts, at = [], 0
+    for a in range(1, top + 1):
+        if (i, a) not in entries:
+            entries[i, a] = _coo_t(chain.up(i, a))
+        if arr[a].any():
+            parts.append(_kron_coo(arr[a].T, entries[i, a], at))
+        at += chain.dim(i + a)
+    if not parts:
+        return None
+    rows, cols, vals = (np.concatenate(x) for x in zip(*parts))
+    return top, sp.csr_matrix((vals, (rows, cols)), shape=(at, chain.dim(i)))
+
+
+def _flat_down(chain: LevelChain, i: int) -> Any:
+    """Q_{i,i-1} transposed (I_W (x) down(i)^T), as CSR, kept with the chain."""
+    cache = chain.evaluator_caches.setdefault("flat_down", {})
+    if i not in cache:
+        rows, cols, vals = _kron_coo(np.eye(chain.W), _coo_t(chain.down(i)), 0)
+        cache[i] = sp.csr_matrix((vals, (rows, cols)), shape=(chain.dim(i - 1), chain.dim(i)))
+    return cache[i]
 
 
 class _Operator:
@@ -153,54 +238,78 @@ class _Operator:
                 solves[i, self.policy[i]] = _LevelSolve(chain, i, self.policy[i])
         self.diag = [solves[i, self.policy[i]] for i in range(self.K + 1)]
         self.ups: list[list[tuple[int, Array, Any]]] = []
+        # small levels: (top, [Q_{i,i+1} | ... | Q_{i,i+top}]^T) and Q_{i,i-1}^T as explicit CSR matrices
+        self.flat_ups: list[tuple[int, Any] | None] = []
+        self.flat_downs: list[Any] = [None]
         for i in range(self.K + 1):
             arr = chain.arrivals(self.policy[i], i)
-            self.ups.append([(a, arr[a], _chain_transposed(chain, "up", i, a)) for a in range(1, len(arr))
-                             if arr[a].any()])
-        self.downs = [None] + [_chain_transposed(chain, "down", i) for i in range(1, self.K + 1)]
+            top = len(arr) - 1
+            flat = top > 0 and max(self.dims[i:i + top + 1]) <= FLAT_DIM
+            self.flat_ups.append(_flat_ups(chain, i, self.policy[i]) if flat else None)
+            self.ups.append([] if flat else [(a, arr[a], _chain_transposed(chain, "up", i, a))
+                                             for a in range(1, len(arr)) if arr[a].any()])
+            if i > 0:
+                self.flat_downs.append(_flat_down(chain, i) if self.dims[i] <= FLAT_DIM else None)
+        self.downs = [None] + [None if self.flat_downs[i] is not None else _chain_transposed(chain, "down", i)
+                               for i in range(1, self.K + 1)]
 
     def split(self, x: Array) -> list[Array]:
         return [x[self.offsets[i]:self.offsets[i + 1]] for i in range(self.K + 1)]
 
-    def up_from(self, i: int, xi: Array) -> list[tuple[int, Array]]:
-        """x_i Q_{i,i+a} for each batch a."""
+    def add_up_from(self, i: int, xi: Array, out: Array) -> None:
+        """out (the whole vector) += x_i [Q_{i,i+1} ... Q_{i,i+top}]."""
+        off = self.offsets
+        flat = self.flat_ups[i]
+        if flat is not None:
+            top, UT = flat
+            _add_product(UT, xi, out[off[i + 1]:off[i + 1 + top]])
+            return
         inner = self.chain.inner_dim(i)
         P = xi.reshape(self.W, inner)
-        return [(i + a, _right(arr.T @ P, U).reshape(-1)) for a, arr, U in self.ups[i]]
+        for a, arr, U in self.ups[i]:
+            out[off[i + a]:off[i + a + 1]] += _right(arr.T @ P, U).reshape(-1)
 
-    def down_from(self, i: int, xi: Array) -> Array:
-        """x_i Q_{i,i-1}."""
+    def add_down_from(self, i: int, xi: Array, out: Array) -> None:
+        """out (level i - 1's part) += x_i Q_{i,i-1}."""
+        flat = self.flat_downs[i]
+        if flat is not None:
+            _add_product(flat, xi, out)
+            return
         inner = self.chain.inner_dim(i)
-        return _right(xi.reshape(self.W, inner), self.downs[i]).reshape(-1)
+        out += _right(xi.reshape(self.W, inner), self.downs[i]).reshape(-1)
 
     def row(self, x: Array) -> Array:
         """x Q."""
-        xs = self.split(x)
-        out = [self.diag[i].row(xs[i]) for i in range(self.K + 1)]
+        off = self.offsets
+        x = np.ascontiguousarray(x, dtype=float)
+        out = np.zeros_like(x)
         for i in range(self.K + 1):
-            for j, y in self.up_from(i, xs[i]):
-                out[j] += y
+            xi = x[off[i]:off[i + 1]]
+            self.diag[i].add_row(xi, out[off[i]:off[i + 1]])
+            self.add_up_from(i, xi, out)
             if i > 0:
-                out[i - 1] += self.down_from(i, xs[i])
-        return np.concatenate(out)
+                self.add_down_from(i, xi, out[off[i - 1]:off[i]])
+        return out
 
     def sgs(self, r: Array) -> Array:
         """One symmetric block Gauss-Seidel sweep for z Q = r (row form): the rank-one term e u of the
         system is left to GMRES (each level's diagonal block is non-singular, Q's is not)."""
-        rs = self.split(r)
-        z = [np.zeros(d) for d in self.dims]
-        lower = [np.zeros(d) for d in self.dims]  # sum_{j < i} z_j Q_{j,i}
-
+        off = self.offsets
+        r = np.asarray(r, dtype=float)
+        lower = np.zeros_like(r)  # sum_{j < i} z_j Q_{j,i}, filled as the levels go up
+        z = np.empty_like(lower)
         for i in range(self.K + 1):
-            z[i] = self.diag[i].solve(rs[i] - lower[i])
-            for j, y in self.up_from(i, z[i]):
-                lower[j] += y
+            zi = np.ascontiguousarray(self.diag[i].solve(r[off[i]:off[i + 1]] - lower[off[i]:off[i + 1]]))
+            z[off[i]:off[i + 1]] = zi
+            self.add_up_from(i, zi, lower)
         for i in range(self.K, -1, -1):
-            rhs = rs[i] - lower[i]
+            rhs = r[off[i]:off[i + 1]] - lower[off[i]:off[i + 1]]
             if i < self.K:
-                rhs = rhs - self.down_from(i + 1, z[i + 1])
-            z[i] = self.diag[i].solve(rhs)
-        return np.concatenate(z)
+                below = np.zeros(self.dims[i])
+                self.add_down_from(i + 1, z[off[i + 1]:off[i + 2]], below)
+                rhs -= below
+            z[off[i]:off[i + 1]] = self.diag[i].solve(rhs)
+        return z
 
     @property
     def scale(self) -> float:

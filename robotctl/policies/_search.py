@@ -21,7 +21,9 @@ on an approximate chain also the optimum of a cheap exponential surrogate, :func
 local optimum wins. Starts
 are independent: they can run in parallel processes through ``workers`` (a ``map``-like callable, as
 scipy's ``differential_evolution`` takes; the command line passes a process pool with one BLAS thread
-per process).
+per process). Run one after another, a descent that reaches a local optimum an earlier start already
+confirmed stops there (every move from it has been tried and none improves), so the starts find the
+same optima as alone for fewer evaluations.
 
 With ``monotone=True`` every move keeps r non-increasing (threshold policies only); otherwise any mode
 may sit at any level, and the result says whether the optimum found is monotone. The search is local:
@@ -116,7 +118,9 @@ class _Descender:
     """Coordinate and block moves from one start on one evaluator."""
 
     def __init__(self, evaluator: PolicyEvaluator, costs: Costs, pool: Sequence[int], monotone: bool,
-                 max_sweeps: int, progress: Progress | None = None) -> None:
+                 max_sweeps: int, progress: Progress | None = None,
+                 known: dict[tuple[int, ...], float] | None = None,
+                 costed: dict[tuple[int, ...], float] | None = None) -> None:
         self.ev = evaluator
         self.costs = costs
         self.pool = tuple(sorted(pool, reverse=True))
@@ -127,6 +131,17 @@ class _Descender:
         self.progress = progress
         self._reported = 0
         self.seen: set[tuple[int, ...]] = set()
+        #: local optima already confirmed on this chain (by earlier starts), with their costs: a descent that
+        #: reaches one stops there, as the moves from it are the same and none improves
+        self.known: dict[tuple[int, ...], float] = {} if known is None else known
+        #: costs of whole policies already costed on this chain (a slide's steps, earlier starts): a run switch
+        #: to one of them (at a two-run policy, the static fleet a slide of the whole run already reached) is
+        #: decided without a pass
+        self.costed: dict[tuple[int, ...], float] = {} if costed is None else costed
+
+    def _at_known(self) -> float | None:
+        """The cost of the current policy if it is a known local optimum (else None)."""
+        return self.known.get(tuple(self.ev.policy))
 
     def _report(self) -> None:
         if self.progress is not None and self.evaluations > self._reported:
@@ -142,8 +157,11 @@ class _Descender:
     def cost_now(self, i: int) -> float:
         """The current policy's cost, censored on level i (cheap next to a level just changed)."""
         self.evaluations += 1
-        self.seen.add(tuple(self.ev.policy))
-        return float(self.ev.costs_at(i, [self.ev.policy[i]], self.costs)[0])
+        key = tuple(self.ev.policy)
+        self.seen.add(key)
+        cost = float(self.ev.costs_at(i, [self.ev.policy[i]], self.costs)[0])
+        self.costed[key] = cost
+        return cost
 
     def _better(self, new: float, old: float) -> bool:
         return new < old - REL_IMPROVEMENT * max(abs(old), 1.0)
@@ -162,12 +180,25 @@ class _Descender:
             if k >= 0 and self._better(float(cs[k]), here):
                 self.ev.set_mode(i, cands[k])
                 cost, improved = float(cs[k]), True
+                if self._at_known() is not None:
+                    break
             else:
                 cost = here
         return cost, improved
 
     def _try(self, changes: list[tuple[int, int]], cost: float) -> tuple[float, bool]:
-        """Apply ``changes`` (level, mode) one level at a time; keep them if the cost drops."""
+        """Apply ``changes`` (level, mode) one level at a time; keep them if the cost drops. A policy whose
+        cost is known (``costed``) is decided from it, and the evaluator is touched only to adopt it."""
+        target = list(self.ev.policy)
+        for i, m in changes:
+            target[i] = m
+        known = self.costed.get(tuple(target))
+        if known is not None:
+            if not (math.isfinite(known) and self._better(known, cost)):
+                return cost, False
+            for i, m in changes:
+                self.ev.set_mode(i, m)
+            return known, True
         old = [(i, self.ev.policy[i]) for i, _ in changes]
         for i, m in changes:
             self.ev.set_mode(i, m)
@@ -180,13 +211,15 @@ class _Descender:
 
     def _walk(self, levels: list[int], mode: int, cost: float) -> tuple[float, bool]:
         """Set ``levels`` to ``mode`` one after the other, costing the policy after each step (each step
-        re-passes one level, as the levels are adjacent); keep the best prefix of two or more levels if it
-        lowers the cost, else restore."""
+        re-passes one level, as the levels are adjacent; a step onto a policy already costed takes its cost
+        and leaves the passes to the next step); keep the best prefix of two or more levels if it lowers the
+        cost, else restore."""
         old = [self.ev.policy[i] for i in levels]
         best_k, best = 0, cost
         for k, i in enumerate(levels, start=1):
             self.ev.set_mode(i, mode)
-            c = self.cost_now(i)
+            known = self.costed.get(tuple(self.ev.policy))
+            c = self.cost_now(i) if known is None else known
             if k >= 2 and math.isfinite(c) and self._better(c, best):
                 best_k, best = k, c
         for i, m in zip(levels[best_k:], old[best_k:]):
@@ -226,6 +259,9 @@ class _Descender:
 
     def run(self) -> float:
         K = self.ev.K
+        hit = self._at_known()
+        if hit is not None:  # a start that an earlier descent ended on: nothing to do
+            return hit
         cost = self.cost_now(0)
         while self.sweeps < self.max_sweeps:
             order = range(K + 1) if self.sweeps % 2 == 0 else range(K, -1, -1)
@@ -233,18 +269,31 @@ class _Descender:
             cost, improved = self.sweep(order, cost)
             self._report()
             if improved:
+                hit = self._at_known()
+                if hit is not None:
+                    return hit
                 continue
             cost, improved = self.block_moves(cost)
             self._report()
             if not improved:
+                self.known[tuple(self.ev.policy)] = cost  # confirmed: no coordinate or block move improves it
                 break
+            hit = self._at_known()
+            if hit is not None:
+                return hit
         return cost
 
 
 def descend(chain: LevelChain, costs: Costs, start: Sequence[int], pool: Sequence[int], *,
-            monotone: bool, max_sweeps: int = 100, progress: Progress | None = None) -> _Descent:
-    """One local descent from ``start`` (coordinate sweeps, then block moves, until none improves)."""
-    d = _Descender(PolicyEvaluator(chain, start), costs, pool, monotone, max_sweeps, progress)
+            monotone: bool, max_sweeps: int = 100, progress: Progress | None = None,
+            known: dict[tuple[int, ...], float] | None = None,
+            costed: dict[tuple[int, ...], float] | None = None) -> _Descent:
+    """One local descent from ``start`` (coordinate sweeps, then block moves, until none improves).
+    ``known``: local optima confirmed by earlier descents on ``chain`` (policy -> cost), shared and extended:
+    the descent stops when it reaches one (the moves from there are those already tried). ``costed``: costs
+    of whole policies costed on ``chain`` (policy -> cost), shared and extended: a run switch to one of them
+    needs no pass."""
+    d = _Descender(PolicyEvaluator(chain, start), costs, pool, monotone, max_sweeps, progress, known, costed)
     cost = d.run()
     return _Descent(tuple(d.ev.policy), cost, d.evaluations, d.sweeps, len(d.seen))
 
@@ -355,7 +404,10 @@ def search_policies(model: QueueModel, costs: Costs, *, modes: Sequence[int] | N
             if monotone and not QueueLengthPolicy(s).is_monotone:
                 raise InputError("starts", f"{s} is not monotone", "give non-increasing starting policies")
     if workers is None or len(start_list) == 1:
-        results = [descend(chain, costs, s, pool, monotone=monotone, max_sweeps=max_sweeps, progress=progress)
+        known: dict[tuple[int, ...], float] = {}  # local optima confirmed so far: later starts stop on them
+        costed: dict[tuple[int, ...], float] = {}  # whole policies costed so far, by any start
+        results = [descend(chain, costs, s, pool, monotone=monotone, max_sweeps=max_sweeps, progress=progress,
+                           known=known, costed=costed)
                    for s in start_list]
     else:
         tasks = [(model, chain.h, costs, s, pool, monotone, max_sweeps) for s in start_list]

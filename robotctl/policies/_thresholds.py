@@ -25,15 +25,18 @@ When the exact chain's largest level has at most ``SEARCH_DIM`` states, every po
 Otherwise the search costs policies on the ordered-head chain of the largest depth h whose levels fit
 (:class:`robotctl.model.LevelChain`), and the optimum found, and the best static fleet, are then evaluated
 by :func:`robotctl.model.solve_approx`, which raises h until consecutive depths agree to ``rtol`` and
-reports the error bar. :class:`PolicySearch` says which (``method``, ``error_bound``, ``exact``); the
-subsets' rows and the other static fleets keep the search chain's costs. When even the chain of depth 0 has
-levels of more than ``SURROGATE_DIM`` states (three obsolescence phases at K = 50), dense level solves would
-take minutes per policy: the search and the static fleets are then costed on the exponential surrogate's exact
-chain (:func:`search_route`; ``search_chain`` says so, and R compares surrogate costs), and the optimum found is
-evaluated on the real law by :func:`robotctl.model.solve_approx` from h = 0, which there picks the bracket
-(two count chains, the next page urgent-first and patient-first) or, for a deadline, the urgent-next chains
-of 1..k Erlang phases, because the ladder's third depth would be too large. The surrogate's optimum is a
-local optimum of the surrogate, not of the real law.
+reports the error bar. :class:`PolicySearch` says which (``method``, ``error_bound``, ``exact``); the subsets'
+rows and the other static fleets keep the search chain's costs. A static fleet shares no level with any other
+policy costed, so its dense pass cannot be shortened: on levels of more than ``WHOLE_ITERATIVE_DIM`` states it
+is solved by the iterative solver instead (the same chain, the same cost to about 1e-12). The ladder's first
+depth is the search chain itself (its blocks are not built again). When even the chain of depth 0 has levels
+of more than ``SURROGATE_DIM`` states (three obsolescence phases at K = 50), dense level solves would take
+minutes per policy: the search and the static fleets are then costed on the exponential surrogate's exact
+chain (:func:`search_route`; ``search_chain`` says so, and R compares surrogate costs), and the optimum found
+is evaluated on the real law by :func:`robotctl.model.solve_approx` from h = 0, which there picks the bracket
+(two count chains, the next page urgent-first and patient-first) or, for a deadline, the urgent-next chains of
+1..k Erlang phases, because the ladder's third depth would be too large. The surrogate's optimum is a local
+optimum of the surrogate, not of the real law.
 
 With ``space="all"`` the search also runs over every queue-length policy (modes in any order), from the
 best threshold policy found, and reports whether that optimum is monotone (``PolicySearch.queue_length``).
@@ -62,6 +65,7 @@ from robotctl.model import (
     QueueModel,
     ThresholdPolicy,
     cost_of,
+    evaluate_rates,
     reduce_model,
     solve,
     solve_approx,
@@ -78,6 +82,11 @@ SEARCH_DIM = 256
 #: When the ordered-head chain of depth 0 still has levels of more than this many states, the search
 #: costs policies on the exponential surrogate instead (:func:`search_route`).
 SURROGATE_DIM = 1024
+#: A policy costed whole (a static fleet: no level in common with the last one costed) is solved by the
+#: matrix-free iterative solver instead of a dense pass when the chain's levels have more states than this
+#: (32 robots, K = 100, two phases, h = 0: 0.56-0.84 s a fleet against 0.88-1.05 s; at K = 50, 200 states,
+#: the dense pass is the cheaper, 0.12 s against 0.2-0.46 s).
+WHOLE_ITERATIVE_DIM = 256
 #: ``space``: threshold (non-increasing) policies only, or every queue-length policy as well.
 SPACES = ("monotone", "all")
 #: With ``workers``, an exhaustive search over at least this many policies costs its subsets in parallel.
@@ -246,6 +255,21 @@ class _Costing:
                 self.progress(1)
         return self.cache[key]
 
+    def whole(self, policy: ThresholdPolicy) -> tuple[Measures, CostBreakdown]:
+        """Measures and cost terms of a policy that shares no level with the last one costed (a static
+        fleet): on large levels (``WHOLE_ITERATIVE_DIM``) by the iterative solver, whose work grows with the
+        chain's entries rather than the cube of its levels; else, or if it does not converge, by
+        :meth:`details`. Both solve the same chain (they agree to about 1e-12, relative)."""
+        if self.chain.max_dim <= WHOLE_ITERATIVE_DIM:
+            return self.details(policy)
+        key = policy.robots_at_level
+        try:
+            rates, _ = evaluate_rates(self.chain, key)
+        except ArithmeticError:
+            return self.details(policy)
+        m = rates.measures(key)
+        return m, cost_of(m, self.costs)
+
     def details(self, policy: ThresholdPolicy, *, levels: bool = False) -> tuple[Measures, CostBreakdown]:
         """Measures and cost terms; the level distribution only when the costing carries it or ``levels``."""
         key = policy.robots_at_level
@@ -318,8 +342,9 @@ def _search(costing: _Costing, modes: tuple[int, ...], method: str) -> tuple[tup
 
 
 def _as_optimum(costing: _Costing, policy: ThresholdPolicy, modes: tuple[int, ...], js: tuple[int, ...],
-                search: str, exact: bool, looked: int, *, levels: bool = False) -> ThresholdOptimum:
-    measures, cost = costing.details(policy, levels=levels)
+                search: str, exact: bool, looked: int, *, levels: bool = False, whole: bool = False
+                ) -> ThresholdOptimum:
+    measures, cost = costing.whole(policy) if whole else costing.details(policy, levels=levels)
     return ThresholdOptimum(modes, js, policy, cost, measures,
                             "levels" if costing.chain.exact and not costing.surrogate else costing.label,
                             search, exact, looked)
@@ -455,7 +480,8 @@ def optimise(model: QueueModel, costs: Costs, *, modes: Sequence[int] | None = N
     surrogate_search = searched is not reduced
     costing = _Costing(searched, costs, chain, progress, surrogate=surrogate_search)
     if method == "local" or (method == "auto" and count_policies(len(pool), K) > EXHAUSTIVE_LIMIT):
-        statics = [_as_optimum(costing, ThresholdPolicy.static(r, K), (r,), (), "exhaustive", True, 1) for r in pool]
+        statics = [_as_optimum(costing, ThresholdPolicy.static(r, K), (r,), (), "exhaustive", True, 1, whole=True)
+                   for r in pool]
         start = min(statics, key=lambda o: o.cost.total).policy
         local = search_policies(searched, costs, modes=pool, monotone=True, chain=chain, restarts=restarts,
                                 starts=_starts(searched, chain, costs, pool, start.robots_at_level, restarts),
@@ -499,8 +525,10 @@ def optimise(model: QueueModel, costs: Costs, *, modes: Sequence[int] | None = N
         if solver_method != "auto":
             warnings.warn(f"solver_method={solver_method!r} ignored: the exact chain is too large; the optimum "
                           "is evaluated on the ordered-head ladder", stacklevel=2)
-        best, method_name, bound, exact, out_of_time = _ladder(model, costs, best, 0 if surrogate_search else chain.h,
-                                                               rtol, max_seconds)
+        # on the reduced model, so that the ladder's first depth is the search chain itself (its blocks kept)
+        best, method_name, bound, exact, out_of_time = _ladder(reduced, costs, best, 0 if surrogate_search else chain.h,
+                                                               rtol, max_seconds,
+                                                               None if surrogate_search else chain)
     elif solver_method != "auto":
         best = _resolve(model, costs, best, solver_method)
     ok = costing.failures == 0 and math.isfinite(best.cost.total)
@@ -522,13 +550,15 @@ def _starts(model: QueueModel, chain: LevelChain, costs: Costs, pool: tuple[int,
             restarts: int) -> list[tuple[int, ...]]:
     """``first`` (the best static fleet or threshold policy), then on an exact chain the best two-mode
     policy, on an approximate one the local optimum of the exponential surrogate (cheap), then seeded
-    random starts of few runs; ``restarts`` of them."""
+    random starts of few runs; ``restarts`` of them. On an approximate chain the surrogate's optimum goes
+    first: it is usually close to the optimum, and a later descent that reaches a local optimum already
+    confirmed stops there (:func:`search_policies`), so the costlier descent from ``first`` is cut short."""
     starts = [first]
     if restarts >= 2 and not chain.exact:
         cheap = surrogate(model)
         found = search_policies(cheap, costs, modes=pool, monotone=QueueLengthPolicy(first).is_monotone,
                                 chain=search_chain(cheap), restarts=restarts)
-        starts.append(found.policy.robots_at_level)
+        starts.insert(0, found.policy.robots_at_level)
     elif restarts >= 2 and len(pool) > 1:
         starts.append(best_two_mode(chain, costs, max(pool), min(pool))[0])
     for s in default_starts(chain, costs, pool, restarts=max(restarts, 1), statics=False):
@@ -540,9 +570,11 @@ def _starts(model: QueueModel, chain: LevelChain, costs: Costs, pool: tuple[int,
 
 
 def _ladder(model: QueueModel, costs: Costs, best: ThresholdOptimum, h: int, rtol: float,
-            max_seconds: float | None) -> tuple[ThresholdOptimum, str, float, bool, bool]:
-    """The optimum evaluated with its error bar (model.solve_approx, from the search chain's depth)."""
-    out = solve_approx(model, best.policy, costs, rtol=rtol, max_seconds=max_seconds, h_start=h)
+            max_seconds: float | None, chain: LevelChain | None = None
+            ) -> tuple[ThresholdOptimum, str, float, bool, bool]:
+    """The optimum evaluated with its error bar (model.solve_approx, from the search chain's depth, reusing
+    ``chain``, the search chain, when it is that depth's chain of ``model``)."""
+    out = solve_approx(model, best.policy, costs, rtol=rtol, max_seconds=max_seconds, h_start=h, chain=chain)
     cost = cost_of(out.measures, costs)
     reported = ThresholdOptimum(best.modes, best.thresholds, best.policy, cost, out.measures, out.method,
                                 best.search_method, best.exact, best.evaluated)

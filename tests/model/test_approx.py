@@ -222,3 +222,25 @@ def test_deadline_route_tends_to_the_true_deadline() -> None:
     assert abs(law_cost - sim.cost.value) > abs(out.cost - sim.cost.value)
     with pytest.raises(InputError, match="deadline"):
         solve_approx(dataclasses.replace(model, deadline=None), policy, costs, method="deadline")
+
+
+def test_a_given_chain_is_reused_for_the_first_depth() -> None:
+    """``chain``: the search chain is evaluated in place at its depth (its blocks kept on it), with the same
+    answer as a chain built afresh; a chain of another model is ignored."""
+    from robotctl.model import LevelChain, fleet_model
+
+    model, costs = fleet_model(4, 12, obsolescence="two-phase")
+    policy = QueueLengthPolicy((4, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1))
+    fresh = solve_approx(model, policy, costs, exact_states=0)
+    chain = LevelChain(model, 0)
+    reused = solve_approx(model, policy, costs, exact_states=0, chain=chain)
+    assert chain.evaluator_caches  # the ladder's first depth ran on it
+    assert reused.cost == pytest.approx(fresh.cost, rel=1e-12)
+    assert reused.error_bound == pytest.approx(fresh.error_bound, rel=1e-9)
+    deeper = LevelChain(model, 1)
+    assert solve_approx(model, policy, costs, exact_states=0, chain=deeper).cost == pytest.approx(fresh.cost,
+                                                                                                  rel=1e-12)
+    assert deeper.evaluator_caches  # used at depth 1
+    other = LevelChain(dataclasses.replace(model), 0)  # an equal model, not the one solved
+    ignored = solve_approx(model, policy, costs, exact_states=0, chain=other)
+    assert not other.evaluator_caches and ignored.cost == pytest.approx(fresh.cost, rel=1e-12)

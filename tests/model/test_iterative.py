@@ -108,3 +108,25 @@ def test_auto_switches_to_iterative_on_large_levels() -> None:
     paper, _ = load_model_file(str(EXAMPLE))
     small = solve(dataclasses.replace(paper, capacity=K), ThresholdPolicy.from_thresholds((3, 1), (2,), K))
     assert small.method == "block" and small.reduction
+
+
+@pytest.mark.parametrize("h", [0, 1, None])
+def test_explicit_level_rows_agree_with_the_kronecker_products(h: int | None,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rows between levels as explicit sparse matrices (small levels, ``FLAT_DIM``) and as Kronecker-
+    structured products give the same vector, and its rates are the dense censored evaluator's."""
+    from robotctl.model import LevelChain, PolicyEvaluator, fleet_model
+    from robotctl.model import _iterative as iterative
+
+    model, _ = fleet_model(4, 7, obsolescence="two-phase")
+    policy = (4, 4, 3, 3, 2, 1, 1, 1)
+    flat = iterative.stationary_iterative(LevelChain(model, h), policy)
+    monkeypatch.setattr(iterative, "FLAT_DIM", 0)
+    chain = LevelChain(model, h)
+    structured = iterative.stationary_iterative(chain, policy)
+    assert flat.converged and structured.converged
+    for a, b in zip(flat.level_vectors, structured.level_vectors):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-15)
+    y = iterative.rates_from_levels(chain, policy, flat.level_vectors)
+    dense = PolicyEvaluator(chain, policy, levels=True).rates()
+    np.testing.assert_allclose(y[:len(dense.values)], dense.values, rtol=1e-10)

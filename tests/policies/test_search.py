@@ -109,3 +109,44 @@ def test_lower_bound_is_reported_when_a_bound_is_given() -> None:
 
     out = optimise(model, costs, lower_bound=bound)
     assert out.lower_bound == 1.25 and seen == [(model, costs)]
+
+
+def test_later_starts_stop_on_local_optima_already_confirmed() -> None:
+    """A start that an earlier descent ended on costs nothing, and starts run together reach the optima
+    they reach alone (a descent that meets a confirmed local optimum stops there)."""
+    model, costs = random_case(3, 20, (1, 2, 3, 4))
+    chain = LevelChain(model)
+    K = model.capacity
+    first = search_policies(model, costs, monotone=True, chain=chain, starts=[(4,) * (K + 1)])
+    again = search_policies(model, costs, monotone=True, chain=chain,
+                            starts=[(4,) * (K + 1), first.policy.robots_at_level])
+    assert again.policy == first.policy and again.cost == first.cost
+    assert again.evaluations == first.evaluations  # the second start was that optimum: nothing costed
+    starts = [(4,) * (K + 1), (3,) * (K + 1), (2,) * (K + 1), (1,) * (K + 1), (4,) * 5 + (1,) * (K - 4)]
+    alone = [search_policies(model, costs, monotone=True, chain=chain, starts=[s]) for s in starts]
+    together = search_policies(model, costs, monotone=True, chain=chain, starts=starts)
+    assert together.cost == pytest.approx(min(a.cost for a in alone), rel=1e-12)
+    assert together.evaluations < sum(a.evaluations for a in alone)
+
+
+def test_no_policy_is_costed_twice_by_one_descent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At a two-run policy, switching a run to its neighbour's mode gives the static fleet that sliding the
+    boundary across the whole run already costed: the switch is decided from that cost, not a second pass."""
+    from robotctl.policies import _search
+
+    model, costs = random_case(3, 20, (1, 2, 3, 4))
+    chain = LevelChain(model)
+    K = model.capacity
+    costed: list[tuple[int, ...]] = []
+    real = _search._Descender.cost_now
+
+    def spy(self: _search._Descender, i: int) -> float:
+        costed.append(tuple(self.ev.policy))
+        return real(self, i)
+
+    monkeypatch.setattr(_search._Descender, "cost_now", spy)
+    found = search_policies(model, costs, modes=(4, 1), monotone=True, chain=chain,
+                            starts=[(4,) * 6 + (1,) * (K - 5)])
+    assert len(set(found.policy.robots_at_level)) == 2
+    assert (1,) * (K + 1) in costed and (4,) * (K + 1) in costed
+    assert len(costed) == len(set(costed))

@@ -98,3 +98,31 @@ def test_levels_too_large_for_dense_solves_search_the_surrogate_and_report_the_r
     assert search.best.cost.total == pytest.approx(real.cost, rel=1e-10)
     surrogate_cost = next(o.cost.total for o in search.subsets if o.search_method == "local")
     assert abs(surrogate_cost - real.cost) > 1e-6  # the two laws differ: the real one was evaluated
+
+
+def test_static_fleets_on_large_levels_are_solved_iteratively_with_the_dense_answer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The static fleets, each a whole policy, go to the iterative solver above WHOLE_ITERATIVE_DIM; their
+    C_r are those of the dense pass on the same chain, and so are the optimum and R."""
+    from robotctl.model import fleet_model
+    from robotctl.policies import _thresholds
+
+    model, costs = fleet_model(4, 10, obsolescence="two-phase")
+    monkeypatch.setattr(_thresholds, "SEARCH_DIM", 64)  # an approximate search chain
+    dense = optimise(model, costs, method="local")
+    calls: list[int] = []
+    real = _thresholds.evaluate_rates
+
+    def counted(chain, robots):  # type: ignore[no-untyped-def]
+        calls.append(robots[0])
+        return real(chain, robots)
+
+    monkeypatch.setattr(_thresholds, "evaluate_rates", counted)
+    monkeypatch.setattr(_thresholds, "WHOLE_ITERATIVE_DIM", 0)
+    iterative = optimise(model, costs, method="local")
+    assert sorted(calls) == sorted(model.modes)  # one iterative solve per static fleet
+    assert dense.search_chain == iterative.search_chain and dense.search_chain.startswith("ordered-head")
+    for (r, a), (s, b) in zip(dense.static, iterative.static):
+        assert r == s and b.total == pytest.approx(a.total, rel=1e-10)
+    assert iterative.best.policy == dense.best.policy
+    assert iterative.relative_profit == pytest.approx(dense.relative_profit, rel=1e-8)

@@ -341,9 +341,12 @@ class Actuator:
             wanted = min(self.target, self.registered_slots())
             robot.command = self.default_state if self.shutting_down else (
                 Command.ACTIVE if slot <= self.top_slot(max(self.mode, wanted)) else Command.PARKED)
-        if process is not None and dealt and self._deal() and not self.advise and not self.shutting_down:
+        moved = process is not None and dealt and self._deal()
+        if not self.advise and not self.shutting_down:
+            # ranks dealt again, or a rank freed below the active ones taken: the mode's robots are the
+            # lowest slots again (a robot that took a slot under an active one made one robot too many)
             self._command_mode(max(self.mode, min(self.target, self.registered_slots())), now,
-                               "dealt over processes")
+                               "dealt over processes" if moved else "registered")
         return robot, issued
 
     def _deal(self) -> bool:

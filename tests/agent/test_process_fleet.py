@@ -190,3 +190,18 @@ async def test_a_robot_that_expired_while_alive_registers_again_by_itself(tmp_pa
         robot = act.robots["b-1"]
         assert robot.process == "b" and robot.dealt
         assert [act._by_rank[r].robot_id for r in sorted(act._by_rank)] == ["a-1", "b-1", "a-2"]
+
+
+def test_a_robot_that_takes_a_freed_rank_below_the_active_ones_leaves_the_mode_as_it_was() -> None:
+    """Hypothesis found it: p1-0 (rank 1) and p0-0 (rank 2) register, p1-0 leaves, mode 1 makes p0-0 the
+    active robot; p0-1 then takes the freed rank 1, active as the lowest slot, and p0-0 stayed active: two
+    robots in mode 1. The registration re-commands the mode's robots."""
+    act = Actuator(24, initial_mode=0)
+    act.register("p1-0", 1.0, process="p1")
+    act.register("p0-0", 2.0, process="p0")
+    act.deregister("p1-0", 3.0)
+    act.set_target(1, 4.0)
+    act.register("p0-1", 5.0, process="p0")
+    assert sum(_active_by_process(act).values()) == 1
+    act.set_target(2, 6.0)
+    assert sum(_active_by_process(act).values()) == 2

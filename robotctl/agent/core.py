@@ -46,7 +46,7 @@ from .config import AgentConfig
 from .fleet import Fleet
 from .journal import Journal
 from .log import DeliveryLog, DiscardLog, Durability
-from .modes import ModeHistory
+from .modes import ModeHistory, history_from_log
 from .override import OperatorOverride, OverrideState
 from .policy import Event, PolicyFit, PolicySnapshot
 from .policy_store import POLICY_FILE, PolicyStore
@@ -164,8 +164,9 @@ class Agent:
         adopted policy; then start the time integrals."""
         segments = self.log.open()
         before = self.clock.now()
+        trajectory: list[dict[str, Any]] = []
         recovered = recover(self.log, segments, self.config, self.deliveries, self.completions,
-                            not_after=before + CLOCK_STEP_S)
+                            not_after=before + CLOCK_STEP_S, trajectory=trajectory)
         if recovered is not None:
             self.queue, last_t, self.totals.recovered_deliveries = recovered
             if last_t > before + CLOCK_STEP_S:
@@ -188,6 +189,8 @@ class Agent:
         if self.persist:
             self.state_files_set_aside = restore_robots(self.state_dir / ROBOTS_FILE, self.actuator, now)
         self.state_files_set_aside += self.store.set_aside
+        if recovered is not None and self.clock_steps == 0:
+            self._recover_modes(trajectory, recovered[1], now)
         if self.actuator.advise:
             self.actuator.mode = self.actuator.fleet_mode()
         for w in (self.window, self.drift_window):
@@ -195,6 +198,24 @@ class Agent:
         self._hold_mode(now, None, self.actuator.mode)
         self._queue_changed(now)
         self._ready = True
+
+    def _recover_modes(self, trajectory: list[dict[str, Any]], last_t: float, now: float) -> None:
+        """The mode history over the recovered window, from the log's lines (:func:`agent.modes.history_from_log`):
+        so that a refit whose window reaches back before this start reads the recovered deliveries on the
+        fleet's trajectory and their time per mode (without it, their pages counted in their logged modes
+        with none of their time, and a warm Scrapy crawl fitted one robot at 7.6 items/s)."""
+        others: dict[str, int] = {}
+
+        def slot_of(robot: str) -> int:
+            known = self.actuator.robots.get(robot)
+            if known is not None:
+                return known.slot
+            return others.setdefault(robot, -1 - len(others))  # a robot gone since: its own key
+
+        history = history_from_log(trajectory, slot_of, last_t, self.modes.keep_s)
+        if history is not None and last_t <= now:
+            self.modes = history
+            self.mode_exposure, self.mode_changes = history.exposure, history.changes
 
     async def close(self) -> None:
         self._ready = False

@@ -13,6 +13,8 @@ it is, and the refit then ran one robot at every queue length.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -122,4 +124,35 @@ class ModeHistory:
         return modes[np.maximum(np.searchsorted(starts, times, side="left") - 1, 0)]
 
 
-__all__ = ["ModeHistory"]
+def history_from_log(lines: Sequence[Mapping[str, Any]], slot_of: Callable[[str], int], end: float,
+                     keep_s: float) -> ModeHistory | None:
+    """The mode history of the window a restarted agent recovered from its log, ending at the last line
+    ``end`` (the agent stopped then: the history says mode 0 from there until the new start records its
+    mode, so that the time the agent was down counts in no mode the fit reads). ``lines`` are the log's
+    park, resume and delivery lines in order, each with its ``active`` (the mode after a park or resume,
+    in force at a delivery); a delivery that names a robot parked by an earlier line of them drains it,
+    as :meth:`ModeHistory.drained` live (``slot_of`` gives a robot's virtual robot). None without a line
+    that says its mode (a log written before modes were logged)."""
+    lines = [x for x in lines if isinstance(x.get("active"), int) and not isinstance(x.get("active"), bool)]
+    if not lines:
+        return None
+    history = ModeHistory(float(lines[0]["t"]), int(lines[0]["active"]), keep_s)
+    parked: dict[str, float] = {}
+    for line in lines:
+        t, robot = float(line["t"]), line.get("robot")
+        event = line.get("event")
+        if event == "delivery":
+            if isinstance(robot, str) and robot in parked:
+                history.drained(t, slot_of(robot), parked[robot])
+            continue
+        history.record(t, int(line["active"]))
+        if isinstance(robot, str):
+            if event == "park":
+                parked.setdefault(robot, t)
+            else:
+                parked.pop(robot, None)
+    history.record(max(end, float(lines[-1]["t"])), 0)
+    return history
+
+
+__all__ = ["ModeHistory", "history_from_log"]

@@ -55,9 +55,12 @@ def recover_queue(records: list[dict[str, Any]], config: AgentConfig) -> QueueVi
 
 
 def recover_samples(log: DeliveryLog | DiscardLog, segments: list[Path], newest: list[dict[str, Any]],
-                    cutoff: float, deliveries: Ring, completions: Ring, *, not_after: float = math.inf) -> int:
+                    cutoff: float, deliveries: Ring, completions: Ring, *, not_after: float = math.inf,
+                    trajectory: list[dict[str, Any]] | None = None) -> int:
     """Refill the sample rings with the deliveries and completions from ``cutoff`` on, reading the newest
-    files first until the window or the delivery ring is full; returns the deliveries recovered."""
+    files first until the window or the delivery ring is full; returns the deliveries recovered. With
+    ``trajectory``, the lines that give the mode over the same span are appended to it, in order: every
+    park and resume, and every delivery (:func:`agent.modes.history_from_log`)."""
     chunks: list[list[dict[str, Any]]] = [newest]
     for seg in reversed(segments[:-1]):
         have = sum(1 for c in chunks for r in c if r.get("event") == "delivery")
@@ -71,6 +74,8 @@ def recover_samples(log: DeliveryLog | DiscardLog, segments: list[Path], newest:
             if t < cutoff or t > not_after:
                 continue
             kind = r.get("event")
+            if trajectory is not None and kind in ("delivery", "park", "resume"):
+                trajectory.append(r)
             if kind == "delivery":
                 pages = int(r.get("pages", 1))
                 deliveries.append(t=t, pages=pages, mode=int(r.get("active", 0)),  # 0: not logged
@@ -110,11 +115,12 @@ def queue_records(log: DeliveryLog | DiscardLog, segments: list[Path]) -> tuple[
 
 
 def recover(log: DeliveryLog | DiscardLog, segments: list[Path], config: AgentConfig, deliveries: Ring,
-            completions: Ring, *, not_after: float = math.inf) -> tuple[QueueView, float, int] | None:
+            completions: Ring, *, not_after: float = math.inf,
+            trajectory: list[dict[str, Any]] | None = None) -> tuple[QueueView, float, int] | None:
     """The queue view from the newest checkpoint (:func:`queue_records`), the samples of the last window
     from the newest files: (queue view, time of the last line, deliveries recovered); None without a log
     file. Samples stamped after ``not_after`` (the clock now, when it was set back since they were
-    written) are left out: the sample rings are in time order."""
+    written) are left out: the sample rings are in time order. ``trajectory``: see :func:`recover_samples`."""
     if not segments:
         return None
     cache: dict[Path, list[dict[str, Any]]] = {}
@@ -134,7 +140,7 @@ def recover(log: DeliveryLog | DiscardLog, segments: list[Path], config: AgentCo
     newest = [r for r in records if float(r["t"]) <= not_after]
     cutoff = min(last_t, not_after) - config.refit.window_s
     n = recover_samples(_Cached, segments, newest, cutoff, deliveries, completions,  # type: ignore[arg-type]
-                        not_after=not_after)
+                        not_after=not_after, trajectory=trajectory)
     LOG.info("event=recovered files=%d queue=%d deliveries_in_window=%d last_t=%s", len(segments),
              queue.length, n, last_t)
     return queue, last_t, n

@@ -6,14 +6,15 @@ Every request of a download slot passes :meth:`Pushback.admit` before it reaches
 
 - A 429 or 503 response (``PUSHBACK_STATUSES``) **holds** the slot until its ``Retry-After`` (seconds or
   an HTTP date; ``min_hold_s`` without one): no request is admitted before, Scrapy's retries included.
-- It also **backs off**: the slot's cap, the downloads it may have in flight, becomes half of the
-  downloads in flight when it came (at least 1); and the fewest downloads in flight that ever drew
-  pushback is remembered as the slot's **ceiling**. **Once per overload**: a refusal of a request sent
-  before the last back-off (``sent_at``) answers the load that back-off already answered, so it holds the
-  slot (its ``Retry-After``) but lowers neither the cap nor the ceiling, as TCP halves its window once per
-  window of losses (unless the cap was probed up since: then it backs off). Without it, a burst of 16
-  requests to a server that takes 6 drew three refusals in a row and halved the cap three times, 11 in
-  flight to 5, 2, then 1 (bench/scrapy_compare.py's cold crawl).
+- It also **backs off**: the slot's cap, the downloads it may have in flight, becomes half of the downloads
+  in flight when it came (at least 1); and the fewest downloads in flight that ever drew pushback is
+  remembered as the slot's **ceiling**. A refused probe of the ceiling itself (the cap raised to it) backs
+  off to just below it, where the slot ran a whole probe without pushback. **Once per overload**: a refusal
+  of a request sent before the last back-off (``sent_at``) answers the load that back-off already answered,
+  so it holds the slot (its ``Retry-After``) but lowers neither the cap nor the ceiling, as TCP halves its
+  window once per window of losses (unless the cap was probed up since: then it backs off). Without it, a
+  burst of 16 requests to a server that takes 6 drew three refusals in a row and halved the cap three times,
+  11 in flight to 5, 2, then 1 (bench/scrapy_compare.py's cold crawl).
 - After the hold the cap is **probed up slowly**: each ``probe_s`` (from the hold's end or the last step)
   of answers without pushback, in which the slot's downloads reached the cap, raises it by one (a cap the
   crawl does not use is not raised).
@@ -154,7 +155,13 @@ class Pushback:
                 return True
             in_flight = max(st.in_flight, 1)
             base = st.cap if st.cap is not None else in_flight
-            st.cap = max(1, min(base, in_flight) // 2)
+            if st.ceiling is not None and in_flight >= st.ceiling and st.cap is not None and st.cap >= st.ceiling:
+                # a probe of the known limit refused: back to just below it, where the slot ran a whole
+                # probe without pushback (halving it, 7 to 3, cost the crawl a quarter of its downloads
+                # until the cap crept back, at every probe)
+                st.cap = max(1, st.ceiling - 1)
+            else:
+                st.cap = max(1, min(base, in_flight) // 2)
             if st.ceiling is None or in_flight < st.ceiling:
                 st.ceiling = in_flight
                 st.ceiling_pushbacks = 1

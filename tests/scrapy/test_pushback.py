@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from robotctl.scrapy._pushback import Pushback, retry_after_s
+from robotctl.scrapy._pushback import Pushback, SlotState, retry_after_s
 
 
 def test_retry_after_in_seconds_or_as_a_date() -> None:
@@ -222,3 +222,18 @@ def test_requests_given_up_reach_the_agent_and_its_cost(tmp_path: Path) -> None:
                 logged += event["pages"]
     assert logged == given_up
     assert stats["robotctl/reports_dropped"] == 0
+
+
+def test_a_refused_probe_of_the_ceiling_backs_off_to_just_below_it() -> None:
+    """The cap raised to the ceiling (the fewest downloads that drew pushback) and refused there goes back
+    to one below it, where the slot ran a whole probe without pushback; a refusal below the ceiling (the
+    server takes fewer now) halves the cap and lowers the ceiling. Halving at every probe of the ceiling,
+    7 to 3, cost the Scrapy comparison's crawl a quarter of its downloads until the cap crept back."""
+    p = Pushback(16)
+    p.slots["s"] = SlotState(cap=7, ceiling=7, ceiling_pushbacks=1, in_flight=7)
+    assert p.answer("s", 429, 10.0, 2.0)
+    st = p.slots["s"]
+    assert (st.cap, st.ceiling, st.ceiling_pushbacks, st.hold_until) == (6, 7, 2, 12.0)
+    p.slots["t"] = SlotState(cap=6, ceiling=8, in_flight=6)
+    assert p.answer("t", 429, 10.0, None)
+    assert (p.slots["t"].cap, p.slots["t"].ceiling) == (3, 6)

@@ -222,6 +222,16 @@ class Actuator:
             return max(mode, 0)
         return held[mode - 1] if mode <= len(held) else max(mode, held[-1])
 
+    def parked_senders(self, robots: Iterable[str | None]) -> list[tuple[int, float]]:
+        """(virtual robot, park time) of each robot named in ``robots`` that the agent parked and that is
+        parked still: its delivery finishes a fetch under way at the park (a drain, agent.modes)."""
+        out = []
+        for rid in set(robots):
+            robot = self.robots.get(rid) if rid is not None else None
+            if robot is not None and robot.command is Command.PARKED and robot.parked_at is not None:
+                out.append((robot.slot, robot.parked_at))
+        return out
+
     def registered_slots(self) -> int:
         """Virtual robots that hold at least one registered robot: the most the mode can be (the agent never
         counts on a robot that is not registered; ranks handed out on registration fill the slots from 1).

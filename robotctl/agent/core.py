@@ -46,7 +46,7 @@ from .config import AgentConfig
 from .fleet import Fleet
 from .journal import Journal
 from .log import DeliveryLog, DiscardLog, Durability
-from .modes import ModeHistory, history_from_log
+from .modes import ModeHistory
 from .override import OperatorOverride, OverrideState
 from .policy import Event, PolicyFit, PolicySnapshot
 from .policy_store import POLICY_FILE, PolicyStore
@@ -66,7 +66,7 @@ from .queue import (
     mode_pages_key,
     mode_time_key,
 )
-from .recovery import ROBOTS_FILE, recover, restore_robots
+from .recovery import ROBOTS_FILE, recover, recovered_modes, restore_robots
 from .refit_window import drift, refit_input
 from .samples import Ring, Totals, add_completions, add_deliveries
 from .views import AgentViews
@@ -189,8 +189,11 @@ class Agent:
         if self.persist:
             self.state_files_set_aside = restore_robots(self.state_dir / ROBOTS_FILE, self.actuator, now)
         self.state_files_set_aside += self.store.set_aside
-        if recovered is not None and self.clock_steps == 0:
-            self._recover_modes(trajectory, recovered[1], now)
+        if recovered is not None and self.clock_steps == 0 and recovered[1] <= now:
+            history = recovered_modes(trajectory, self.actuator, recovered[1], self.modes.keep_s)
+            if history is not None:
+                self.modes = history
+                self.mode_exposure, self.mode_changes = history.exposure, history.changes
         if self.actuator.advise:
             self.actuator.mode = self.actuator.fleet_mode()
         for w in (self.window, self.drift_window):
@@ -198,24 +201,6 @@ class Agent:
         self._hold_mode(now, None, self.actuator.mode)
         self._queue_changed(now)
         self._ready = True
-
-    def _recover_modes(self, trajectory: list[dict[str, Any]], last_t: float, now: float) -> None:
-        """The mode history over the recovered window, from the log's lines (:func:`agent.modes.history_from_log`):
-        so that a refit whose window reaches back before this start reads the recovered deliveries on the
-        fleet's trajectory and their time per mode (without it, their pages counted in their logged modes
-        with none of their time, and a warm Scrapy crawl fitted one robot at 7.6 items/s)."""
-        others: dict[str, int] = {}
-
-        def slot_of(robot: str) -> int:
-            known = self.actuator.robots.get(robot)
-            if known is not None:
-                return known.slot
-            return others.setdefault(robot, -1 - len(others))  # a robot gone since: its own key
-
-        history = history_from_log(trajectory, slot_of, last_t, self.modes.keep_s)
-        if history is not None and last_t <= now:
-            self.modes = history
-            self.mode_exposure, self.mode_changes = history.exposure, history.changes
 
     async def close(self) -> None:
         self._ready = False
@@ -247,7 +232,9 @@ class Agent:
         now = self._stamp()
         mode = self.actuator.mode
         if mode < self.actuator.n_virtual and not self.actuator.advise:
-            self._note_drains(now, robots)
+            # a delivery from a robot parked since drains it: the fleet's own trajectory (agent.modes)
+            for slot, parked_at in self.actuator.parked_senders(robots):
+                self.modes.drained(now, slot, parked_at)
         admitted = self.queue.admitted(page_counts)
         self.journal.write(self.journal.lines.delivery_columns(now, robots, page_counts, sizes, client_times,
                                                                admitted, mode))
@@ -277,17 +264,6 @@ class Agent:
             if r is not None:
                 ack["state"] = r.command.value
         return ack
-
-    def _note_drains(self, now: float, robots: Sequence[str | None]) -> None:
-        """Deliveries from robots parked since their fetch began (a Scrapy crawl's downloads in flight
-        finish; a robot learns its command at its next poll): each such robot was working until now, and
-        the mode history counts it so (:meth:`agent.modes.ModeHistory.drained`), so that the fit reads the
-        fleet's own trajectory, not only the commanded one."""
-        named = self.actuator.robots
-        for rid in set(robots):
-            robot = named.get(rid) if rid is not None else None
-            if robot is not None and robot.command is Command.PARKED and robot.parked_at is not None:
-                self.modes.drained(now, robot.slot, robot.parked_at)
 
     def complete(self, items: Sequence[Completion]) -> dict[str, Any]:
         """Pages indexed: out of the queue (FIFO), with their service times or sizes as samples."""

@@ -17,6 +17,7 @@ from .actuator import Actuator
 from .api import robot_id
 from .config import AgentConfig
 from .log import DeliveryLog, DiscardLog, segment_name, set_aside
+from .modes import ModeHistory, history_from_log
 from .queue import QueueView
 from .samples import Ring
 
@@ -144,6 +145,24 @@ def recover(log: DeliveryLog | DiscardLog, segments: list[Path], config: AgentCo
     LOG.info("event=recovered files=%d queue=%d deliveries_in_window=%d last_t=%s", len(segments),
              queue.length, n, last_t)
     return queue, last_t, n
+
+
+def recovered_modes(trajectory: list[dict[str, Any]], actuator: Actuator, last_t: float,
+                    keep_s: float) -> ModeHistory | None:
+    """The mode history over the window :func:`recover` read (its ``trajectory`` lines), for a refit that
+    reaches back before this start (:func:`agent.modes.history_from_log`): without it, the recovered
+    deliveries counted in their logged modes with none of their time, and a warm Scrapy crawl fitted one
+    robot at 7.6 items/s. A robot restored from robots.json drains its own virtual robot; one gone since,
+    a key of its own."""
+    others: dict[str, int] = {}
+
+    def slot_of(robot: str) -> int:
+        known = actuator.robots.get(robot)
+        if known is not None:
+            return known.slot
+        return others.setdefault(robot, -1 - len(others))
+
+    return history_from_log(trajectory, slot_of, last_t, keep_s)
 
 
 #: Length of a robot key's SHA-256 in hex.

@@ -130,3 +130,26 @@ def test_explicit_level_rows_agree_with_the_kronecker_products(h: int | None,
     y = iterative.rates_from_levels(chain, policy, flat.level_vectors)
     dense = PolicyEvaluator(chain, policy, levels=True).rates()
     np.testing.assert_allclose(y[:len(dense.values)], dense.values, rtol=1e-10)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_the_in_place_sparse_product_is_the_public_one(fast: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """_add_product (scipy's private csr_matvec when it is there, the public product otherwise) adds A x
+    into a view of a longer vector, as out += A @ x would; both routes, so a scipy that moves or changes
+    the private routine fails here rather than in a solve."""
+    import scipy.sparse as sp
+
+    from robotctl.model import _iterative
+
+    if not fast:
+        monkeypatch.setattr(_iterative, "_csr_matvec", None)
+    elif _iterative._csr_matvec is None:
+        pytest.skip("this scipy has no csr_matvec: the public product is the only route")
+    rng = np.random.default_rng(3)
+    A = sp.random(7, 5, density=0.4, format="csr", random_state=4)
+    x = rng.random(5)
+    whole = rng.random(12)
+    expected = whole.copy()
+    expected[3:10] += A.toarray() @ x
+    _iterative._add_product(A, x, whole[3:10])
+    assert np.allclose(whole, expected, rtol=1e-14, atol=1e-14)

@@ -71,6 +71,7 @@ class Site:
         self.early = 0
         self.retry_after_until = 0.0
         self.max_in_flight = 0
+        self.refused_at: list[float] = []
 
     def html(self, n: int) -> str:
         children = range(FANOUT * n + 1, min(FANOUT * n + FANOUT, self.pages - 1) + 1)
@@ -91,6 +92,7 @@ class Site:
             refused = sum(self.refused.values())
             status = 503 if refused % 4 == 3 else 429
             self.refused[status] += 1
+            self.refused_at.append(now)
             self.retry_after_until = max(self.retry_after_until, now + RETRY_AFTER_S)
             return web.Response(status=status, headers={"Retry-After": str(RETRY_AFTER_S)})
         if n >= self.pages:
@@ -138,19 +140,25 @@ class Indexer:
     lost: int = 0
     lost_at: list[float] = field(default_factory=list)
     last_exit: float = 0.0
+    idle: list[list[float]] = field(default_factory=list)  # [start, end] of each stretch with nothing to index
 
     def __post_init__(self) -> None:
         self.rng = np.random.default_rng([self.seed, 2])
         self.wake = asyncio.Event()
         self.level = 0
         self.level_since = time.monotonic()
+        self.idle.append([self.level_since, math.inf])
         self.task = asyncio.ensure_future(self.serve())
 
     def _set_level(self) -> None:
         now = time.monotonic()
         self.level_time[self.level] += now - self.level_since
         self.level_since = now
-        self.level = len(self.queue) + (self.in_service is not None)
+        was, self.level = self.level, len(self.queue) + (self.in_service is not None)
+        if was == 0 and self.level > 0:
+            self.idle[-1][1] = now
+        elif was > 0 and self.level == 0:
+            self.idle.append([now, math.inf])
 
     def _admit(self) -> None:
         while self.outside and self.level < BUFFER:
@@ -336,7 +344,9 @@ async def crawl(run: dict[str, Any]) -> dict[str, Any]:
 def result(run: dict[str, Any], site: Site, indexer: Indexer, clock: Clock, stats: dict[str, Any],
            wall: float) -> dict[str, Any]:
     """What users count. ``crawl_s``: from the first request to the last response or the last item leaving
-    the indexer, whichever is later (Scrapy's own shutdown left out, the same for every run)."""
+    the indexer, whichever is later (Scrapy's own shutdown left out, the same for every run). ``idle``: the
+    stretches of it with nothing to index, ``[start, end]`` seconds from its start; ``refused_at``: when
+    the site answered 429 or 503."""
     end = max(clock.last_response, indexer.last_exit)
     crawl_s = end - clock.t0
     clock.change(0)
@@ -344,6 +354,8 @@ def result(run: dict[str, Any], site: Site, indexer: Indexer, clock: Clock, stat
     waits = np.array([e.start - e.enter for e in indexed]) if indexed else np.array([math.nan])
     obsolete = sum(e.outcome == "obsolete" for e in indexer.done)
     level = np.array(indexer.level_time)
+    # the stretches with nothing to index, the first from the crawl's start (before the pipelines opened)
+    idle = [[min(a, clock.t0) if k == 0 else a, b] for k, (a, b) in enumerate(indexer.idle)]
     return {
         "name": run["name"], "pipeline": run["pipeline"], "settings": run["settings"], "pages": site.pages,
         "seed": run["seed"], "offered": len(indexer.done) + indexer.lost, "indexed": len(indexed),
@@ -353,6 +365,9 @@ def result(run: dict[str, Any], site: Site, indexer: Indexer, clock: Clock, stat
         "level_seconds": level.tolist(), "download_seconds": clock.integral,
         "arrivals": sorted([(round(e.enter - clock.t0, 2), e.outcome) for e in indexer.done]
                            + [(round(t - clock.t0, 2), "lost") for t in indexer.lost_at]),
+        "idle": [[round(max(a, clock.t0) - clock.t0, 3), round(min(b, end) - clock.t0, 3)] for a, b in idle
+                 if min(b, end) > max(a, clock.t0)],
+        "refused_at": [round(t - clock.t0, 3) for t in site.refused_at],
         "site": site.counts(), "given_up": int(stats.get("retry/max_reached", 0)), "policies": clock.policies,
         "scrapy": {k: v for k, v in stats.items() if k.startswith(("robotctl/", "retry/", "downloader/response_status",
                                                                   "item_", "finish_reason", "log_count/"))},

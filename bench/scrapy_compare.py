@@ -18,7 +18,8 @@ obsolete. The configurations (names for --only):
   robotctl-warm           the same, with the .robotctl state robotctl-cold left (its saved policy)
 
 Per run: items indexed, lost (full buffer), obsolete, pages never fetched, crawl seconds (first request
-to the last response or item, whichever is later), items indexed per crawl-second, the 95th percentile
+to the last response or item, whichever is later), the seconds of it the indexer had nothing to index
+(idle), items indexed per crawl-second, the 95th percentile
 of the wait before indexing (indexed items), the 429/503 answers, the requests Scrapy gave up
 (retry/max_reached), and J (paper 000 eq. (2) with config/demo.yaml's costs, measured over the whole
 crawl, plus c_loss per page never fetched per crawl-second: a crawl cannot look cheap by not
@@ -131,6 +132,11 @@ def cost_j(r: dict[str, Any]) -> dict[str, float]:
     return c
 
 
+def idle_s(r: dict[str, Any]) -> float:
+    """Seconds of the crawl with nothing to index (before the first item included)."""
+    return float(sum(end - start for start, end in r["idle"]))
+
+
 def rate(r: dict[str, Any]) -> float:
     return float(r["indexed"] / r["crawl_s"])
 
@@ -138,8 +144,8 @@ def rate(r: dict[str, Any]) -> float:
 def table(results: list[dict[str, Any]]) -> str:
     fixed = [r for r in results if r["name"].startswith("fixed-")]
     best = max(fixed, key=rate) if fixed else None
-    head = ("| Scrapy with | indexed | lost | obsolete | not fetched | crawl s | indexed / crawl-s | p95 wait s | "
-            "429+503 | given up | J | rate / best fixed | indexed / best fixed | J / best fixed |")
+    head = ("| Scrapy with | indexed | lost | obsolete | not fetched | crawl s | idle s | indexed / crawl-s | "
+            "p95 wait s | 429+503 | given up | J | rate / best fixed | indexed / best fixed | J / best fixed |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in results:
         unfetched = r["site"]["pages"] - r["site"]["served"]
@@ -148,7 +154,8 @@ def table(results: list[dict[str, Any]]) -> str:
                   f"{r['j']['total'] / best['j']['total']:.2f}") if best is not None else "- | - | -"
         wait = r["p95_wait_s"]
         lines.append(f"| {r['name']} | {r['indexed']} | {r['lost']} | {r['obsolete']} | {unfetched} | "
-                     f"{r['crawl_s']:.1f} | {rate(r):.2f} | {'-' if math.isnan(wait) else f'{wait:.2f}'} | "
+                     f"{r['crawl_s']:.1f} | {idle_s(r):.1f} | {rate(r):.2f} | "
+                     f"{'-' if math.isnan(wait) else f'{wait:.2f}'} | "
                      f"{refused} | {r['given_up']} | {r['j']['total']:.1f} | {ratios} |")
     return "\n".join(lines)
 

@@ -39,6 +39,10 @@ def test_the_quick_comparison_runs_both_crawls_to_their_end(tmp_path: Path) -> N
         assert r["offered"] == r["indexed"] + r["lost"] + r["obsolete"] > 0  # every item scraped is accounted for
         assert r["crawl_s"] > 0 and r["j"]["total"] > 0
         assert r["site"]["pages"] == 60
+        idle = r["idle"]  # the indexer's idle stretches: within the crawl, in order, apart
+        assert idle and all(0.0 <= a < b <= r["crawl_s"] + 0.001 for a, b in idle)
+        assert all(b1 <= a2 for (_, b1), (a2, _) in zip(idle, idle[1:], strict=False))
+        assert idle[0][0] == 0.0  # nothing to index before the first item
     fixed = runs["fixed-4"]
     # 4 requests at once are within what the site tolerates (6): every page fetched, no pushback
     assert fixed["site"]["served"] == 60 and fixed["site"]["refused_429"] == 0 and fixed["given_up"] == 0

@@ -4,6 +4,10 @@ Every request of a download slot passes :meth:`Pushback.admit` before it reaches
 (the add-on's :class:`~robotctl.scrapy.PushbackMiddleware`, retried requests included) and
 :meth:`Pushback.release` when it leaves it; every response is an :meth:`Pushback.answer`.
 
+- A server not seen before starts in **slow start** when ``start_cap`` is set (the add-on's
+  ``ROBOTCTL_PUSHBACK_START``, 2): its cap is ``start_cap`` and grows by one per answer without pushback,
+  up to twice the cap the slot last filled, so it doubles per round trip while the crawl uses it (TCP's
+  slow start, RFC 5681), until the first pushback or the crawl's concurrency.
 - A 429 or 503 response (``PUSHBACK_STATUSES``) **holds** the slot until its ``Retry-After`` (seconds or
   an HTTP date; ``min_hold_s`` without one): no request is admitted before, Scrapy's retries included.
 - It also **backs off**: the slot's cap, the downloads it may have in flight, becomes half of the downloads
@@ -18,9 +22,11 @@ Every request of a download slot passes :meth:`Pushback.admit` before it reaches
 - After the hold the cap is **probed up slowly**: each ``probe_s`` (from the hold's end or the last step)
   of answers without pushback, in which the slot's downloads reached the cap, raises it by one (a cap the
   crawl does not use is not raised).
-  Reaching the ceiling takes longer, ``probe_s * 2**k`` after the k-th pushback at or below it; downloads
-  at the ceiling for that long without pushback raise the ceiling by one. At the crawl's concurrency the
-  slot is uncapped again.
+  Reaching the ceiling takes longer, ``probe_s * 2**k`` after the k-th pushback at or below it, and at
+  least ``h (1 - b) / b`` after a hold of h seconds with the **probe budget** b (``probe_budget``; the
+  add-on's ``ROBOTCTL_PUSHBACK_PROBE_BUDGET``, 0.1), so that refused probes hold the slot at most a share
+  b of the time; downloads at the ceiling for that long without pushback raise the ceiling by one. At
+  the crawl's concurrency the slot is uncapped again.
 - A request on its **last try** (Scrapy would give it up after one more refusal) is never the one that
   probes: it is admitted only below the ceiling, or alone.
 
@@ -79,6 +85,12 @@ class SlotState:
         The most requests in flight since the last change (since the last pushback: admitted after it).
     backed_off_at : float
         When the cap last went down (-inf: never); refusals of requests sent before it do not lower it again.
+    slow_start : bool
+        The cap grows per answer (no pushback yet).
+    full_at : int
+        The cap when the slot last had that many in flight: slow start grows the cap up to twice it.
+    last_hold_s : float
+        The last pushback's hold, which the probe budget spaces the probes of the ceiling by.
     """
 
     cap: int | None = None
@@ -90,6 +102,9 @@ class SlotState:
     in_flight: int = 0
     peak: int = 0
     backed_off_at: float = -math.inf
+    slow_start: bool = False
+    full_at: int = 0
+    last_hold_s: float = 0.0
 
 
 class Pushback:
@@ -103,12 +118,19 @@ class Pushback:
         Answers without pushback for this long raise a cap by one.
     min_hold_s : float
         The hold after a pushback without ``Retry-After``.
+    start_cap : int or None
+        Slow start's first cap for a slot not seen before (None: uncapped until its first pushback).
+    probe_budget : float
+        Most share of a slot's time held by refused probes of its ceiling (1.0: no such bound).
     """
 
-    def __init__(self, concurrency: int, *, probe_s: float = 2.0, min_hold_s: float = 1.0) -> None:
+    def __init__(self, concurrency: int, *, probe_s: float = 2.0, min_hold_s: float = 1.0,
+                          start_cap: int | None = None, probe_budget: float = 1.0) -> None:
         self.concurrency = concurrency
         self.probe_s = probe_s
         self.min_hold_s = min_hold_s
+        self.start_cap = start_cap
+        self.probe_budget = probe_budget
         self.slots: dict[str, SlotState] = {}
         self.pushbacks = 0
 
@@ -118,7 +140,7 @@ class Pushback:
         the slot is released). ``last_try``: Scrapy gives the request up if it is refused once more."""
         st = self.slots.get(slot)
         if st is None:
-            st = self.slots[slot] = SlotState()
+            st = self.slots[slot] = self._new_slot(now)
         elif now < st.hold_until:
             return st.hold_until - now
         limit = st.cap
@@ -129,6 +151,8 @@ class Pushback:
             return math.inf  # (a last try may always go alone)
         st.in_flight += 1
         st.peak = max(st.peak, st.in_flight)
+        if st.cap is not None and st.in_flight >= st.cap:
+            st.full_at = st.cap
         return 0.0
 
     def release(self, slot: str) -> None:
@@ -146,7 +170,9 @@ class Pushback:
         st = self.slots.get(slot)
         if status in PUSHBACK_STATUSES:
             if st is None:
-                st = self.slots[slot] = SlotState()
+                st = self.slots[slot] = self._new_slot(now)
+            st.slow_start = False
+            st.last_hold_s = retry_after if retry_after is not None else self.min_hold_s
             hold = now + (retry_after if retry_after is not None else self.min_hold_s)
             st.pushbacks += 1
             self.pushbacks += 1
@@ -171,6 +197,13 @@ class Pushback:
             st.changed_at = st.backed_off_at = now
             st.peak = 0
             return True
+        if st is not None and st.slow_start and st.cap is not None and st.cap < 2 * st.full_at:
+            st.cap += 1
+            st.changed_at = now
+            if st.cap >= self.concurrency:
+                st.cap = None
+                st.slow_start = False
+            return True
         if st is None or st.cap is None or now - max(st.changed_at, st.hold_until) < self._probe_wait(st) \
                 or st.peak < st.cap:
             return False
@@ -188,8 +221,15 @@ class Pushback:
         """How long a cap must hold before the next step up: ``probe_s``, longer at the ceiling."""
         assert st.cap is not None
         if st.ceiling is not None and st.cap + 1 >= st.ceiling:
-            return self.probe_s * 2.0 ** min(st.ceiling_pushbacks, MAX_DOUBLINGS)
+            wait = self.probe_s * 2.0 ** min(st.ceiling_pushbacks, MAX_DOUBLINGS)
+            return max(wait, st.last_hold_s * (1.0 - self.probe_budget) / self.probe_budget)
         return self.probe_s
+
+    def _new_slot(self, now: float) -> SlotState:
+        """A server not seen before: uncapped, or at ``start_cap`` in slow start."""
+        if self.start_cap is None or self.start_cap >= self.concurrency:
+            return SlotState()
+        return SlotState(cap=max(1, self.start_cap), changed_at=now, slow_start=True)
 
     def cap(self, slot: str) -> int | None:
         st = self.slots.get(slot)

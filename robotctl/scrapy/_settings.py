@@ -201,6 +201,14 @@ _SPEC: dict[str, tuple[str, Any, Callable[[str, Any], Any], str]] = {
     "ROBOTCTL_RETRY_INTERVAL_S": ("retry_interval_s", 5.0, _float(0.01, "set e.g. 5"),
                                   "how often an unreachable agent is tried again"),
     "ROBOTCTL_TIMEOUT_S": ("timeout_s", 5.0, _float(0.01, "set e.g. 5"), "timeout of one report request"),
+    "ROBOTCTL_PUSHBACK_START": ("pushback_start", 2, _int(0, "set e.g. 2, or 0 to start uncapped"),
+                                "downloads a server not seen before gets at first, one more per answer without "
+                                "429/503 (slow start, doubling per round trip) until its first pushback or "
+                                "CONCURRENT_REQUESTS (0: uncapped until a pushback)"),
+    "ROBOTCTL_PUSHBACK_PROBE_BUDGET": ("pushback_probe_budget", 0.1, _fraction,
+                                       "at most this share of a server's time held by refused probes of its "
+                                       "ceiling: after a Retry-After of h seconds the next probe waits at "
+                                       "least h (1 - budget) / budget"),
     "ROBOTCTL_POLL_WAIT_S": ("poll_wait_s", None, _float(0.0, "set e.g. 5, or leave it unset"),
                              "longest wait of one command long-poll (default: half the agent's lease)"),
 }
@@ -239,6 +247,9 @@ class RobotctlSettings:
     max_batch, max_pending : int
     retry_interval_s, timeout_s : float
     poll_wait_s : float or None
+    pushback_start : int
+        Slow start's first cap per server; 0: none.
+    pushback_probe_budget : float
     """
 
     enabled: bool = True
@@ -267,6 +278,8 @@ class RobotctlSettings:
     retry_interval_s: float = 5.0
     timeout_s: float = 5.0
     poll_wait_s: float | None = None
+    pushback_start: int = 2
+    pushback_probe_budget: float = 0.1
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], *,

@@ -132,11 +132,13 @@ def test_a_last_try_never_probes_above_the_ceiling_but_may_always_go_alone() -> 
 
 @given(st.lists(st.tuples(st.sampled_from(["admit", "last", "release", 200, 404, 429, 503]), st.floats(0, 5),
                           st.none() | st.floats(0, 60)), max_size=80),
-       st.none() | st.floats(0, 10))
+       st.none() | st.floats(0, 10), st.sampled_from([None, 1, 2, 5, 16]), st.sampled_from([1.0, 0.1, 0.01]))
 def test_the_gate_never_admits_during_a_hold_nor_beyond_the_cap(
-        events: list[tuple[str | int, float, float | None]], sent_ago: float | None) -> None:
-    """Every answer without ``sent_at``, or with its request sent ``sent_ago`` seconds before it."""
-    p = Pushback(16)
+        events: list[tuple[str | int, float, float | None]], sent_ago: float | None, start_cap: int | None,
+        probe_budget: float) -> None:
+    """Every answer without ``sent_at``, or with its request sent ``sent_ago`` seconds before it; with and
+    without slow start, under any probe budget."""
+    p = Pushback(16, start_cap=start_cap, probe_budget=probe_budget)
     t = 0.0
     for what, dt, wait in events:
         t += dt
@@ -237,3 +239,65 @@ def test_a_refused_probe_of_the_ceiling_backs_off_to_just_below_it() -> None:
     p.slots["t"] = SlotState(cap=6, ceiling=8, in_flight=6)
     assert p.answer("t", 429, 10.0, None)
     assert (p.slots["t"].cap, p.slots["t"].ceiling) == (3, 6)
+
+
+def test_slow_start_doubles_the_cap_per_round_trip_until_the_first_pushback() -> None:
+    """A server not seen before gets ``start_cap`` downloads, one more per answer without pushback while the
+    crawl uses the cap (TCP's slow start: the cap doubles per round trip), uncapped at the crawl's
+    concurrency. Started uncapped, the first burst of 16 to a server that takes 6 drew 10 refusals and held
+    the whole crawl for the first Retry-After (bench/scrapy_compare.py)."""
+    p = Pushback(16, start_cap=2)
+    caps: list[int | None] = []
+    t = 0.0
+    while not caps or caps[-1] is not None:
+        went = _admit_all(p, "a", 16, t)
+        assert went == p.in_flight("a") == p.cap("a")  # the crawl uses the whole cap
+        t += 0.1
+        for _ in range(went):  # a round trip: every download answers
+            p.answer("a", 200, t)
+            p.release("a")
+        caps.append(p.cap("a"))
+    assert caps == [4, 8, None]  # 2 -> 4 -> 8 -> 16, uncapped: three round trips
+    assert p.slots["a"].ceiling is None and not p.slots["a"].slow_start
+
+    unused = Pushback(16, start_cap=2)
+    assert _admit_all(unused, "b", 1, 0.0) == 1  # the crawl sends one at a time: the cap is not raised
+    for k in range(5):
+        assert not unused.answer("b", 200, 0.1 * (k + 1))
+        unused.release("b")
+        assert unused.admit("b", 0.1 * (k + 1)) == 0.0
+    assert unused.cap("b") == 2
+
+    over = Pushback(16, start_cap=4)  # the first pushback ends slow start: then one step per probe_s
+    assert _admit_all(over, "c", 16, 0.0) == 4
+    assert over.answer("c", 200, 0.1) and over.cap("c") == 5
+    assert _admit_all(over, "c", 16, 0.1) == 1
+    assert over.answer("c", 429, 0.2, 2.0) and over.cap("c") == 2 and over.slots["c"].ceiling == 5
+    assert not over.slots["c"].slow_start
+    for _ in range(5):
+        over.release("c")
+    assert _admit_all(over, "c", 16, 2.2) == 2
+    assert not over.answer("c", 200, 2.3) and over.cap("c") == 2  # no step per answer any more
+    assert Pushback(16, start_cap=16).cap("d") is None and _admit_all(Pushback(4, start_cap=8), "e", 8, 0.0) == 8
+
+
+def test_the_probe_budget_spaces_probes_of_the_ceiling_by_the_hold_they_risk() -> None:
+    """A refused probe of the ceiling holds the server for its Retry-After h: with a probe budget b the next
+    probe of the ceiling waits at least h (1 - b) / b, so refused probes hold it at most a share b of the time
+    (18 s after a Retry-After of 2 s at b = 0.1, instead of probe_s * 2 = 4 s: the Scrapy comparison's
+    crawl spent about a second of its indexer's time idle per refused probe). Steps below the ceiling are
+    not spaced."""
+    for budget, wait in ((1.0, 4.0), (0.1, 18.0)):
+        p = Pushback(16, probe_s=2.0, probe_budget=budget)
+        p.slots["s"] = SlotState(cap=7, ceiling=7, ceiling_pushbacks=0, in_flight=7)
+        assert p.answer("s", 429, 10.0, 2.0)  # the probe of the ceiling refused: back to 6, held to 12
+        st = p.slots["s"]
+        assert (st.cap, st.ceiling, st.hold_until) == (6, 7, 12.0)
+        for _ in range(7):  # the refused download and the six others leave
+            p.release("s")
+        assert _admit_all(p, "s", 16, 12.0) == 6  # the crawl uses the cap
+        assert not p.answer("s", 200, 12.0 + wait - 0.01) and p.cap("s") == 6
+        assert p.answer("s", 200, 12.0 + wait) and p.cap("s") == 7
+    low = Pushback(16, probe_s=2.0, probe_budget=0.1)
+    low.slots["s"] = SlotState(cap=3, ceiling=7, in_flight=3, peak=3, last_hold_s=2.0)
+    assert low.answer("s", 200, 2.0) and low.cap("s") == 4  # far below the ceiling: probe_s

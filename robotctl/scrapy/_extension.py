@@ -55,6 +55,9 @@ META_GATE = "robotctl_gate"
 #: when the pushback gate admitted the request (monotonic seconds): a refusal of a request sent before the
 #: slot's last back-off does not back off again (robotctl.scrapy._pushback)
 META_SENT = "robotctl_sent"
+#: the slot's downloads in flight when the gate admitted the request, itself included: a refusal of it puts
+#: the slot's ceiling there, not at the requests admitted after it
+META_RANK = "robotctl_rank"
 
 
 def extension(crawler: Crawler) -> RobotctlExtension | None:
@@ -436,6 +439,7 @@ class RobotctlExtension:
             if wait == 0.0:
                 request.meta[META_GATE] = key
                 request.meta[META_SENT] = now
+                request.meta[META_RANK] = self.pushback.in_flight(key)
                 if started is not None:
                     self.held += 1
                     self.held_seconds += now - started
@@ -499,7 +503,8 @@ class RobotctlExtension:
         key = request.meta.get(META_GATE) or engine.downloader.get_slot_key(request)
         header = response.headers.get(b"Retry-After") if response.status in PUSHBACK_STATUSES else None
         wait = retry_after_s(header, time.time())
-        if self.pushback.answer(key, response.status, time.monotonic(), wait, sent_at=request.meta.get(META_SENT)):
+        if self.pushback.answer(key, response.status, time.monotonic(), wait, sent_at=request.meta.get(META_SENT),
+                                sent_in_flight=request.meta.get(META_RANK)):
             st = self.pushback.slots[key]
             LOG.debug("robotctl: download slot %s: cap %s, ceiling %s, held %.1f s (HTTP %d)", key, st.cap,
                       st.ceiling, max(st.hold_until - time.monotonic(), 0.0), response.status,

@@ -162,11 +162,14 @@ class Pushback:
             st.in_flight -= 1
 
     def answer(self, slot: str, status: int, now: float, retry_after: float | None = None, *,
-               sent_at: float | None = None) -> bool:
+               sent_at: float | None = None, sent_in_flight: int | None = None) -> bool:
         """A response from ``slot`` at ``now`` (its request still in flight: :meth:`release` follows); True
         when the slot's cap or hold changed. ``sent_at``: when its request was admitted (None: unknown, every
         refusal backs off); a refusal of a request sent before the last back-off only holds the slot,
-        unless the cap was probed up since."""
+        unless the cap was probed up since. ``sent_in_flight``: the slot's downloads in flight when it was
+        admitted, itself included (None: unknown, those in flight now): a refusal says the server took
+        fewer than that, which requests admitted after it do not change (a burst of 8 whose 7th was refused
+        put the ceiling at 8, and the true one was found by a second refused probe about 10 s later)."""
         st = self.slots.get(slot)
         if status in PUSHBACK_STATUSES:
             if st is None:
@@ -179,7 +182,7 @@ class Pushback:
             if sent_at is not None and sent_at < st.backed_off_at == st.changed_at:  # answered, not probed since
                 st.hold_until = max(st.hold_until, hold)
                 return True
-            in_flight = max(st.in_flight, 1)
+            in_flight = max(st.in_flight if sent_in_flight is None else min(st.in_flight, sent_in_flight), 1)
             base = st.cap if st.cap is not None else in_flight
             if st.ceiling is not None and in_flight >= st.ceiling and st.cap is not None and st.cap >= st.ceiling:
                 # a probe of the known limit refused: back to just below it, where the slot ran a whole

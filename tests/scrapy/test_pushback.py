@@ -132,12 +132,13 @@ def test_a_last_try_never_probes_above_the_ceiling_but_may_always_go_alone() -> 
 
 @given(st.lists(st.tuples(st.sampled_from(["admit", "last", "release", 200, 404, 429, 503]), st.floats(0, 5),
                           st.none() | st.floats(0, 60)), max_size=80),
-       st.none() | st.floats(0, 10), st.sampled_from([None, 1, 2, 5, 16]), st.sampled_from([1.0, 0.1, 0.01]))
+       st.none() | st.floats(0, 10), st.sampled_from([None, 1, 2, 5, 16]), st.sampled_from([1.0, 0.1, 0.01]),
+       st.none() | st.integers(1, 20))
 def test_the_gate_never_admits_during_a_hold_nor_beyond_the_cap(
         events: list[tuple[str | int, float, float | None]], sent_ago: float | None, start_cap: int | None,
-        probe_budget: float) -> None:
-    """Every answer without ``sent_at``, or with its request sent ``sent_ago`` seconds before it; with and
-    without slow start, under any probe budget."""
+        probe_budget: float, sent_in_flight: int | None) -> None:
+    """Every answer without ``sent_at``, or with its request sent ``sent_ago`` seconds before it (with
+    ``sent_in_flight`` downloads then in flight); with and without slow start, under any probe budget."""
     p = Pushback(16, start_cap=start_cap, probe_budget=probe_budget)
     t = 0.0
     for what, dt, wait in events:
@@ -158,7 +159,8 @@ def test_the_gate_never_admits_during_a_hold_nor_beyond_the_cap(
             p.release("s")
             assert p.in_flight("s") == max(flying - 1, 0)
         else:
-            p.answer("s", int(what), t, wait, sent_at=None if sent_ago is None else t - sent_ago)
+            p.answer("s", int(what), t, wait, sent_at=None if sent_ago is None else t - sent_ago,
+                     sent_in_flight=sent_in_flight)
         cap = p.cap("s")
         assert cap is None or 1 <= cap < 16
         if what in (429, 503):
@@ -301,3 +303,18 @@ def test_the_probe_budget_spaces_probes_of_the_ceiling_by_the_hold_they_risk() -
     low = Pushback(16, probe_s=2.0, probe_budget=0.1)
     low.slots["s"] = SlotState(cap=3, ceiling=7, in_flight=3, peak=3, last_hold_s=2.0)
     assert low.answer("s", 200, 2.0) and low.cap("s") == 4  # far below the ceiling: probe_s
+
+
+def test_a_refusal_sets_the_ceiling_at_the_downloads_in_flight_when_it_was_sent() -> None:
+    """A burst of 11 to a server that takes 6: the 7th is refused, and its answer comes with all 11 in flight.
+    The server took fewer than 7, which the 4 admitted after it do not change: the ceiling is 7 and the cap
+    3 (half of 7), where the count at the answer gave a ceiling of 11, and the true one cost a second
+    refused probe."""
+    for rank, ceiling, cap in ((7, 7, 3), (None, 11, 5)):
+        p = Pushback(16)
+        assert _admit_all(p, "a", 11, 0.0) == 11
+        assert p.answer("a", 429, 0.3, 2.0, sent_at=0.0, sent_in_flight=rank)
+        assert (p.slots["a"].ceiling, p.cap("a")) == (ceiling, cap)
+    late = Pushback(16)  # sent when more were in flight than now: those in flight now bound it
+    assert _admit_all(late, "a", 5, 0.0) == 5
+    assert late.answer("a", 503, 0.3, None, sent_in_flight=9) and late.slots["a"].ceiling == 5

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -324,6 +325,27 @@ def test_template_settings_that_leave_nothing_to_control_warn_once_each(
         # names the setting and its fix
         assert any(f in text for f in (f"raise {setting}", f"Lower {setting}", f"lower {setting}"))
         assert all(r.levelno == logging.WARNING for r in caplog.records)
+
+
+async def test_the_local_agent_is_imported_from_when_the_spider_opens_not_as_the_crawler_is_built() -> None:
+    """The local agent's import runs in a thread, started by ``spider_opened``: started in ``from_crawler`` it
+    shared the interpreter's lock with Scrapy's own start-up, and the comparison's item pipelines opened
+    1.2-1.8 s into the crawl instead of 0.3 s (bench/scrapy_compare.py's idle column)."""
+    pytest.importorskip("scrapy")
+    from scrapy import Spider
+    from scrapy.utils.test import get_crawler
+
+    from robotctl.scrapy import RobotctlExtension
+
+    crawler = get_crawler(settings_dict={"ROBOTCTL_AGENT": "local"})
+    ext = RobotctlExtension.from_crawler(crawler)
+    assert ext._agent_code is None
+    crawler.engine = SimpleNamespace()  # set as the crawl starts; every robot active: nothing to change on it
+    spider = Spider("s")
+    ext.spider_opened(spider)
+    assert ext._agent_code is not None
+    await asyncio.wrap_future(ext._agent_code)  # imported, in the thread
+    await ext.spider_closed(spider)
 
 
 # -- a wrong token --------------------------------------------------------------------------------

@@ -340,7 +340,7 @@ async def test_the_local_agent_is_imported_from_when_the_spider_opens_not_as_the
     crawler = get_crawler(settings_dict={"ROBOTCTL_AGENT": "local"})
     ext = RobotctlExtension.from_crawler(crawler)
     assert ext._agent_code is None
-    crawler.engine = SimpleNamespace()  # set as the crawl starts; every robot active: nothing to change on it
+    crawler.engine = SimpleNamespace()  # type: ignore[assignment]  # set as the crawl starts; nothing to change
     spider = Spider("s")
     ext.spider_opened(spider)
     assert ext._agent_code is not None

@@ -11,8 +11,9 @@ Every request of a download slot passes :meth:`Pushback.admit` before it reaches
 - A 429 or 503 response (``PUSHBACK_STATUSES``) **holds** the slot until its ``Retry-After`` (seconds or
   an HTTP date; ``min_hold_s`` without one): no request is admitted before, Scrapy's retries included.
 - It also **backs off**: the slot's cap, the downloads it may have in flight, becomes half of the downloads
-  in flight when it came (at least 1); and the fewest downloads in flight that ever drew pushback is
-  remembered as the slot's **ceiling**. A refused probe of the ceiling itself (the cap raised to it) backs
+  in flight when the refused request was sent (``sent_in_flight``; at least 1, and at most those in flight
+  when the answer came); and the fewest such downloads that ever drew pushback is remembered as the slot's
+  **ceiling**. A refused probe of the ceiling itself (the cap raised to it) backs
   off to just below it, where the slot ran a whole probe without pushback. **Once per overload**: a refusal
   of a request sent before the last back-off (``sent_at``) answers the load that back-off already answered,
   so it holds the slot (its ``Retry-After``) but lowers neither the cap nor the ceiling, as TCP halves its
@@ -125,7 +126,9 @@ class Pushback:
     """
 
     def __init__(self, concurrency: int, *, probe_s: float = 2.0, min_hold_s: float = 1.0,
-                          start_cap: int | None = None, probe_budget: float = 1.0) -> None:
+                 start_cap: int | None = None, probe_budget: float = 1.0) -> None:
+        if not 0.0 < probe_budget <= 1.0:
+            raise ValueError(f"probe_budget must be above 0 and at most 1, got {probe_budget!r}")
         self.concurrency = concurrency
         self.probe_s = probe_s
         self.min_hold_s = min_hold_s

@@ -318,3 +318,9 @@ def test_a_refusal_sets_the_ceiling_at_the_downloads_in_flight_when_it_was_sent(
     late = Pushback(16)  # sent when more were in flight than now: those in flight now bound it
     assert _admit_all(late, "a", 5, 0.0) == 5
     assert late.answer("a", 503, 0.3, None, sent_in_flight=9) and late.slots["a"].ceiling == 5
+
+
+def test_a_probe_budget_outside_0_to_1_is_refused() -> None:
+    for budget in (0.0, -0.1, 1.5):
+        with pytest.raises(ValueError, match="probe_budget"):
+            Pushback(16, probe_budget=budget)

@@ -28,6 +28,9 @@ def test_settings_defaults_and_command_line_strings() -> None:
                                         "ROBOTCTL_DELIVERY_SIGNAL": "item_scraped", "ROBOTCTL_ENABLED": "true"})
     assert (s.robots, s.concurrency, s.url, s.flush_interval_s, s.delivery_signal) == (
         3, 8, "http://agent:9000", 0.05, "item_scraped")
+    assert (s.pushback_start, s.pushback_probe_budget) == (2, 0.1)  # slow start from 2, probes 9 holds apart
+    s = RobotctlSettings.from_settings({"ROBOTCTL_PUSHBACK_START": "0", "ROBOTCTL_PUSHBACK_PROBE_BUDGET": "1"})
+    assert (s.pushback_start, s.pushback_probe_budget) == (0, 1.0)
 
 
 @pytest.mark.parametrize(("settings", "field", "words"), [
@@ -44,6 +47,10 @@ def test_settings_defaults_and_command_line_strings() -> None:
     ({"ROBOTCTL_DELIVERY_SIGNAL": "bytes_received"}, "ROBOTCTL_DELIVERY_SIGNAL", "'bytes_received'"),
     ({"ROBOTCTL_FLUSH_INTERVAL_S": -1}, "ROBOTCTL_FLUSH_INTERVAL_S", ">= 0"),
     ({"ROBOTCTL_ENABLED": "maybe"}, "ROBOTCTL_ENABLED", "True or False"),
+    ({"ROBOTCTL_PUSHBACK_START": -1}, "ROBOTCTL_PUSHBACK_START", "whole number >= 0"),
+    ({"ROBOTCTL_PUSHBACK_START": "two"}, "ROBOTCTL_PUSHBACK_START", "'two'"),
+    ({"ROBOTCTL_PUSHBACK_PROBE_BUDGET": 0}, "ROBOTCTL_PUSHBACK_PROBE_BUDGET", "above 0 and at most 1"),
+    ({"ROBOTCTL_PUSHBACK_PROBE_BUDGET": "1.5"}, "ROBOTCTL_PUSHBACK_PROBE_BUDGET", "above 0 and at most 1"),
 ])
 def test_a_bad_setting_is_named(settings: dict[str, Any], field: str, words: str) -> None:
     with pytest.raises(InputError, match=field) as info:

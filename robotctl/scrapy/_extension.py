@@ -24,7 +24,6 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import logging
-import math
 import threading
 import time
 from typing import Any
@@ -37,7 +36,8 @@ from scrapy.http import Request, Response
 
 from robotctl.agent import AgentClient, AgentRejectedError, AgentUnavailableError, RobotHandle
 
-from ._pushback import PUSHBACK_STATUSES, Pushback, retry_after_s
+from ._gate import PushbackGate
+from ._pushback import PUSHBACK_STATUSES, Pushback
 from ._reporter import AgentHealth, NullReporter, Reporter
 from ._settings import RobotctlSettings
 from ._slots import RobotSlots
@@ -51,13 +51,6 @@ META_ROBOT = "robotctl_robot"
 #: item pipelines yet: more than this and the oldest are forgotten (their deliveries then name no robot).
 MAX_ITEM_SOURCES = 10_000
 META_SLOT = "robotctl_slot"
-META_GATE = "robotctl_gate"
-#: when the pushback gate admitted the request (monotonic seconds): a refusal of a request sent before the
-#: slot's last back-off does not back off again (robotctl.scrapy._pushback)
-META_SENT = "robotctl_sent"
-#: the slot's downloads in flight when the gate admitted the request, itself included: a refusal of it puts
-#: the slot's ceiling there, not at the requests admitted after it
-META_RANK = "robotctl_rank"
 
 
 def extension(crawler: Crawler) -> RobotctlExtension | None:
@@ -119,21 +112,18 @@ class RobotctlExtension:
         #: items (or responses) delivered so far, and how many when the agent first lowered the concurrency
         self.delivered = 0
         self.delivered_at_first_park: int | None = None
-        #: servers' pushback (429/503): a gate per download slot (PushbackMiddleware awaits admit()), the
-        #: waiters to wake when a slot may admit more, and what counts as a request given up: a final
-        #: response with a status Scrapy treats as passing (RETRY_HTTP_CODES; 429 and 503 always)
-        self.pushback = Pushback(settings.concurrency, start_cap=settings.pushback_start or None,
-                                 probe_budget=settings.pushback_probe_budget)
-        self._wakeups: dict[str, asyncio.Event] = {}
+        #: servers' pushback (429/503): the gate PushbackMiddleware awaits for every request, and what counts
+        #: as a request given up: a final response with a status Scrapy treats as passing (RETRY_HTTP_CODES;
+        #: 429 and 503 always)
         cs = crawler.settings
-        self._retry_enabled = cs.getbool("RETRY_ENABLED", True)
-        self._retry_times = cs.getint("RETRY_TIMES", 2)
+        self.gate = PushbackGate(Pushback(settings.concurrency, start_cap=settings.pushback_start or None,
+                                          probe_budget=settings.pushback_probe_budget),
+                                 self._slot_key, retry_enabled=cs.getbool("RETRY_ENABLED", True),
+                                 retry_times=cs.getint("RETRY_TIMES", 2), log_extra=lambda: self._log_extra)
         self.give_up_statuses = frozenset(PUSHBACK_STATUSES | {int(x) for x in cs.getlist("RETRY_HTTP_CODES")})
         self.given_up = 0
         #: id(item) -> the robot whose download it came from, until it enters the item pipelines
         self.item_sources: dict[int, str] = {}
-        self.held = 0
-        self.held_seconds = 0.0
         self._busy_since = 0.0
         self._last_exit = 0.0
         default = (f"the crawl goes on at its default: every robot active ({settings.concurrency} concurrent "
@@ -349,7 +339,7 @@ class RobotctlExtension:
         if self.settings.agent == "local" and self._agent_code is None:
             self._agent_code = _load_local_agent_code()
         self.health.log_extra = self._log_extra
-        self.running = True
+        self.running = self.gate.open = True
         self._since = time.monotonic()
         s = self.settings
         LOG.debug("robotctl: %d robots over CONCURRENT_REQUESTS = %d download slots, %s agent %s, deliveries on %s",
@@ -366,9 +356,7 @@ class RobotctlExtension:
             return
         self.running = False
         self._integrate()
-        for event in self._wakeups.values():  # requests waiting at a pushback gate go on
-            event.set()
-        self._wakeups.clear()
+        self.gate.close()  # requests waiting at the pushback gate go on
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -402,9 +390,9 @@ class RobotctlExtension:
         stats.set_value("robotctl/allowed_download_seconds", round(self.allowed_seconds, 3))
         stats.set_value("robotctl/agent_outages", self.health.outages)
         stats.set_value("robotctl/delivered", self.delivered)
-        stats.set_value("robotctl/pushbacks", self.pushback.pushbacks)
-        stats.set_value("robotctl/requests_held", self.held)
-        stats.set_value("robotctl/held_seconds", round(self.held_seconds, 3))
+        stats.set_value("robotctl/pushbacks", self.gate.pushback.pushbacks)
+        stats.set_value("robotctl/requests_held", self.gate.held)
+        stats.set_value("robotctl/held_seconds", round(self.gate.held_seconds, 3))
         stats.set_value("robotctl/requests_given_up", self.given_up)
         if self.delivered_at_first_park is not None:
             stats.set_value("robotctl/delivered_at_first_park", self.delivered_at_first_park)
@@ -420,55 +408,13 @@ class RobotctlExtension:
         slot = request.meta.pop(META_SLOT, None)
         if slot is not None:
             self.slots.release(slot)
-        self.release(request)
+        self.gate.release(request)
 
-    # -- servers' pushback ---------------------------------------------------------------------------
-    async def admit(self, request: Request) -> None:
-        """Return when ``request`` may go to its server (:class:`PushbackMiddleware` awaits it for every
-        request, Scrapy's retries included): never before the slot's ``Retry-After``, never beyond its
-        cap. The request counts in its slot's flight until :meth:`release`."""
+    # -- servers' pushback: PushbackGate ---------------------------------------------------------------
+    def _slot_key(self, request: Request) -> str | None:
+        """``request``'s download slot, or None before the engine exists."""
         engine = self.crawler.engine
-        if engine is None or META_GATE in request.meta:
-            return
-        key = engine.downloader.get_slot_key(request)
-        last_try = self._last_try(request)
-        started = None
-        while self.running:
-            now = time.monotonic()
-            wait = self.pushback.admit(key, now, last_try=last_try)
-            if wait == 0.0:
-                request.meta[META_GATE] = key
-                request.meta[META_SENT] = now
-                request.meta[META_RANK] = self.pushback.in_flight(key)
-                if started is not None:
-                    self.held += 1
-                    self.held_seconds += now - started
-                return
-            if started is None:
-                started = now
-            event = self._wakeups.setdefault(key, asyncio.Event())
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(None if math.isinf(wait) else wait):
-                    await event.wait()
-
-    def release(self, request: Request) -> None:
-        """``request`` left the downloader (or never reached it): its slot may admit another."""
-        key = request.meta.pop(META_GATE, None)
-        if key is not None:
-            self.pushback.release(key)
-            self._wake(key)
-
-    def _wake(self, key: str) -> None:
-        event = self._wakeups.pop(key, None)
-        if event is not None:
-            event.set()
-
-    def _last_try(self, request: Request) -> bool:
-        """Would Scrapy's RetryMiddleware give ``request`` up if it were refused?"""
-        if not self._retry_enabled or request.meta.get("dont_retry", False):
-            return True
-        most = request.meta.get("max_retry_times", self._retry_times)
-        return bool(request.meta.get("retry_times", 0) >= most)
+        return None if engine is None else str(engine.downloader.get_slot_key(request))
 
     def response_received(self, response: Response, request: Request, spider: Any = None) -> None:
         if not self.running or urlsplit(response.url).path == "/robots.txt":
@@ -497,19 +443,8 @@ class RobotctlExtension:
 
     def response_downloaded(self, response: Response, request: Request, spider: Any = None) -> None:
         """Every response from the downloader, retried ones included: the servers' pushback."""
-        engine = self.crawler.engine
-        if not self.running or engine is None:
-            return
-        key = request.meta.get(META_GATE) or engine.downloader.get_slot_key(request)
-        header = response.headers.get(b"Retry-After") if response.status in PUSHBACK_STATUSES else None
-        wait = retry_after_s(header, time.time())
-        if self.pushback.answer(key, response.status, time.monotonic(), wait, sent_at=request.meta.get(META_SENT),
-                                sent_in_flight=request.meta.get(META_RANK)):
-            st = self.pushback.slots[key]
-            LOG.debug("robotctl: download slot %s: cap %s, ceiling %s, held %.1f s (HTTP %d)", key, st.cap,
-                      st.ceiling, max(st.hold_until - time.monotonic(), 0.0), response.status,
-                      extra=self._log_extra)
-            self._wake(key)
+        if self.running:
+            self.gate.answer(response, request)
 
     def item_entered(self, item: Any) -> None:
         """An item entered the item pipelines (:class:`RobotctlEntryPipeline`): one delivery."""

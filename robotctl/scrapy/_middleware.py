@@ -7,13 +7,13 @@ download slot; with the extension alone, add it yourself::
 
     DOWNLOADER_MIDDLEWARES = {"robotctl.scrapy.PushbackMiddleware": 950}
 
-``process_request`` awaits :meth:`RobotctlExtension.admit`: a request to a server that answered 429 or
-503 waits until that answer's ``Retry-After`` has passed and while the server's cap of downloads is
-taken (robotctl/scrapy/_pushback.py). A retry that Scrapy's ``RetryMiddleware`` (550) makes of a 429 goes
-back through the scheduler and then through this gate, so it is held too. The extension learns each
-answer from ``response_downloaded``, before ``RetryMiddleware`` sees it. Without a running
-:class:`RobotctlExtension` (off, or under a reactor without asyncio) the middleware lets everything
-through.
+``process_request`` awaits the extension's :meth:`~robotctl.scrapy._gate.PushbackGate.admit`: a request to
+a server that answered 429 or 503 waits until that answer's ``Retry-After`` has passed and while the
+server's cap of downloads is taken (robotctl/scrapy/_gate.py, _pushback.py). A retry that Scrapy's
+``RetryMiddleware`` (550) makes of a 429 goes back through the scheduler and then through this gate, so it
+is held too. The extension learns each answer from ``response_downloaded``, before ``RetryMiddleware``
+sees it. Without a running :class:`RobotctlExtension` (off, or under a reactor without asyncio) the
+middleware lets everything through.
 
 ``GiveUpMiddleware`` sits just below ``RetryMiddleware`` (the add-on puts it at 540): an exception reaches
 its ``process_exception`` only when no middleware above it turned it into a retry or a response, so the
@@ -54,7 +54,7 @@ class PushbackMiddleware:
     async def process_request(self, request: Request, spider: Any = None) -> None:
         ext = extension(self.crawler)
         if ext is not None:
-            await ext.admit(request)
+            await ext.gate.admit(request)
 
     def process_response(self, request: Request, response: Response, spider: Any = None) -> Response:
         self._release(request)
@@ -68,7 +68,7 @@ class PushbackMiddleware:
         this covers a request that never reached it)."""
         ext = extension(self.crawler)
         if ext is not None:
-            ext.release(request)
+            ext.gate.release(request)
 
 
 class GiveUpMiddleware:

@@ -324,3 +324,40 @@ def test_a_probe_budget_outside_0_to_1_is_refused() -> None:
     for budget in (0.0, -0.1, 1.5):
         with pytest.raises(ValueError, match="probe_budget"):
             Pushback(16, probe_budget=budget)
+
+
+async def test_the_gate_holds_a_request_until_its_slot_has_room_and_lets_everyone_go_when_closed() -> None:
+    """PushbackGate, what PushbackMiddleware awaits: in slow start from 1 the second request to a server waits
+    until the first is released; a 429 holds the slot for its Retry-After; each admitted request carries its
+    slot, when it was admitted and how many were then in flight; closing lets every waiting request go."""
+    pytest.importorskip("scrapy")
+    import asyncio
+
+    from scrapy.http import Request, Response
+
+    from robotctl.scrapy._gate import META_GATE, META_RANK, META_SENT, PushbackGate
+
+    gate = PushbackGate(Pushback(16, start_cap=1), lambda r: "a" if "//a/" in r.url else None)
+    first, second, other = Request("http://a/1"), Request("http://a/2"), Request("http://b/1")
+    await gate.admit(first)  # the gate is closed (no spider yet): everything passes, unmarked
+    assert META_GATE not in first.meta
+    gate.open = True
+    await gate.admit(other)  # a request with no download slot passes ungated
+    assert META_GATE not in other.meta
+    await gate.admit(first)
+    assert first.meta[META_GATE] == "a" and first.meta[META_RANK] == 1 and META_SENT in first.meta
+    waiting = asyncio.ensure_future(gate.admit(second))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()  # the cap (1) is taken
+    gate.release(first)
+    await asyncio.wait_for(waiting, 1.0)
+    assert second.meta[META_RANK] == 1 and gate.held == 1 and gate.held_seconds > 0.0
+    gate.answer(Response("http://a/2", status=429, headers={"Retry-After": "30"}), second)
+    gate.release(second)
+    third = Request("http://a/3")
+    held = asyncio.ensure_future(gate.admit(third))
+    await asyncio.sleep(0.05)
+    assert not held.done()  # the Retry-After holds the slot
+    gate.close()  # the spider closed: the waiting request goes on, ungated
+    await asyncio.wait_for(held, 1.0)
+    assert META_GATE not in third.meta and gate.pushback.pushbacks == 1

@@ -70,6 +70,24 @@ def safe_startup(robots: int, capacity: int) -> tuple[int, ...]:
     return tuple(max(1, -(-robots * (capacity - i) // capacity)) for i in range(capacity + 1))
 
 
+def startup_policy(s: RobotctlSettings, capacity: int) -> tuple[int, ...] | None:
+    """r(0..K), the local agent's start-up policy: :func:`safe_startup`, or ``policy.startup`` of
+    ``ROBOTCTL_AGENT_CONFIG`` (``all``, a robot count, or K + 1 of them); None for a value the agent's
+    configuration will refuse (its start names it). A warm crawl's agent adopts its saved policy once it runs."""
+    section = (s.agent_config or {}).get("policy")
+    given = section.get("startup") if isinstance(section, Mapping) else None
+    if given is None:
+        return safe_startup(s.robots, capacity)
+    if given == "all":
+        given = s.robots
+    if isinstance(given, int) and not isinstance(given, bool):
+        given = [given] * (capacity + 1)
+    if (isinstance(given, (list, tuple)) and len(given) == capacity + 1
+            and all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= s.robots for x in given)):
+        return tuple(given)
+    return None
+
+
 def local_agent_config(s: RobotctlSettings, *, capacity: int, directory: Path, token: str) -> dict[str, Any]:
     """The configuration (as ``config/sidecar.yaml``'s mapping) of the agent the add-on runs in the crawl.
 

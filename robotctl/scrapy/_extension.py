@@ -112,6 +112,11 @@ class RobotctlExtension:
         #: items (or responses) delivered so far, and how many when the agent first lowered the concurrency
         self.delivered = 0
         self.delivered_at_first_park: int | None = None
+        self.delivered_at_registration: int | None = None
+        #: r(i), robots active at i items in the pipelines, that the add-on follows itself until the robots are
+        #: registered with the local agent (ROBOTCTL_AGENT = local, ROBOTCTL_DEFAULT_STATE = active): the
+        #: agent's own start-up policy; None: unregistered robots follow ROBOTCTL_DEFAULT_STATE
+        self.bridge: tuple[int, ...] | None = None
         #: servers' pushback (429/503): the gate PushbackMiddleware awaits for every request, and what counts
         #: as a request given up: a final response with a status Scrapy treats as passing (RETRY_HTTP_CODES;
         #: 429 and 503 always)
@@ -179,9 +184,11 @@ class RobotctlExtension:
 
     def _may_fetch(self, k: int) -> bool:
         handle = self.handles.get(k)
-        if handle is None:
-            return self.settings.default_state == "active"
-        return handle.may_fetch
+        if handle is not None:
+            return handle.may_fetch
+        if self.bridge is not None:
+            return k <= self.bridge[min(self.in_pipeline, len(self.bridge) - 1)]
+        return self.settings.default_state == "active"
 
     def active_robots(self) -> list[int]:
         """The robots (1..N) allowed to fetch now."""
@@ -206,7 +213,8 @@ class RobotctlExtension:
             return
         self.changes += 1
         self._allowed = allowed
-        if allowed < self.settings.concurrency and self.handles and self.delivered_at_first_park is None:
+        if (allowed < self.settings.concurrency and (self.handles or self.bridge is not None)
+                and self.delivered_at_first_park is None):
             self.delivered_at_first_park = self.delivered
         if allowed == 0:
             if not engine.paused:
@@ -240,10 +248,9 @@ class RobotctlExtension:
         from ._addon import local_agent_config
 
         s = self.settings
-        capacity = s.capacity if s.capacity is not None else self._pipeline_capacity()
-        if capacity is not None and s.capacity is None:
-            self.settings = s = dataclasses.replace(s, capacity=capacity)
+        capacity = self._capacity()
         if capacity is None:
+            self._end_bridge()
             LOG.warning("robotctl: the indexer's buffer K is not known, so the crawl runs uncontrolled (every robot "
                         "active); set ROBOTCTL_CAPACITY = K (items) in settings.py, or give the indexing pipeline a "
                         "robotctl_capacity attribute", extra=self._log_extra)
@@ -258,6 +265,7 @@ class RobotctlExtension:
             url, self.local_app = await self._local.__aenter__()
         except InputError as exc:
             self._local = None
+            self._end_bridge()
             LOG.error("robotctl: the local agent cannot start (%s); the crawl runs uncontrolled", exc,
                       extra=self._log_extra)
             return False
@@ -269,6 +277,30 @@ class RobotctlExtension:
         LOG.debug("robotctl: local agent at %s, K = %d, log and policy in %s", url, capacity, directory,
                   extra=self._log_extra)
         return True
+
+    def _capacity(self) -> int | None:
+        """K: ``ROBOTCTL_CAPACITY``, else an item pipeline's ``robotctl_capacity`` (kept in the settings)."""
+        s = self.settings
+        if s.capacity is None and (k := self._pipeline_capacity()) is not None:
+            self.settings = s = dataclasses.replace(s, capacity=k)
+        return s.capacity
+
+    def _start_bridge(self) -> None:
+        """Until its robots are registered (the agent's code is imported and started meanwhile: 1-3 s, more on
+        a loaded machine), a local agent's robots follow its start-up policy, applied here on the items in
+        the pipelines: in a fast crawl 100-150 items came before the first command, with the indexer's
+        buffer already overflowing (tests/scrapy/test_addon.py)."""
+        from ._addon import startup_policy
+
+        s = self.settings
+        capacity = self._capacity()
+        if s.agent == "local" and s.default_state == "active" and s.delivery_signal == "item" and capacity:
+            self.bridge = startup_policy(s, capacity)
+
+    def _end_bridge(self) -> None:
+        """The local agent cannot run: the unregistered robots follow ROBOTCTL_DEFAULT_STATE again."""
+        self.bridge = None
+        self.apply()
 
     def _pipeline_capacity(self) -> int | None:
         """The ``robotctl_capacity`` attribute of an item pipeline, if one has it."""
@@ -283,13 +315,26 @@ class RobotctlExtension:
         """Register the robots (retrying while the agent is down), then follow their commands. The reports
         start once every robot is registered (those of a remote agent already run): the first refit of a
         local agent, started late in a fast crawl, otherwise came while the last robots registered and was
-        solved for fewer of them, with a warning (robots_missing)."""
+        solved for fewer of them, with a warning (robots_missing).
+
+        The items delivered under the bridge (:meth:`_start_bridge`) are not reported as deliveries: the
+        agent would take them for deliveries of every robot it just registered (the bridge's modes are not
+        its own), and a cold crawl's first fits, made of a few dozen deliveries, would measure the full
+        fleet's rate low. Their queue is reported instead, from the agent's start: a robot registered while
+        the agent counted an empty queue was let go, and 13 downloads of the robots registering landed in a
+        full buffer."""
         s = self.settings
         if s.agent == "local" and self._local is None and not await self._start_local():
             return
+        if self.bridge is not None:
+            self.reporter.set_queue(self._queue_view() or 0)
+            self.reporter.start()
         try:
             await self._register()
         finally:
+            self.delivered_at_registration = self.delivered
+            if self.bridge is not None:  # robots not registered (refused) follow ROBOTCTL_DEFAULT_STATE
+                self._end_bridge()
             self.reporter.start()
 
     async def _register(self) -> None:
@@ -346,6 +391,7 @@ class RobotctlExtension:
                   s.robots, s.concurrency, s.agent, s.url if s.agent == "remote" else "(in this crawl)",
                   s.delivery_signal, extra=self._log_extra)
         self.warn_if_moot()
+        self._start_bridge()
         if s.agent == "remote":
             self.reporter.start()
         self.apply()  # until the robots are registered they follow ROBOTCTL_DEFAULT_STATE
@@ -394,8 +440,9 @@ class RobotctlExtension:
         stats.set_value("robotctl/requests_held", self.gate.held)
         stats.set_value("robotctl/held_seconds", round(self.gate.held_seconds, 3))
         stats.set_value("robotctl/requests_given_up", self.given_up)
-        if self.delivered_at_first_park is not None:
-            stats.set_value("robotctl/delivered_at_first_park", self.delivered_at_first_park)
+        for key in ("delivered_at_first_park", "delivered_at_registration"):
+            if (value := getattr(self, key)) is not None:
+                stats.set_value(f"robotctl/{key}", value)
 
     def request_reached_downloader(self, request: Request, spider: Any = None) -> None:
         slot = self.slots.acquire()
@@ -455,7 +502,12 @@ class RobotctlExtension:
             self._busy_since = now
         self.in_pipeline += 1
         self.delivered += 1
-        self.reporter.deliver(1, robot=self.item_sources.pop(id(item), None), queue_length=self._queue_view())
+        robot = self.item_sources.pop(id(item), None)
+        if self.bridge is not None:  # only the queue is reported: see _connect
+            self.reporter.set_queue(self._queue_view() or 0)
+            self.apply()
+            return
+        self.reporter.deliver(1, robot=robot, queue_length=self._queue_view())
 
     def item_source(self, item: Any, robot: str | None) -> None:
         """``item`` came from a download of ``robot`` (:class:`~robotctl.scrapy.ItemSourceMiddleware`); the
@@ -476,6 +528,12 @@ class RobotctlExtension:
             return
         now = time.monotonic()
         self.in_pipeline -= 1
+        if self.bridge is not None:  # only the queue is reported: see _connect
+            self.reporter.set_queue(self._queue_view() or 0)
+            self.apply()
+            if not kw.keys() & {"exception", "failure"}:
+                self._last_exit = now
+            return
         if kw.keys() & {"exception", "failure"}:
             # dropped (a full buffer's DropItem, a filter's) or failed: it leaves, unserved; the agent may
             # have counted it lost already, so its queue is set rather than a completion sent (one of a

@@ -234,7 +234,8 @@ def test_three_processes_one_agent_one_killed(tmp_path: Path) -> None:
           f"robots expired {t_expired - t_kill:.1f} s after the kill; crawl {t_done - t_seeded:.1f} s from the "
           f"seed; {len(samples_three)} views with three processes, active per process "
           f"{sorted(Counter(tuple(sorted(s.values())) for s in samples_three).items())}; "
-          f"pages after the kill {dict(after)}; the agent counted {totals['pages']} deliveries of "
+          f"pages before the kill {dict(by_process_before)}, after {dict(after)}; "
+          f"the agent counted {totals['pages']} deliveries of "
           f"{sum(fetches.values())} fetches; wall {time.monotonic() - t_start:.1f} s; "
           f"load average {load_before[0]:.2f} before, {os.getloadavg()[0]:.2f} after")
 

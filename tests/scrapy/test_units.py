@@ -355,6 +355,82 @@ async def test_the_local_agent_is_imported_from_when_the_spider_opens_not_as_the
     await ext.spider_closed(spider)
 
 
+def _bridged(settings: dict[str, Any]) -> Any:
+    """An extension whose spider has opened, its local agent not yet answering, over a stub engine."""
+    pytest.importorskip("scrapy")
+    from scrapy.utils.test import get_crawler
+
+    from robotctl.scrapy import RobotctlExtension
+
+    crawler = get_crawler(settings_dict={"ROBOTCTL_AGENT": "local", "CONCURRENT_REQUESTS": 8,
+                                         "ROBOTCTL_DELIVERY_SIGNAL": "item", **settings})  # the add-on's
+    ext = RobotctlExtension.from_crawler(crawler)
+    crawler.engine = SimpleNamespace(paused=False, downloader=SimpleNamespace(total_concurrency=8, active=()))  # type: ignore[assignment]
+    ext.running = True
+    ext._start_bridge()
+    return ext
+
+
+async def test_until_the_local_agent_answers_the_robots_follow_its_start_up_policy() -> None:
+    """The local agent takes 1-3 s to start (more on a loaded machine); meanwhile the add-on applies the
+    agent's start-up policy itself, on the items in the pipelines: without it 100-150 items of a fast crawl
+    came before the first command, the indexer's buffer overflowing (CI's tests/scrapy/test_addon.py).
+    The items delivered meanwhile are not reported as deliveries (the agent would count them as its
+    fleet's), only the queue they make."""
+    from robotctl.scrapy._addon import safe_startup
+
+    ext = _bridged({"ROBOTCTL_CAPACITY": 4})
+    pushed: list[tuple[str, dict[str, Any]]] = []
+    ext.reporter._push = lambda report: pushed.append((report.kind, report.body))  # type: ignore[method-assign]
+    assert ext.bridge == safe_startup(8, 4) == (8, 6, 4, 2, 1)
+    downloader = ext.crawler.engine.downloader
+    seen = []
+    for n in range(1, 6):
+        ext.item_entered({"n": n})
+        seen.append(downloader.total_concurrency)
+    assert seen == [6, 4, 2, 1, 1]  # r(min(i, K)) robots of one download slot each
+    assert ext.delivered_at_first_park == 1
+    for n in range(1, 4):
+        ext.item_left({"n": n})
+    assert downloader.total_concurrency == 4  # two items in the pipelines
+    ext.item_left({"n": 4})
+    assert downloader.total_concurrency == 6
+    assert [body["length"] for kind, body in pushed if kind == "queue"] == [1, 2, 3, 4, 4, 4, 3, 2, 1]
+    assert {kind for kind, _ in pushed} == {"queue"}
+    pushed.clear()
+
+    async def registered() -> None:
+        pass
+
+    ext._local = object()  # started
+    ext._register = registered  # type: ignore[method-assign]
+    await ext._connect()
+    assert ext.bridge is None and pushed == [("queue", {"length": 1})] and ext.delivered_at_registration == 5
+    pushed.clear()
+    await ext.reporter.aclose(timeout_s=0.1)
+    ext.item_entered({"n": 6})
+    assert [kind for kind, _ in pushed] == ["delivery"]
+    assert downloader.total_concurrency == 8  # no robot registered: ROBOTCTL_DEFAULT_STATE (active)
+
+
+@pytest.mark.parametrize("settings, bridge", [
+    ({}, None),  # K unknown: the crawl runs uncontrolled, as the local agent's start then warns
+    ({"ROBOTCTL_CAPACITY": 4, "ROBOTCTL_DEFAULT_STATE": "parked"}, None),  # parked until registered, as asked
+    ({"ROBOTCTL_CAPACITY": 4, "ROBOTCTL_DELIVERY_SIGNAL": "response_received"}, None),  # no item count
+    ({"ROBOTCTL_CAPACITY": 4, "ROBOTCTL_AGENT": "remote", "ROBOTCTL_URL": "http://agent"}, None),
+    ({"ROBOTCTL_CAPACITY": 2, "ROBOTCTL_AGENT_CONFIG": {"policy": {"startup": [3, 2, 1]}}}, (3, 2, 1)),
+    ({"ROBOTCTL_CAPACITY": 2, "ROBOTCTL_AGENT_CONFIG": {"policy": {"startup": "all"}}}, (8, 8, 8)),
+    ({"ROBOTCTL_CAPACITY": 2, "ROBOTCTL_AGENT_CONFIG": {"policy": {"startup": 3}}}, (3, 3, 3)),
+    ({"ROBOTCTL_CAPACITY": 2, "ROBOTCTL_AGENT_CONFIG": {"policy": {"startup": [3, 2]}}}, None),  # refused later
+])
+def test_the_bridge_is_the_local_agents_start_up_policy_or_nothing(settings: dict[str, Any],
+                                                                  bridge: tuple[int, ...] | None) -> None:
+    ext = _bridged(settings)
+    assert ext.bridge == bridge
+    ext.item_entered({"n": 1})
+    assert ext.crawler.engine.downloader.total_concurrency == (8 if bridge is None else bridge[1])
+
+
 # -- a wrong token --------------------------------------------------------------------------------
 async def test_a_wrong_token_stops_the_reports_and_says_error_once_with_the_hint_once(
         caplog: pytest.LogCaptureFixture) -> None:

@@ -294,7 +294,8 @@ class RobotctlExtension:
 
         s = self.settings
         capacity = self._capacity()
-        if s.agent == "local" and s.default_state == "active" and s.delivery_signal == "item" and capacity:
+        if (s.agent == "local" and s.default_state == "active" and s.delivery_signal == "item" and capacity
+                and s.process is None):  # one process of a fleet knows only its own items
             self.bridge = startup_policy(s, capacity)
 
     def _end_bridge(self) -> None:

@@ -418,6 +418,7 @@ async def test_until_the_local_agent_answers_the_robots_follow_its_start_up_poli
     ({"ROBOTCTL_CAPACITY": 4, "ROBOTCTL_DEFAULT_STATE": "parked"}, None),  # parked until registered, as asked
     ({"ROBOTCTL_CAPACITY": 4, "ROBOTCTL_DELIVERY_SIGNAL": "response_received"}, None),  # no item count
     ({"ROBOTCTL_CAPACITY": 4, "ROBOTCTL_AGENT": "remote", "ROBOTCTL_URL": "http://agent"}, None),
+    ({"ROBOTCTL_CAPACITY": 4, "ROBOTCTL_PROCESS": "p1"}, None),
     ({"ROBOTCTL_CAPACITY": 2, "ROBOTCTL_AGENT_CONFIG": {"policy": {"startup": [3, 2, 1]}}}, (3, 2, 1)),
     ({"ROBOTCTL_CAPACITY": 2, "ROBOTCTL_AGENT_CONFIG": {"policy": {"startup": "all"}}}, (8, 8, 8)),
     ({"ROBOTCTL_CAPACITY": 2, "ROBOTCTL_AGENT_CONFIG": {"policy": {"startup": 3}}}, (3, 3, 3)),

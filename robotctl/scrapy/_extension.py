@@ -24,7 +24,6 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import logging
-import threading
 import time
 from typing import Any
 from urllib.parse import urlsplit
@@ -37,6 +36,7 @@ from scrapy.http import Request, Response
 from robotctl.agent import AgentClient, AgentRejectedError, AgentUnavailableError, RobotHandle
 
 from ._gate import PushbackGate
+from ._local import load_local_agent_code, pipeline_capacity, quiet_agent_log
 from ._pushback import PUSHBACK_STATUSES, Pushback
 from ._reporter import AgentHealth, NullReporter, Reporter
 from ._settings import RobotctlSettings
@@ -255,7 +255,7 @@ class RobotctlExtension:
                         "active); set ROBOTCTL_CAPACITY = K (items) in settings.py, or give the indexing pipeline a "
                         "robotctl_capacity attribute", extra=self._log_extra)
             return False
-        _quiet_agent_log()
+        quiet_agent_log()
         token = secrets.token_urlsafe(32)
         directory = Path(s.dir) / self.prefix
         try:
@@ -281,7 +281,7 @@ class RobotctlExtension:
     def _capacity(self) -> int | None:
         """K: ``ROBOTCTL_CAPACITY``, else an item pipeline's ``robotctl_capacity`` (kept in the settings)."""
         s = self.settings
-        if s.capacity is None and (k := self._pipeline_capacity()) is not None:
+        if s.capacity is None and (k := pipeline_capacity(self.crawler.engine)) is not None:
             self.settings = s = dataclasses.replace(s, capacity=k)
         return s.capacity
 
@@ -302,15 +302,6 @@ class RobotctlExtension:
         """The local agent cannot run: the unregistered robots follow ROBOTCTL_DEFAULT_STATE again."""
         self.bridge = None
         self.apply()
-
-    def _pipeline_capacity(self) -> int | None:
-        """The ``robotctl_capacity`` attribute of an item pipeline, if one has it."""
-        scraper = getattr(self.crawler.engine, "scraper", None)
-        for pipeline in getattr(getattr(scraper, "itemproc", None), "middlewares", ()):
-            k = getattr(pipeline, "robotctl_capacity", None)
-            if isinstance(k, int) and not isinstance(k, bool) and k >= 1:
-                return k
-        return None
 
     async def _connect(self) -> None:
         """Register the robots (retrying while the agent is down), then follow their commands. The reports
@@ -383,7 +374,7 @@ class RobotctlExtension:
             self.prefix = str(getattr(spider, "name", None) or "robot")
         self.spider = spider
         if self.settings.agent == "local" and self._agent_code is None:
-            self._agent_code = _load_local_agent_code()
+            self._agent_code = load_local_agent_code()
         self.health.log_extra = self._log_extra
         self.running = self.gate.open = True
         self._since = time.monotonic()
@@ -583,59 +574,6 @@ class RobotctlExtension:
                         "%.2g pages/s whatever the robots; the robots can only act across sites. Lower "
                         "DOWNLOAD_DELAY (e.g. to 0) and let robotctl pace the crawl", delay, 1.0 / delay,
                         extra=self._log_extra)
-
-
-def _load_local_agent_code() -> concurrent.futures.Future[None]:
-    """Import the local agent's code (the agent, and the model, fitting and optimisation code it imports:
-    about 1 s alone, 2-3 s on the shared 2-core machine at load 5) in a thread started when the spider
-    opens, so that the crawl begins meanwhile (its robots at ``ROBOTCTL_DEFAULT_STATE`` until they are
-    registered, as while an agent cannot be reached).
-
-    - Imported in ``spider_opened`` itself, it held the crawl's event loop with the first requests in flight.
-    - Imported before the crawl, it delayed the first request as long.
-    - A thread started as the crawler is built (``from_crawler``) shares the interpreter's lock with Scrapy's
-      own start-up (middlewares, pipelines, the engine): the item pipelines opened 1.2-1.8 s after the crawl
-      began, against 0.3 s without the add-on (bench/scrapy_compare.py). Started at ``spider_opened``, the
-      import overlaps the first downloads, which mostly wait on the network, and the pipelines open at 0.36 s.
-    """
-    done: concurrent.futures.Future[None] = concurrent.futures.Future()
-
-    def load() -> None:
-        try:
-            from robotctl.agent import AgentConfig, run_in_process  # noqa: F401
-        except BaseException as exc:  # the agent's start reports it (an ImportError names what is missing)
-            done.set_exception(exc)
-        else:
-            done.set_result(None)
-
-    threading.Thread(target=load, name="robotctl-import", daemon=True).start()
-    return done
-
-
-class _TargetsNotMetAtDebug(logging.Filter):
-    """The local agent's targets are a goal the add-on set (``ROBOTCTL_MAX_*``), and when no policy meets them
-    all on a crawl's traffic it runs the nearest, as designed: its line per refit goes to DEBUG (each
-    ``event=refit_adopted`` line says ``targets=infeasible`` at INFO, and /v1/policy the bounds that hold)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno == logging.WARNING and str(record.msg).startswith("event=targets_not_met"):
-            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
-            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
-        return True
-
-
-def _quiet_agent_log() -> None:
-    """The local agent's lines per robot (registered, deregistered, commanded) go below INFO; its refits stay
-    at INFO, and its targets not met go to DEBUG (:class:`_TargetsNotMetAtDebug`). Loggers the project
-    configured itself are left alone."""
-    agent = logging.getLogger("robotctl.agent")
-    if agent.level == logging.NOTSET:
-        agent.setLevel(logging.WARNING)
-        refit = logging.getLogger("robotctl.agent.refit")
-        if refit.level == logging.NOTSET:
-            refit.setLevel(logging.INFO)
-            if not any(isinstance(f, _TargetsNotMetAtDebug) for f in refit.filters):
-                refit.addFilter(_TargetsNotMetAtDebug())
 
 
 def _nudge(engine: Any) -> None:

@@ -594,3 +594,19 @@ async def test_an_items_delivery_names_the_robot_whose_download_it_came_from(mon
     ext.item_entered(a)
     assert [body.get("robot") for body in pushed] == ["site-3", None, "site-3"]
     assert ext.item_sources == {}  # nothing kept once the items entered
+
+
+def test_a_refit_short_of_data_is_info_in_the_crawl_log_other_failures_stay_warnings() -> None:
+    import logging
+
+    from robotctl.scrapy._local import TargetsNotMetAtDebug
+
+    def record(msg: str) -> logging.LogRecord:
+        return logging.LogRecord("robotctl.agent.refit", logging.WARNING, "x", 1, msg, None, None)
+
+    short = record("event=refit_failed reason=growth message='fit did not succeed: insufficient_data: ...'")
+    other = record("event=refit_failed reason=growth message='solve failed'")
+    f = TargetsNotMetAtDebug()
+    f.filter(short)
+    f.filter(other)
+    assert short.levelname == "INFO" and other.levelname == "WARNING"

@@ -290,7 +290,7 @@ def run_optimise(args: argparse.Namespace) -> int:
             "budget_exhausted": search.budget_exhausted, "lower_bound": lower, "monotone": best.policy.is_monotone,
             "search_exhaustive": best.exact, "search_chain": search.search_chain,
             "solver_method": best.solver_method, "policies_solved": search.policies_solved,
-            "static": {str(r): finite(c.total) for r, c in search.static},
+            "static": {str(r): finite(c.total) for r, c in search.static}, "static_walk": search.static_walk,
             "relative_profit_percent": finite(search.relative_profit),
             "reduction": list(search.reduction),
         }
@@ -308,7 +308,9 @@ def run_optimise(args: argparse.Namespace) -> int:
         print("\n".join(_table(search)))
         print()
     static = ", ".join(f"C_{r} = {c.total:.6g}" for r, c in sorted(search.static))
-    print(f"static fleets: {static}")
+    walk = " (the fleets walked to the best one on the search chain; the others were not costed)" \
+        if search.static_walk else ""
+    print(f"static fleets{walk}: {static}")
     print(f"optimum: {_describe_policy(best.policy)}")
     print("\n".join(_measure_lines(best.measures, best.cost)))
     print(_evaluation_line(search.method, search.exact, search.error_bound, lower))

@@ -35,7 +35,7 @@ is affordable.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -319,19 +319,28 @@ def best_two_mode(chain: LevelChain, costs: Costs, high: int, low: int) -> tuple
     return tuple(high if i <= best_t else low for i in range(K + 1)), best
 
 
+def static_fleet_costs(chain: LevelChain, costs: Costs, pool: Sequence[int]) -> dict[int, float]:
+    """J of each static fleet of ``pool`` (r robots at every level) on ``chain``, one evaluator for all."""
+    K = chain.K
+    ms = sorted(pool, reverse=True)
+    ev = PolicyEvaluator(chain, (ms[0],) * (K + 1))
+    return {m: ev.cost((m,) * (K + 1), costs) for m in ms}
+
+
 def default_starts(chain: LevelChain, costs: Costs, pool: Sequence[int], *, restarts: int, seed: int = 0,
-                   statics: bool = True) -> list[tuple[int, ...]]:
+                   statics: bool = True, static: Mapping[int, float] | None = None) -> list[tuple[int, ...]]:
     """The best static fleet, the best two-mode threshold policy between the largest and the smallest mode
     (:func:`best_two_mode`), and ``restarts - 2`` seeded random monotone policies of at most three runs
     (distinct ones only): starts with few runs keep block moves cheap. ``statics=False`` leaves out the
-    first two (the caller has its own)."""
+    first two (the caller has its own); ``static``: the static fleets' costs on ``chain`` when the caller
+    has them (:func:`static_fleet_costs`)."""
     K = chain.K
     ms = sorted(pool, reverse=True)
     starts: list[tuple[int, ...]] = []
     if statics:
-        fleets = [(m,) * (K + 1) for m in ms]
-        ev = PolicyEvaluator(chain, fleets[0])
-        starts.append(fleets[int(np.nanargmin([ev.cost(f, costs) for f in fleets]))])
+        fleet_costs = static_fleet_costs(chain, costs, ms) if static is None else static
+        best = min(ms, key=lambda m: fleet_costs[m] if math.isfinite(fleet_costs[m]) else math.inf)
+        starts.append((best,) * (K + 1))
         if restarts >= 2 and len(ms) > 1:
             two, _ = best_two_mode(chain, costs, ms[0], ms[-1])
             if two not in starts:

@@ -102,8 +102,9 @@ def test_levels_too_large_for_dense_solves_search_the_surrogate_and_report_the_r
 
 def test_static_fleets_on_large_levels_are_solved_iteratively_with_the_dense_answer(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """The static fleets, each a whole policy, go to the iterative solver above WHOLE_ITERATIVE_DIM; their
-    C_r are those of the dense pass on the same chain, and so are the optimum and R."""
+    """The static fleets (those walked on the approximate search chain), each a whole policy, go to the
+    iterative solver above WHOLE_ITERATIVE_DIM; their C_r are those of the dense pass on the same chain, and
+    so are the optimum and R."""
     from robotctl.model import fleet_model
     from robotctl.policies import _thresholds
 
@@ -120,9 +121,41 @@ def test_static_fleets_on_large_levels_are_solved_iteratively_with_the_dense_ans
     monkeypatch.setattr(_thresholds, "evaluate_rates", counted)
     monkeypatch.setattr(_thresholds, "WHOLE_ITERATIVE_DIM", 0)
     iterative = optimise(model, costs, method="local")
-    assert sorted(calls) == sorted(model.modes)  # one iterative solve per static fleet
+    assert sorted(calls) == sorted(r for r, _ in iterative.static)  # one iterative solve per static fleet
+    assert [r for r, _ in dense.static] == [r for r, _ in iterative.static]  # the same walk
     assert dense.search_chain == iterative.search_chain and dense.search_chain.startswith("ordered-head")
     for (r, a), (s, b) in zip(dense.static, iterative.static):
         assert r == s and b.total == pytest.approx(a.total, rel=1e-10)
     assert iterative.best.policy == dense.best.policy
     assert iterative.relative_profit == pytest.approx(dense.relative_profit, rel=1e-8)
+
+
+def test_a_local_search_on_an_approximate_chain_polishes_the_surrogates_optimum() -> None:
+    """On an approximate search chain the exponential surrogate explores and the search chain polishes its
+    optimum: the policy found is the one a four-start search on the search chain itself finds, though the
+    surrogate's own optimum costs 6% more there (so the polish did the work). The static fleets are a walk
+    from the surrogate's best: each costed as on the chain, the best of every mode among them, R against it."""
+    from robotctl.model import PH, PolicyEvaluator, fleet_model
+    from robotctl.policies import search_policies
+    from robotctl.policies._search import surrogate
+    from robotctl.policies._thresholds import search_chain, search_route
+
+    life = PH.hyperexponential([0.95, 0.05], [3.0, 0.02])
+    model, costs = fleet_model(6, 12, obsolescence=PH(life.beta, life.S * (life.mean / 10.0)))
+    search = optimise(model, costs, method="local")
+    reduced, chain = search_route(model)
+    assert not chain.exact and search.search_chain == chain.label
+    found = next(o for o in search.subsets if o.search_method == "local")
+    full = search_policies(reduced, costs, monotone=True, chain=chain, restarts=4)
+    assert found.policy.robots_at_level == full.policy.robots_at_level
+    assert found.cost.total == pytest.approx(full.cost, rel=1e-10)
+    cheap = surrogate(reduced)
+    explored = search_policies(cheap, costs, monotone=True, chain=search_chain(cheap), restarts=3).policy
+    ev = PolicyEvaluator(chain, explored.robots_at_level)
+    assert ev.cost(explored.robots_at_level, costs) > 1.05 * full.cost
+    every = {r: ev.cost((r,) * 13, costs) for r in reduced.modes}
+    assert search.static_walk and 2 <= len(search.static) < len(every)
+    for r, c in search.static:
+        assert c.total == pytest.approx(every[r], rel=1e-10)
+    assert min(c.total for _, c in search.static) == pytest.approx(min(every.values()), rel=1e-10)
+    assert search.relative_profit == pytest.approx((1 - found.cost.total / min(every.values())) * 100, rel=1e-8)

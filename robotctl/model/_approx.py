@@ -209,7 +209,8 @@ def _relative_gap(a: Measures, b: Measures) -> float:
 def solve_approx(model: QueueModel, policy: QueueLengthPolicy, costs: Costs | None = None, *, rtol: float = 1e-4,
                  h_start: int = 0, h_max: int | None = None, max_states: int = MAX_STATES,
                  max_seconds: float | None = None, exact_states: int = EXACT_STATES,
-                 method: str = "auto", chain: LevelChain | None = None) -> ApproxSolution:
+                 method: str = "auto", chain: LevelChain | None = None, rates: Rates | None = None
+                 ) -> ApproxSolution:
     """Measures (and cost) of ``model`` under ``policy``: exact when the exact chain is small, else the
     ordered-head ladder with its error bar (module docstring).
 
@@ -237,6 +238,10 @@ def solve_approx(model: QueueModel, policy: QueueLengthPolicy, costs: Costs | No
         A chain already built (e.g. the one a policy search costed on): the ladder evaluates its depth on it,
         reusing its blocks, instead of building that depth again. Used only when it is a ``random``-promotion
         chain of the very model solved after reduction (``chain.model is`` that model).
+    rates
+        The policy's rates on ``chain``, with the level distribution (``PolicyEvaluator(chain, r,
+        levels=True).rates()``), when the caller has them: the ladder's first depth takes them instead of
+        evaluating the policy again (used only with ``chain``, under the same conditions).
     """
     if not rtol > 0:
         raise InputError("rtol", f"must be positive, got {rtol!r}", "e.g. 1e-4 for four significant digits")
@@ -289,13 +294,14 @@ def solve_approx(model: QueueModel, policy: QueueLengthPolicy, costs: Costs | No
     if exact_chain.max_dim <= DENSE_DIM or exact_chain.n_states <= exact_states:
         t0 = time.perf_counter()
         try:
-            rates, engine = evaluate_rates(exact_chain, r)
+            exact_rates, engine = evaluate_rates(exact_chain, r)
         except (ArithmeticError, np.linalg.LinAlgError):
             top = exact_chain.h - 1  # the exact solve stalled: the ladder below it, with its error bar
         else:
             steps.append(LadderStep(exact_chain.h, exact_chain.n_states,
-                                    rates.cost(costs) if costs else math.nan, time.perf_counter() - t0, engine))
-            return finish(ApproxStatus.EXACT, exact_chain, rates, None, None)
+                                    exact_rates.cost(costs) if costs else math.nan, time.perf_counter() - t0,
+                                    engine))
+            return finish(ApproxStatus.EXACT, exact_chain, exact_rates, None, None)
     if method == "auto" and reduced.deadline is not None:  # the ladder's bar would leave out the law's error
         return _deadline_route(reduced, policy, costs, rtol=rtol, max_states=max_states, max_seconds=max_seconds,
                                start=start, notes=red.notes)
@@ -304,7 +310,7 @@ def solve_approx(model: QueueModel, policy: QueueLengthPolicy, costs: Costs | No
         return _bracket(reduced, policy, costs, rtol=rtol, h_start=min(h_start, top), top=top,
                         max_states=max_states, max_seconds=max_seconds, start=start, steps=steps, notes=red.notes)
     done: list[tuple[LevelChain, Rates, Measures, float]] = []  # (chain, rates, measures, cost or NaN)
-    given = chain
+    given, given_rates = chain, rates
     for h in range(min(h_start, top), top + 1):
         reuse = given is not None and given.model is reduced and given.h == h and given.promotion == "random"
         chain = given if reuse and given is not None else LevelChain(reduced, h)
@@ -315,26 +321,29 @@ def solve_approx(model: QueueModel, policy: QueueLengthPolicy, costs: Costs | No
             break
         t0 = time.perf_counter()
         try:
-            rates, engine = evaluate_rates(chain, r)
+            if reuse and given_rates is not None and given_rates.levels is not None:
+                step_rates, engine = given_rates, "dense"
+            else:
+                step_rates, engine = evaluate_rates(chain, r)
         except (ArithmeticError, np.linalg.LinAlgError):
             if not done:
                 raise
             break
-        m = rates.measures(r)
+        m = step_rates.measures(r)
         cost = cost_of(m, costs).total if costs is not None else math.nan
         steps.append(LadderStep(h, chain.n_states, cost, time.perf_counter() - t0, engine))
         if chain.exact:
-            return finish(ApproxStatus.EXACT, chain, rates, None, None)
-        done.append((chain, rates, m, cost))
+            return finish(ApproxStatus.EXACT, chain, step_rates, None, None)
+        done.append((chain, step_rates, m, cost))
         done_measures.append(m)
         if len(done) >= 3:  # two differences: the rate of decay is known
             prev_m, prev_cost = done[-2][2], done[-2][3]
             close = abs(cost - prev_cost) <= rtol * abs(cost) if costs is not None else _relative_gap(m, prev_m) <= rtol
             if close:
-                return finish(ApproxStatus.CONVERGED, chain, rates, prev_m, prev_cost)
-    chain, rates, _, _ = done[-1]
+                return finish(ApproxStatus.CONVERGED, chain, step_rates, prev_m, prev_cost)
+    chain, last_rates, _, _ = done[-1]
     prev = done[-2] if len(done) >= 2 else None
-    return finish(ApproxStatus.LIMITED, chain, rates, prev[2] if prev else None,
+    return finish(ApproxStatus.LIMITED, chain, last_rates, prev[2] if prev else None,
                   prev[3] if prev and costs is not None else None)
 
 

@@ -327,19 +327,56 @@ def static_fleet_costs(chain: LevelChain, costs: Costs, pool: Sequence[int]) -> 
     return {m: ev.cost((m,) * (K + 1), costs) for m in ms}
 
 
+#: Up to this many modes, :func:`best_static_fleet` costs every static fleet.
+ALL_STATICS = 8
+
+
+def best_static_fleet(chain: LevelChain, costs: Costs, pool: Sequence[int]) -> tuple[int, dict[int, float]]:
+    """The static fleet of least J on ``chain`` (r robots at every level, r in ``pool``), and the costs of
+    those costed: every one up to ``ALL_STATICS`` modes, else a ternary search over r (about 2 log_1.5(n)
+    fleets instead of n), which finds the minimum when J is unimodal in r (as it usually is: more robots
+    lose more pages and cost more, fewer starve the indexer) and a local minimum otherwise."""
+    K = chain.K
+    ms = sorted(pool)
+    ev = PolicyEvaluator(chain, (ms[-1],) * (K + 1))
+    costed: dict[int, float] = {}
+
+    def cost(k: int) -> float:
+        m = ms[k]
+        if m not in costed:
+            c = ev.cost((m,) * (K + 1), costs)
+            costed[m] = c if math.isfinite(c) else math.inf
+        return costed[m]
+
+    lo, hi = 0, len(ms) - 1
+    if len(ms) > ALL_STATICS:
+        while hi - lo > 3:
+            a, b = lo + (hi - lo) // 3, hi - (hi - lo) // 3
+            if cost(a) < cost(b):
+                hi = b - 1
+            elif cost(a) > cost(b):
+                lo = a + 1
+            else:  # equal: the minimum lies between them (or the costs are flat there)
+                lo, hi = a, b
+    for k in range(lo, hi + 1):
+        cost(k)
+    return min(costed, key=lambda m: (costed[m], -m)), costed
+
+
 def default_starts(chain: LevelChain, costs: Costs, pool: Sequence[int], *, restarts: int, seed: int = 0,
                    statics: bool = True, static: Mapping[int, float] | None = None) -> list[tuple[int, ...]]:
     """The best static fleet, the best two-mode threshold policy between the largest and the smallest mode
     (:func:`best_two_mode`), and ``restarts - 2`` seeded random monotone policies of at most three runs
     (distinct ones only): starts with few runs keep block moves cheap. ``statics=False`` leaves out the
-    first two (the caller has its own); ``static``: the static fleets' costs on ``chain`` when the caller
-    has them (:func:`static_fleet_costs`)."""
+    first two (the caller has its own); ``static``: static fleets' costs on ``chain`` when the caller has
+    them (:func:`static_fleet_costs`, or some of them, :func:`best_static_fleet`): the best of those given."""
     K = chain.K
     ms = sorted(pool, reverse=True)
     starts: list[tuple[int, ...]] = []
     if statics:
         fleet_costs = static_fleet_costs(chain, costs, ms) if static is None else static
-        best = min(ms, key=lambda m: fleet_costs[m] if math.isfinite(fleet_costs[m]) else math.inf)
+        best = min((m for m in ms if m in fleet_costs),
+                   key=lambda m: fleet_costs[m] if math.isfinite(fleet_costs[m]) else math.inf)
         starts.append((best,) * (K + 1))
         if restarts >= 2 and len(ms) > 1:
             two, _ = best_two_mode(chain, costs, ms[0], ms[-1])

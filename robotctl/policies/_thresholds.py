@@ -68,6 +68,7 @@ from robotctl.model import (
     PreparedModel,
     QueueLengthPolicy,
     QueueModel,
+    Rates,
     ThresholdPolicy,
     cost_of,
     evaluate_rates,
@@ -79,10 +80,10 @@ from robotctl.model import (
 from ._search import (
     LocalOptimum,
     Workers,
+    best_static_fleet,
     best_two_mode,
     default_starts,
     search_policies,
-    static_fleet_costs,
     surrogate,
 )
 
@@ -495,6 +496,7 @@ def optimise(model: QueueModel, costs: Costs, *, modes: Sequence[int] | None = N
     red = reduce_model(model)
     reduced = red.model
     walked = False
+    found_rates: Rates | None = None
     pool = _check_modes(reduced, modes if modes is not None else reduced.modes)
     K = reduced.capacity
     searched, chain = search_route(reduced)
@@ -512,8 +514,15 @@ def optimise(model: QueueModel, costs: Costs, *, modes: Sequence[int] | None = N
         local = search_policies(searched, costs, modes=pool, monotone=True, chain=chain, restarts=restarts,
                                 starts=starts, workers=workers, progress=progress)
         assert isinstance(local.policy, ThresholdPolicy)
-        found = _as_optimum(costing, local.policy, local.policy.modes, local.policy.thresholds, "local", False,
-                            local.evaluations)
+        if chain.exact:
+            found = _as_optimum(costing, local.policy, local.policy.modes, local.policy.thresholds, "local", False,
+                                local.evaluations)
+        else:  # with the level distribution: the ladder's first depth is this evaluation
+            found_rates = PolicyEvaluator(chain, local.policy.robots_at_level, levels=True).rates()
+            found_measures = found_rates.measures(local.policy.robots_at_level)
+            found = ThresholdOptimum(local.policy.modes, local.policy.thresholds, local.policy,
+                                     cost_of(found_measures, costs), found_measures, costing.label, "local", False,
+                                     local.evaluations)
         subsets = [*statics, found]
         solved = len(costing.cache) + local.distinct
     else:
@@ -550,9 +559,10 @@ def optimise(model: QueueModel, costs: Costs, *, modes: Sequence[int] | None = N
             warnings.warn(f"solver_method={solver_method!r} ignored: the exact chain is too large; the optimum "
                           "is evaluated on the ordered-head ladder", stacklevel=2)
         # on the reduced model, so that the ladder's first depth is the search chain itself (its blocks kept)
+        given = found_rates if found_rates is not None and best.policy == found.policy else None
         best, method_name, bound, exact, out_of_time = _ladder(reduced, costs, best, 0 if surrogate_search else chain.h,
                                                                rtol, max_seconds,
-                                                               None if surrogate_search else chain)
+                                                               None if surrogate_search else chain, given)
     elif solver_method != "auto":
         best = _resolve(model, costs, best, solver_method)
     ok = costing.failures == 0 and math.isfinite(best.cost.total)
@@ -599,8 +609,9 @@ def _polish_starts(costing: _Costing, pool: tuple[int, ...], restarts: int
 
     Every policy costed on the chain of depth 0 costs a dense pass over levels of W M R^0 C(c + R - 1, R - 1)
     states (200 at K = 50 with two phases: 0.07-0.13 s), and the exponential surrogate's chain (one phase
-    per waiting page) a hundredth of that. So the surrogate does the exploring: its static fleets, and its
-    local search from ``restarts`` starts (:func:`search_policies`). On the search chain:
+    per waiting page) a hundredth of that. So the surrogate does the exploring: its best static fleet
+    (:func:`best_static_fleet`), and its local search from ``restarts`` starts (:func:`search_policies`). On
+    the search chain:
 
     - the static fleets costed are a walk over the number of robots from the surrogate's best static fleet,
       up and then down, each way while the cost falls (three to five fleets where the costs are
@@ -616,10 +627,8 @@ def _polish_starts(costing: _Costing, pool: tuple[int, ...], restarts: int
     K = chain.K
     cheap = surrogate(model)
     cheap_chain = search_chain(cheap)
-    cheap_static = static_fleet_costs(cheap_chain, costs, pool)
+    first, cheap_static = best_static_fleet(cheap_chain, costs, pool)
     ascending = sorted(pool)
-    finite = [r for r in ascending if math.isfinite(cheap_static[r])]
-    first = min(finite or ascending, key=lambda r: cheap_static[r] if math.isfinite(cheap_static[r]) else 0.0)
     costed: dict[int, ThresholdOptimum] = {}
 
     def cost(r: int) -> float:
@@ -647,11 +656,12 @@ def _polish_starts(costing: _Costing, pool: tuple[int, ...], restarts: int
 
 
 def _ladder(model: QueueModel, costs: Costs, best: ThresholdOptimum, h: int, rtol: float,
-            max_seconds: float | None, chain: LevelChain | None = None
+            max_seconds: float | None, chain: LevelChain | None = None, rates: Rates | None = None
             ) -> tuple[ThresholdOptimum, str, float, bool, bool]:
     """The optimum evaluated with its error bar (model.solve_approx, from the search chain's depth, reusing
     ``chain``, the search chain, when it is that depth's chain of ``model``)."""
-    out = solve_approx(model, best.policy, costs, rtol=rtol, max_seconds=max_seconds, h_start=h, chain=chain)
+    out = solve_approx(model, best.policy, costs, rtol=rtol, max_seconds=max_seconds, h_start=h, chain=chain,
+                       rates=rates)
     cost = cost_of(out.measures, costs)
     reported = ThresholdOptimum(best.modes, best.thresholds, best.policy, cost, out.measures, out.method,
                                 best.search_method, best.exact, best.evaluated)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import ClassVar
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from robotctl.model import Costs, InputError, LevelChain, PolicyEvaluator, QueueModel, ThresholdPolicy, random_model
 from robotctl.policies import search_policies
@@ -150,3 +153,51 @@ def test_no_policy_is_costed_twice_by_one_descent(monkeypatch: pytest.MonkeyPatc
     assert len(set(found.policy.robots_at_level)) == 2
     assert (1,) * (K + 1) in costed and (4,) * (K + 1) in costed
     assert len(costed) == len(set(costed))
+
+
+class _FleetCosts:
+    """A stand-in for PolicyEvaluator: the cost of a static fleet is a given function of its mode."""
+
+    table: ClassVar[dict[int, float]] = {}
+    calls: ClassVar[list[int]] = []
+
+    def __init__(self, chain: object, policy: tuple[int, ...]) -> None:
+        pass
+
+    def cost(self, policy: tuple[int, ...], costs: object) -> float:
+        type(self).calls.append(policy[0])
+        return type(self).table[policy[0]]
+
+
+def _unimodal(draw_heights: list[float], low: int) -> list[float]:
+    """Strictly decreasing to index ``low``, strictly increasing after it."""
+    down = sorted(draw_heights[:low], reverse=True)
+    up = sorted(draw_heights[low:])
+    return [h + 1.0 for h in down] + [0.0] + [h + 1.0 for h in up]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(0.0, 100.0, allow_nan=False), min_size=1, max_size=63, unique=True), st.data())
+def test_the_best_static_fleet_is_the_minimum_of_unimodal_costs_with_few_fleets_costed(
+        heights: list[float], data: st.DataObject) -> None:
+    """best_static_fleet against a stand-in evaluator: on costs unimodal in r it returns the minimum, costing
+    about 2 log_1.5(n) fleets instead of n above ALL_STATICS; on any costs, the least of those costed."""
+    from robotctl.policies import _search
+
+    low = data.draw(st.integers(0, len(heights)))
+    values = _unimodal(heights, low) if data.draw(st.booleans()) else [h + 1.0 for h in heights] + [0.5]
+    values = values if data.draw(st.booleans()) else values[::-1]
+    modes = list(range(1, len(values) + 1))
+    _FleetCosts.table = dict(zip(modes, values))
+    _FleetCosts.calls = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_search, "PolicyEvaluator", _FleetCosts)
+        best, costed = _search.best_static_fleet(type("C", (), {"K": 3})(), Costs(), modes)  # type: ignore[arg-type]
+    assert set(_FleetCosts.calls) == set(costed) and costed[best] == min(costed.values())
+    if len(modes) <= _search.ALL_STATICS:
+        assert set(costed) == set(modes)
+    else:
+        assert len(costed) <= 2 * math.log(len(modes)) / math.log(1.5) + 4
+    unimodal = all((a > b) == (i < values.index(min(values))) for i, (a, b) in enumerate(zip(values, values[1:])))
+    if unimodal:
+        assert best == modes[values.index(min(values))]

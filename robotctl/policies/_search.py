@@ -58,6 +58,11 @@ Progress = Callable[[int], None]
 
 #: A move must lower the cost by more than this (relative) to count: rounding must not make it cycle.
 REL_IMPROVEMENT = 1e-12
+#: A slide (block move) stops after this many steps in a row that do not beat the best prefix so far. The
+#: cost along a slide was unimodal in every one measured: 141 slides (2,328 steps) of the searches on 20
+#: models with two-phase and hyperexponential lives, 8-16 robots, K = 20-40, never improved again after a
+#: step that did not improve. At K = 100 a slide of a boundary over the upper levels was most of a descent.
+WALK_PATIENCE = 4
 
 
 @dataclass(frozen=True)
@@ -126,6 +131,7 @@ class _Descender:
         self.pool = tuple(sorted(pool, reverse=True))
         self.monotone = monotone
         self.max_sweeps = max_sweeps
+        self.walk_patience: int | None = WALK_PATIENCE
         self.evaluations = 0
         self.sweeps = 0
         self.progress = progress
@@ -213,15 +219,21 @@ class _Descender:
         """Set ``levels`` to ``mode`` one after the other, costing the policy after each step (each step
         re-passes one level, as the levels are adjacent; a step onto a policy already costed takes its cost
         and leaves the passes to the next step); keep the best prefix of two or more levels if it lowers the
-        cost, else restore."""
+        cost, else restore. The walk stops after ``WALK_PATIENCE`` steps in a row that do not beat the best so
+        far (``walk_patience``, ``WALK_PATIENCE`` when the descent starts; None walks to the end)."""
         old = [self.ev.policy[i] for i in levels]
         best_k, best = 0, cost
+        worse = 0
         for k, i in enumerate(levels, start=1):
             self.ev.set_mode(i, mode)
             known = self.costed.get(tuple(self.ev.policy))
             c = self.cost_now(i) if known is None else known
             if k >= 2 and math.isfinite(c) and self._better(c, best):
-                best_k, best = k, c
+                best_k, best, worse = k, c, 0
+            elif k >= 2:
+                worse += 1
+                if self.walk_patience is not None and worse >= self.walk_patience:
+                    break
         for i, m in zip(levels[best_k:], old[best_k:]):
             self.ev.set_mode(i, m)
         return (best, True) if best_k else (cost, False)

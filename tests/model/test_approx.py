@@ -244,3 +244,36 @@ def test_a_given_chain_is_reused_for_the_first_depth() -> None:
     other = LevelChain(dataclasses.replace(model), 0)  # an equal model, not the one solved
     ignored = solve_approx(model, policy, costs, exact_states=0, chain=other)
     assert not other.evaluator_caches and ignored.cost == pytest.approx(fresh.cost, rel=1e-12)
+
+
+def test_the_ladder_cuts_levels_the_policy_never_reaches_with_the_same_answer(monkeypatch: pytest.MonkeyPatch
+                                                                               ) -> None:
+    """Past its first depth the ladder solves the chains of the model cut at the level L where the first
+    depth puts at most CUT_TAIL within a batch of L (issue 26: 32 robots at K = 100, L = 33; here L = 36):
+    the same cost, bar and measures as the whole chains, far fewer states; a cut chain whose own mass near
+    the cut exceeds CUT_CHECK is given up for the whole one."""
+    from robotctl.model import ThresholdPolicy, _approx, fleet_model
+
+    model, costs = fleet_model(16, 50, obsolescence="two-phase")
+    policy = ThresholdPolicy((16,) * 9 + (1,) * 42)  # the optimum of bench/scale.py's fleet16_two
+    cut = solve_approx(model, policy, costs, rtol=1e-3, exact_states=0)
+    real_cut = _approx._cut_model
+    monkeypatch.setattr(_approx, "_cut_model", lambda *args: None)
+    whole = solve_approx(model, policy, costs, rtol=1e-3, exact_states=0)
+    assert [s.h for s in cut.ladder] == [s.h for s in whole.ladder] and len(cut.ladder) >= 3
+    first, *deeper = cut.ladder
+    assert first.n_states == whole.ladder[0].n_states
+    for a, b in zip(deeper, whole.ladder[1:]):
+        assert a.n_states < 0.75 * b.n_states and "levels 0.." in a.engine
+    assert cut.cost == pytest.approx(whole.cost, rel=1e-10)
+    assert cut.error_bound == pytest.approx(whole.error_bound, rel=1e-6)
+    for name in MEASURE_FIELDS:
+        # probabilities move by about the mass cut off, which the cut keeps below CUT_CHECK
+        assert getattr(cut.measures, name) == pytest.approx(getattr(whole.measures, name), rel=1e-9,
+                                                            abs=_approx.CUT_CHECK)
+    assert len(cut.measures.queue_length_distribution) == 51
+    monkeypatch.setattr(_approx, "_cut_model", real_cut)
+    monkeypatch.setattr(_approx, "CUT_CHECK", 0.0)  # every cut chain fails its check
+    refused = solve_approx(model, policy, costs, rtol=1e-3, exact_states=0)
+    assert [s.n_states for s in refused.ladder] == [s.n_states for s in whole.ladder]
+    assert refused.cost == pytest.approx(whole.cost, rel=1e-12)

@@ -132,6 +132,8 @@ class _Descender:
         self.monotone = monotone
         self.max_sweeps = max_sweeps
         self.walk_patience: int | None = WALK_PATIENCE
+        #: a lower bound on every static fleet's cost on this chain, when the caller knows one
+        self.static_floor: float | None = None
         self.evaluations = 0
         self.sweeps = 0
         self.progress = progress
@@ -199,6 +201,9 @@ class _Descender:
         for i, m in changes:
             target[i] = m
         known = self.costed.get(tuple(target))
+        if known is None and self.static_floor is not None and len(set(target)) == 1 \
+                and not self._better(self.static_floor, cost):
+            return cost, False  # a static fleet, and none costs less than the floor: no pass needed
         if known is not None:
             if not (math.isfinite(known) and self._better(known, cost)):
                 return cost, False
@@ -299,22 +304,25 @@ class _Descender:
 def descend(chain: LevelChain, costs: Costs, start: Sequence[int], pool: Sequence[int], *,
             monotone: bool, max_sweeps: int = 100, progress: Progress | None = None,
             known: dict[tuple[int, ...], float] | None = None,
-            costed: dict[tuple[int, ...], float] | None = None) -> _Descent:
+            costed: dict[tuple[int, ...], float] | None = None, static_floor: float | None = None) -> _Descent:
     """One local descent from ``start`` (coordinate sweeps, then block moves, until none improves).
     ``known``: local optima confirmed by earlier descents on ``chain`` (policy -> cost), shared and extended:
     the descent stops when it reaches one (the moves from there are those already tried). ``costed``: costs
     of whole policies costed on ``chain`` (policy -> cost), shared and extended: a run switch to one of them
-    needs no pass."""
+    needs no pass. ``static_floor``: no static fleet costs less on ``chain`` (the caller's bound): a run
+    switch onto a static fleet that could not beat the current cost is not costed."""
     d = _Descender(PolicyEvaluator(chain, start), costs, pool, monotone, max_sweeps, progress, known, costed)
+    d.static_floor = static_floor
     cost = d.run()
     return _Descent(tuple(d.ev.policy), cost, d.evaluations, d.sweeps, len(d.seen))
 
 
-def _descend_task(args: tuple[QueueModel, int | None, Costs, tuple[int, ...], tuple[int, ...], bool, int]
-                  ) -> _Descent:
+def _descend_task(args: tuple[QueueModel, int | None, Costs, tuple[int, ...], tuple[int, ...], bool, int,
+                              float | None]) -> _Descent:
     """One restart in a worker process (the chain is rebuilt there)."""
-    model, h, costs, start, pool, monotone, max_sweeps = args
-    return descend(LevelChain(model, h), costs, start, pool, monotone=monotone, max_sweeps=max_sweeps)
+    model, h, costs, start, pool, monotone, max_sweeps, static_floor = args
+    return descend(LevelChain(model, h), costs, start, pool, monotone=monotone, max_sweeps=max_sweeps,
+                   static_floor=static_floor)
 
 
 def best_two_mode(chain: LevelChain, costs: Costs, high: int, low: int) -> tuple[tuple[int, ...], float]:
@@ -421,7 +429,7 @@ def search_policies(model: QueueModel, costs: Costs, *, modes: Sequence[int] | N
                     monotone: bool = False, h: int | None = None, chain: LevelChain | None = None,
                     starts: Sequence[Sequence[int]] | None = None, restarts: int = 3, seed: int = 0,
                     max_sweeps: int = 100, workers: Workers | None = None,
-                    progress: Progress | None = None) -> LocalOptimum:
+                    progress: Progress | None = None, static_floor: float | None = None) -> LocalOptimum:
     """A locally optimal queue-length policy (module docstring).
 
     Parameters
@@ -443,6 +451,8 @@ def search_policies(model: QueueModel, costs: Costs, *, modes: Sequence[int] | N
         ``map``-like callable to run the starts in parallel (None: one after another here).
     progress
         Called with the number of policies costed as the search goes.
+    static_floor
+        A lower bound on every static fleet's cost on the chain (:func:`descend`), when the caller has one.
     """
     pool = tuple(sorted({int(m) for m in (modes if modes is not None else model.modes)}, reverse=True))
     unknown = [m for m in pool if m not in model.modes]
@@ -465,10 +475,10 @@ def search_policies(model: QueueModel, costs: Costs, *, modes: Sequence[int] | N
         known: dict[tuple[int, ...], float] = {}  # local optima confirmed so far: later starts stop on them
         costed: dict[tuple[int, ...], float] = {}  # whole policies costed so far, by any start
         results = [descend(chain, costs, s, pool, monotone=monotone, max_sweeps=max_sweeps, progress=progress,
-                           known=known, costed=costed)
+                           known=known, costed=costed, static_floor=static_floor)
                    for s in start_list]
     else:
-        tasks = [(model, chain.h, costs, s, pool, monotone, max_sweeps) for s in start_list]
+        tasks = [(model, chain.h, costs, s, pool, monotone, max_sweeps, static_floor) for s in start_list]
         results = []
         for res in workers(_descend_task, tasks):
             assert isinstance(res, _Descent)

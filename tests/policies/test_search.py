@@ -201,3 +201,22 @@ def test_the_best_static_fleet_is_the_minimum_of_unimodal_costs_with_few_fleets_
     unimodal = all((a > b) == (i < values.index(min(values))) for i, (a, b) in enumerate(zip(values, values[1:])))
     if unimodal:
         assert best == modes[values.index(min(values))]
+
+
+def test_a_static_floor_spares_the_passes_of_run_switches_onto_static_fleets() -> None:
+    """With a floor no lower than the optimum's cost, a descent does not cost the run switches that turn a
+    two-run policy into a static fleet (they cannot win), and ends where it ends without the floor."""
+    from robotctl.policies._search import descend
+
+    two_runs = 0
+    for seed in range(12):
+        model, costs = random_case(seed, 10, (1, 2, 3, 4))
+        chain = LevelChain(model)
+        start = (4,) * 5 + (1,) * 6
+        free = descend(chain, costs, start, (4, 3, 2, 1), monotone=True)
+        floored = descend(chain, costs, start, (4, 3, 2, 1), monotone=True, static_floor=free.cost)
+        assert floored.robots_at_level == free.robots_at_level and floored.cost == free.cost
+        if len(set(free.robots_at_level)) == 2:  # switching either run gives a static fleet: spared
+            two_runs += 1
+            assert floored.evaluations < free.evaluations
+    assert two_runs >= 2

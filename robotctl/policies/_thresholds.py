@@ -616,8 +616,8 @@ def _polish_starts(costing: _Costing, pool: tuple[int, ...], restarts: int
     the search chain:
 
     - the static fleets costed are a walk over the number of robots from the surrogate's best static fleet,
-      up and then down, each way while the cost falls (three to five fleets where the costs are
-      unimodal in r, as they usually are; R compares the optimum with the best of them);
+      up while the cost falls, else down while it falls (two to four fleets where the costs are unimodal
+      in r, as they usually are; R compares the optimum with the best of them);
     - the search starts from the surrogate's optimum only, and descends to a local optimum of the search
       chain (the polish), with the best static fleet walked as every static fleet's floor (the walk's
       premise): a block move onto a static fleet that cannot beat it is not costed. On 36 models (random
@@ -649,6 +649,8 @@ def _polish_starts(costing: _Costing, pool: tuple[int, ...], restarts: int
             if not c < best:
                 break
             j, best = j + step, c
+        if j != at:  # the cost fell this way: (unimodal) it rises the other way
+            break
     statics = [costed[r] for r in pool if r in costed]
     best_static = min(statics, key=lambda o: o.cost.total).policy.robots_at_level
     if restarts < 2 or len(pool) == 1:

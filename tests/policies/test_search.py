@@ -170,7 +170,7 @@ class _FleetCosts:
 
 
 def _unimodal(draw_heights: list[float], low: int) -> list[float]:
-    """Strictly decreasing to index ``low``, strictly increasing after it."""
+    """Decreasing to index ``low``, increasing after it (strictly, but for heights lost in rounding)."""
     down = sorted(draw_heights[:low], reverse=True)
     up = sorted(draw_heights[low:])
     return [h + 1.0 for h in down] + [0.0] + [h + 1.0 for h in up]
@@ -181,7 +181,8 @@ def _unimodal(draw_heights: list[float], low: int) -> list[float]:
 def test_the_best_static_fleet_is_the_minimum_of_unimodal_costs_with_few_fleets_costed(
         heights: list[float], data: st.DataObject) -> None:
     """best_static_fleet against a stand-in evaluator: on costs unimodal in r it returns the minimum, costing
-    about 2 log_1.5(n) fleets instead of n above ALL_STATICS; on any costs, the least of those costed."""
+    about 2 log_1.5(n) fleets instead of n above ALL_STATICS; on any costs, the least of those costed. Ties
+    are not unimodal in the strict sense the search needs (heights of 1e-90 and 2e-301 both cost 1.0)."""
     from robotctl.policies import _search
 
     low = data.draw(st.integers(0, len(heights)))
@@ -198,8 +199,9 @@ def test_the_best_static_fleet_is_the_minimum_of_unimodal_costs_with_few_fleets_
         assert set(costed) == set(modes)
     else:
         assert len(costed) <= 2 * math.log(len(modes)) / math.log(1.5) + 4
-    unimodal = all((a > b) == (i < values.index(min(values))) for i, (a, b) in enumerate(zip(values, values[1:])))
-    if unimodal:
+    low_at = values.index(min(values))
+    unimodal = all(a > b if i < low_at else a < b for i, (a, b) in enumerate(zip(values, values[1:])))
+    if unimodal:  # strictly (heights that vanish next to 1.0 make ties, a flat stretch the search may skip)
         assert best == modes[values.index(min(values))]
 
 

@@ -9,7 +9,7 @@ from robotctl._errors import InputError, RobotctlError
 from robotctl._lazy import lazy_exports as _lazy_exports
 
 if typing.TYPE_CHECKING:
-    from ._approx import ApproxSolution, ApproxStatus, LadderStep, evaluate_rates, solve_approx
+    from ._approx import ApproxSolution, ApproxStatus, LadderStep, evaluate_rates, rates_with_levels, solve_approx
     from ._arrivals import ModeArrivals
     from ._blocks import PreparedModel
     from ._bmap import BMAP
@@ -109,6 +109,7 @@ _WHERE = {
     "enumerate_states": "._bruteforce",
     "explicit_generator": "._bruteforce",
     "evaluate_rates": "._approx",
+    "rates_with_levels": "._approx",
     "costs_from_dict": "._spec",
     "fleet_model": "._random",
     "format_bytes": "._size",
@@ -223,6 +224,7 @@ __all__ = [
     "random_model",
     "random_ph",
     "random_policy",
+    "rates_with_levels",
     "reduce_model",
     "simulate",
     "simulate_buffer",

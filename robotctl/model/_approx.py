@@ -205,6 +205,23 @@ def evaluate_rates(chain: LevelChain, robots_at_level: Sequence[int],
     return Rates(y[:len(FUNCTIONALS)], y[len(FUNCTIONALS):]), "iterative"
 
 
+def rates_with_levels(chain: LevelChain, robots_at_level: Sequence[int], *,
+                      hint: NDArray[np.float64] | None = None) -> Rates:
+    """The policy's rates with its level distribution on ``chain``, by the dense evaluator; with ``hint`` (a
+    level distribution near the policy's, e.g. on the exponential surrogate), on the chain of the model cut
+    where the hint puts at most ``CUT_TAIL`` within a batch of the cut, when that chain's own mass there is at
+    most ``CUT_CHECK`` (module docstring, the cut), its P(level) padded with zeros; else on ``chain``."""
+    r = list(robots_at_level)
+    if hint is not None:
+        cut = _cut_model(chain.model, r, hint)
+        cut_chain = None if cut is None else LevelChain(cut, chain.h, chain.promotion)
+        if cut_chain is not None and not cut_chain.exact:  # (the cut model's exact chain may be far larger)
+            on_cut = _cut_rates(cut_chain, r, chain.K)
+            if on_cut is not None:
+                return on_cut[0]
+    return PolicyEvaluator(chain, r, levels=True).rates()
+
+
 def _differences(a: Measures, b: Measures) -> dict[str, float]:
     out = {name: abs(getattr(a, name) - getattr(b, name)) for name in MEASURE_FIELDS}
     out["queue_length_distribution"] = float(np.max(np.abs(np.subtract(a.queue_length_distribution,

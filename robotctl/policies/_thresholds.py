@@ -72,6 +72,7 @@ from robotctl.model import (
     ThresholdPolicy,
     cost_of,
     evaluate_rates,
+    rates_with_levels,
     reduce_model,
     solve,
     solve_approx,
@@ -509,7 +510,7 @@ def optimise(model: QueueModel, costs: Costs, *, modes: Sequence[int] | None = N
             start = min(statics, key=lambda o: o.cost.total).policy
             starts = _starts(searched, chain, costs, pool, start.robots_at_level, restarts)
         else:
-            statics, starts = _polish_starts(costing, pool, restarts)
+            statics, starts, cheap_chain = _polish_starts(costing, pool, restarts)
             walked = len(statics) < len(pool)
         # on the polish, the best static fleet walked is taken as every static fleet's floor (the walk's premise)
         floor = min(o.cost.total for o in statics) if walked else None
@@ -519,8 +520,9 @@ def optimise(model: QueueModel, costs: Costs, *, modes: Sequence[int] | None = N
         if chain.exact:
             found = _as_optimum(costing, local.policy, local.policy.modes, local.policy.thresholds, "local", False,
                                 local.evaluations)
-        else:  # with the level distribution: the ladder's first depth is this evaluation
-            found_rates = PolicyEvaluator(chain, local.policy.robots_at_level, levels=True).rates()
+        else:  # with the level distribution (the ladder's first depth), cut where the surrogate's tail vanishes
+            hint = PolicyEvaluator(cheap_chain, local.policy.robots_at_level, levels=True).rates().levels
+            found_rates = rates_with_levels(chain, local.policy.robots_at_level, hint=hint)
             found_measures = found_rates.measures(local.policy.robots_at_level)
             found = ThresholdOptimum(local.policy.modes, local.policy.thresholds, local.policy,
                                      cost_of(found_measures, costs), found_measures, costing.label, "local", False,
@@ -606,8 +608,9 @@ def _starts(model: QueueModel, chain: LevelChain, costs: Costs, pool: tuple[int,
 
 
 def _polish_starts(costing: _Costing, pool: tuple[int, ...], restarts: int
-                   ) -> tuple[list[ThresholdOptimum], list[tuple[int, ...]]]:
-    """The static fleets costed, and the one start of the search, on an approximate chain (the polish).
+                   ) -> tuple[list[ThresholdOptimum], list[tuple[int, ...]], LevelChain]:
+    """The static fleets costed, the one start of the search, on an approximate chain (the polish), and the
+    surrogate's chain.
 
     Every policy costed on the chain of depth 0 costs a dense pass over levels of W M R^0 C(c + R - 1, R - 1)
     states (200 at K = 50 with two phases: 0.07-0.13 s), and the exponential surrogate's chain (one phase
@@ -654,10 +657,10 @@ def _polish_starts(costing: _Costing, pool: tuple[int, ...], restarts: int
     statics = [costed[r] for r in pool if r in costed]
     best_static = min(statics, key=lambda o: o.cost.total).policy.robots_at_level
     if restarts < 2 or len(pool) == 1:
-        return statics, [best_static]
+        return statics, [best_static], cheap_chain
     cheap_starts = default_starts(cheap_chain, costs, pool, restarts=restarts, static=cheap_static)
     found = search_policies(cheap, costs, modes=pool, monotone=True, chain=cheap_chain, starts=cheap_starts)
-    return statics, [found.policy.robots_at_level]
+    return statics, [found.policy.robots_at_level], cheap_chain
 
 
 def _ladder(model: QueueModel, costs: Costs, best: ThresholdOptimum, h: int, rtol: float,

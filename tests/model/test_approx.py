@@ -277,3 +277,30 @@ def test_the_ladder_cuts_levels_the_policy_never_reaches_with_the_same_answer(mo
     refused = solve_approx(model, policy, costs, rtol=1e-3, exact_states=0)
     assert [s.n_states for s in refused.ladder] == [s.n_states for s in whole.ladder]
     assert refused.cost == pytest.approx(whole.cost, rel=1e-12)
+
+
+def test_rates_with_levels_cut_where_a_hint_says_and_checked() -> None:
+    """rates_with_levels: with the exponential surrogate's level distribution as the hint, the search chain
+    cut where the hint's tail vanishes gives the whole chain's rates (to rounding) with P(level) zero above
+    the cut; a hint that puts everything on level 0 cuts too low, the cut chain fails its check, and the
+    whole chain is solved."""
+    from robotctl.model import LevelChain, PolicyEvaluator, ThresholdPolicy, fleet_model, rates_with_levels
+    from robotctl.model._approx import CUT_CHECK
+
+    model, costs = fleet_model(16, 50, obsolescence="two-phase")
+    policy = ThresholdPolicy((16,) * 9 + (1,) * 42).robots_at_level
+    chain = LevelChain(model, 0)
+    whole = PolicyEvaluator(chain, policy, levels=True).rates()
+    surrogate = dataclasses.replace(model, obsolescence=PH.exponential(1.0 / model.obsolescence.mean))
+    hint = PolicyEvaluator(LevelChain(surrogate), policy, levels=True).rates().levels
+    cut = rates_with_levels(chain, policy, hint=hint)
+    assert cut.levels is not None and whole.levels is not None
+    top = int(np.flatnonzero(cut.levels)[-1])
+    assert top < 45 and whole.levels[top + 1:].sum() > 0  # cut, where the whole chain has some mass
+    assert cut.cost(costs) == pytest.approx(whole.cost(costs), rel=1e-12)
+    assert np.abs(cut.levels - whole.levels).max() <= CUT_CHECK
+    wrong = np.zeros(51)
+    wrong[0] = 1.0
+    refused = rates_with_levels(chain, policy, hint=wrong)
+    assert refused.levels is not None and refused.levels[-1] > 0  # the whole chain
+    assert refused.cost(costs) == pytest.approx(whole.cost(costs), rel=1e-12)

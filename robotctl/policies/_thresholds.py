@@ -512,8 +512,9 @@ def optimise(model: QueueModel, costs: Costs, *, modes: Sequence[int] | None = N
         else:
             statics, starts, cheap_chain = _polish_starts(costing, pool, restarts)
             walked = len(statics) < len(pool)
-        # on the polish, the best static fleet walked is taken as every static fleet's floor (the walk's premise)
-        floor = min(o.cost.total for o in statics) if walked else None
+        # no static fleet costs less than the best one costed: exactly so when every fleet was costed, by the
+        # walk's premise (costs unimodal in r) when the polish walked them
+        floor = min(o.cost.total for o in statics)
         local = search_policies(searched, costs, modes=pool, monotone=True, chain=chain, restarts=restarts,
                                 starts=starts, workers=workers, progress=progress, static_floor=floor)
         assert isinstance(local.policy, ThresholdPolicy)

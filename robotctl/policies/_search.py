@@ -125,15 +125,14 @@ class _Descender:
     def __init__(self, evaluator: PolicyEvaluator, costs: Costs, pool: Sequence[int], monotone: bool,
                  max_sweeps: int, progress: Progress | None = None,
                  known: dict[tuple[int, ...], float] | None = None,
-                 costed: dict[tuple[int, ...], float] | None = None) -> None:
+                 costed: dict[tuple[int, ...], float] | None = None, static_floor: float | None = None) -> None:
         self.ev = evaluator
         self.costs = costs
         self.pool = tuple(sorted(pool, reverse=True))
         self.monotone = monotone
         self.max_sweeps = max_sweeps
-        self.walk_patience: int | None = WALK_PATIENCE
         #: a lower bound on every static fleet's cost on this chain, when the caller knows one
-        self.static_floor: float | None = None
+        self.static_floor = static_floor
         self.evaluations = 0
         self.sweeps = 0
         self.progress = progress
@@ -225,7 +224,7 @@ class _Descender:
         re-passes one level, as the levels are adjacent; a step onto a policy already costed takes its cost
         and leaves the passes to the next step); keep the best prefix of two or more levels if it lowers the
         cost, else restore. The walk stops after ``WALK_PATIENCE`` steps in a row that do not beat the best so
-        far (``walk_patience``, ``WALK_PATIENCE`` when the descent starts; None walks to the end)."""
+        far."""
         old = [self.ev.policy[i] for i in levels]
         best_k, best = 0, cost
         worse = 0
@@ -237,7 +236,7 @@ class _Descender:
                 best_k, best, worse = k, c, 0
             elif k >= 2:
                 worse += 1
-                if self.walk_patience is not None and worse >= self.walk_patience:
+                if worse >= WALK_PATIENCE:
                     break
         for i, m in zip(levels[best_k:], old[best_k:]):
             self.ev.set_mode(i, m)
@@ -311,8 +310,8 @@ def descend(chain: LevelChain, costs: Costs, start: Sequence[int], pool: Sequenc
     of whole policies costed on ``chain`` (policy -> cost), shared and extended: a run switch to one of them
     needs no pass. ``static_floor``: no static fleet costs less on ``chain`` (the caller's bound): a run
     switch onto a static fleet that could not beat the current cost is not costed."""
-    d = _Descender(PolicyEvaluator(chain, start), costs, pool, monotone, max_sweeps, progress, known, costed)
-    d.static_floor = static_floor
+    d = _Descender(PolicyEvaluator(chain, start), costs, pool, monotone, max_sweeps, progress, known, costed,
+                   static_floor)
     cost = d.run()
     return _Descent(tuple(d.ev.policy), cost, d.evaluations, d.sweeps, len(d.seen))
 

@@ -222,3 +222,23 @@ def test_a_static_floor_spares_the_passes_of_run_switches_onto_static_fleets() -
             two_runs += 1
             assert floored.evaluations < free.evaluations
     assert two_runs >= 2
+
+
+def test_a_slide_stops_after_its_patience_with_the_same_optimum(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slide gives up after WALK_PATIENCE steps that do not improve: descents end where they end when
+    every slide runs to the end, with fewer policies costed once a boundary has far to slide."""
+    from robotctl.policies import _search
+
+    fewer = 0
+    for seed in range(6):
+        model, costs = random_case(seed, 20, (1, 2, 3, 4))
+        chain = LevelChain(model)
+        start = (4,) * 3 + (1,) * 18
+        monkeypatch.setattr(_search, "WALK_PATIENCE", 10**6)
+        whole = _search.descend(chain, costs, start, (4, 3, 2, 1), monotone=True)
+        monkeypatch.setattr(_search, "WALK_PATIENCE", 4)
+        patient = _search.descend(chain, costs, start, (4, 3, 2, 1), monotone=True)
+        assert patient.robots_at_level == whole.robots_at_level
+        assert patient.cost == pytest.approx(whole.cost, rel=1e-12)
+        fewer += patient.evaluations < whole.evaluations
+    assert fewer >= 3

@@ -213,6 +213,10 @@ def rates_with_levels(chain: LevelChain, robots_at_level: Sequence[int], *,
     most ``CUT_CHECK`` (module docstring, the cut), its P(level) padded with zeros; else on ``chain``."""
     r = list(robots_at_level)
     if hint is not None:
+        hint = np.asarray(hint, dtype=float)
+        if hint.shape != (chain.K + 1,) or not np.isfinite(hint).all() or (hint < 0).any():
+            raise InputError("hint", f"must be P(level = i) for i = 0..{chain.K} ({chain.K + 1} finite numbers >= 0), "
+                             f"got shape {hint.shape}", "pass a level distribution of the same model, or None")
         cut = _cut_model(chain.model, r, hint)
         cut_chain = None if cut is None else LevelChain(cut, chain.h, chain.promotion)
         if cut_chain is not None and not cut_chain.exact:  # (the cut model's exact chain may be far larger)
@@ -347,6 +351,9 @@ def solve_approx(model: QueueModel, policy: QueueLengthPolicy, costs: Costs | No
                         max_states=max_states, max_seconds=max_seconds, start=start, steps=steps, notes=red.notes)
     done: list[tuple[LevelChain, Rates, Measures, float]] = []  # (chain, rates, measures, cost or NaN)
     given, given_rates = chain, rates
+    if rates is not None and rates.levels is not None and len(rates.levels) != reduced.capacity + 1:
+        raise InputError("rates", f"carries P(level) for {len(rates.levels)} levels, the model has "
+                         f"{reduced.capacity + 1}", "pass the rates of this policy on chain (levels=True)")
     cut: QueueModel | None = None  # the model cut at a level the policy (almost) never reaches
     for h in range(min(h_start, top), top + 1):
         reuse = given is not None and given.model is reduced and given.h == h and given.promotion == "random"
@@ -364,7 +371,7 @@ def solve_approx(model: QueueModel, policy: QueueLengthPolicy, costs: Costs | No
         t0 = time.perf_counter()
         try:
             if reuse and given_rates is not None and given_rates.levels is not None:
-                step_rates, engine = given_rates, "dense"
+                step_rates, engine = given_rates, "given by the caller"
             elif chain.model is not reduced:
                 on_cut = _cut_rates(chain, r, reduced.capacity)
                 if on_cut is None:  # the policy does reach the cut: the whole chain, and no cut from now on

@@ -304,3 +304,23 @@ def test_rates_with_levels_cut_where_a_hint_says_and_checked() -> None:
     refused = rates_with_levels(chain, policy, hint=wrong)
     assert refused.levels is not None and refused.levels[-1] > 0  # the whole chain
     assert refused.cost(costs) == pytest.approx(whole.cost(costs), rel=1e-12)
+
+
+@pytest.mark.parametrize("hint", [np.ones(7), np.full(51, np.nan), -np.ones(51) / 51])
+def test_a_hint_that_is_not_a_level_distribution_is_refused_by_name(hint: np.ndarray) -> None:
+    from robotctl.model import LevelChain, fleet_model, rates_with_levels
+
+    model, _ = fleet_model(4, 50, obsolescence="two-phase")
+    with pytest.raises(InputError, match="hint"):
+        rates_with_levels(LevelChain(model, 0), (4,) * 51, hint=hint)
+
+
+def test_given_rates_of_another_capacity_are_refused_by_name() -> None:
+    from robotctl.model import LevelChain, PolicyEvaluator, fleet_model
+
+    model, costs = fleet_model(4, 12, obsolescence="two-phase")
+    other = dataclasses.replace(model, capacity=10)
+    wrong = PolicyEvaluator(LevelChain(other, 0), (4,) * 11, levels=True).rates()
+    with pytest.raises(InputError, match="rates"):
+        solve_approx(model, QueueLengthPolicy((4,) * 13), costs, exact_states=0, chain=LevelChain(model, 0),
+                     rates=wrong)

@@ -184,14 +184,14 @@ class PolicyEvaluator:
         # every evaluator of it
         caches = chain.evaluator_caches
         self._dense: dict[tuple[str, int, int], Array] = caches.setdefault("dense", {})
-        self._small: dict[tuple[str, int, int], Array] = caches.setdefault("small", {})
+        self._small: dict[tuple[Any, ...], Array] = caches.setdefault("small", {})
         # the small blocks kept, by content: levels whose blocks are equal share one array (at 128 modes and
         # K = 500, exponential obsolescence, every up-block of a mode above level 0 is the same D_1 (x) I:
         # 64,000 copies were 93 MB)
         self._shared: dict[tuple[tuple[int, ...], bytes], Array] = caches.setdefault("shared", {})
         # the rate columns only: with ``levels`` the K + 1 level columns are added per call, never cached
         # (cached, they were 128 modes x 501 levels x 513 columns: 1 GiB of a 2,004-state chain at K = 500)
-        self._F: dict[tuple[int, int], Array] = caches.setdefault("F", {})
+        self._F: dict[tuple[int, int, int], Array] = caches.setdefault("F", {})
         # backward quantities "at l" (valid for l >= back_lo): Pi[(j, l)], B[(j, l)] for l < j <= l + kmax
         self.Pi: dict[tuple[int, int], Array] = {}
         self.B: dict[tuple[int, int], Array] = {}
@@ -250,7 +250,7 @@ class PolicyEvaluator:
         """``scale`` Q_{i,i} under ``mode``, as a new array the caller may write into. D_0-part (x) I adds
         W^2 diagonals to the kept I_W (x) A(i): they are added in place (forming the Kronecker product of
         the d x d identity cost as much as the rest of a level step on large levels)."""
-        key = ("Qdiag", i, mode)
+        key = ("Qdiag", i, mode, self.chain.reach(mode, i))
         hit = self._small.get(key)
         if hit is not None:
             return hit * scale
@@ -264,7 +264,7 @@ class PolicyEvaluator:
         blocks[:, idx, :, idx] += arr0 * scale  # out[(a, s), (b, s)] += scale arr0[a, b]
         return out
 
-    def _keep_small(self, key: tuple[str, int, int], out: Array) -> Array:
+    def _keep_small(self, key: tuple[Any, ...], out: Array) -> Array:
         """Keep a small block under ``key``, as the array already kept with the same content if there is one
         (read-only: the passes never write into a kept block)."""
         out = np.ascontiguousarray(out)
@@ -275,7 +275,7 @@ class PolicyEvaluator:
 
     def _up_block(self, i: int, mode: int, k: int) -> Array:
         """Q_{i,i+k} under ``mode``, dense (kept when small)."""
-        key = ("Qup", i, mode * 1000 + k)
+        key = ("Qup", i, mode, self.chain.reach(mode, i), k)
         hit = self._small.get(key)
         if hit is not None:
             return hit
@@ -310,20 +310,26 @@ class PolicyEvaluator:
         return self._eye_kron(self._inner_op("down", i), X)
 
     def functionals(self, i: int, mode: int) -> Array:
-        """F_i under ``mode``: d_i x nf rates (columns ``FUNCTIONALS``, then the levels)."""
-        key = (i, mode)
-        F0 = self._F.get(key)
-        if F0 is None:
-            F0 = np.empty((self.dims[i], len(FUNCTIONALS)))
-            F0[:, 0] = 1.0  # mass
-            F0[:, 1:] = self.chain.rate_columns(mode, i, keep=False)[:, _COLUMN_ORDER]
-            self._F[key] = F0
-        if not self.levels:
-            return F0
-        F = np.zeros((self.dims[i], self.nf))
-        F[:, :len(FUNCTIONALS)] = F0
-        F[:, len(FUNCTIONALS) + i] = 1.0
-        return F
+        """F_i under ``mode``: d_i x nf rates (columns ``FUNCTIONALS``, then the levels), a new array."""
+        return self.functionals_of(i, [mode])[0]
+
+    def functionals_of(self, i: int, modes: Sequence[int]) -> Array:
+        """F_i under each of ``modes`` (n_modes x d_i x nf); the modes not yet kept are built together
+        (``LevelChain.rate_columns_of``)."""
+        keys = [(i, m, self.chain.reach(m, i)) for m in modes]
+        missing = [key for key in dict.fromkeys(keys) if key not in self._F]
+        if missing:
+            built = np.empty((len(missing), self.dims[i], len(FUNCTIONALS)))
+            built[..., 0] = 1.0  # mass
+            built[..., 1:] = self.chain.rate_columns_of([m for _, m, _ in missing], i)[..., _COLUMN_ORDER]
+            for key, F0 in zip(missing, built):
+                self._F[key] = F0
+        out = np.zeros((len(modes), self.dims[i], self.nf))
+        for k, key in enumerate(keys):
+            out[k, :, :len(FUNCTIONALS)] = self._F[key]
+        if self.levels:
+            out[:, :, len(FUNCTIONALS) + i] = 1.0
+        return out
 
     # -- passes -------------------------------------------------------------------------------
     def _reach(self, i: int) -> int:
@@ -334,7 +340,7 @@ class PolicyEvaluator:
         mode = self.policy[l]
         top = self._reach(l)
         Qbar = self._diag(l, mode)
-        rhs_B = self.functionals(l, mode).copy()
+        rhs_B = self.functionals(l, mode)
         d = self.dims[l]
         for k in range(1, top + 1):
             # Q_{l,l+k} [Pi | B]: one product for both
@@ -367,7 +373,7 @@ class PolicyEvaluator:
         mode = self.policy[l]
         top = self._reach(l)
         H = self._diag(l, mode, -1.0)
-        rhs_z = self.functionals(l, mode).copy()
+        rhs_z = self.functionals(l, mode)
         if l > 0:
             Zp = self.Z[l - 1]
             if Zp:
@@ -433,7 +439,7 @@ class PolicyEvaluator:
         arrs = [c.arrivals(m, i) for m in modes]
         stack0 = np.stack([a[0] for a in arrs])
         C = self._kron_arr(stack0, np.eye(d), inner) + base
-        T = np.stack([self.functionals(i, m) for m in modes]) + DB
+        T = self.functionals_of(i, modes) + DB
         for k in range(1, len(PU) + 1):
             stack = np.stack([a[k] if k < len(a) else np.zeros((self.W, self.W)) for a in arrs])
             if not stack.any():

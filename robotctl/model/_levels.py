@@ -36,8 +36,10 @@ counted pages ahead of it are promoted in random order, as in the chain.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -308,7 +310,7 @@ def _drop_first(R: int, o: int) -> Any:
 
 
 #: Memo keys of blocks that do not depend on the promotion order (shared by sibling chains).
-_PROMOTION_FREE = frozenset({"arr", "rates", "A", "up", "expiry"})
+_PROMOTION_FREE = frozenset({"arr", "rates", "positions", "A", "up", "expiry"})
 #: Orders in which counted pages go next (:class:`LevelChain`'s ``promotion``).
 PROMOTIONS = ("random", "urgent", "patient")
 
@@ -320,6 +322,11 @@ def _priority(Gamma: NDArray[np.float64], promotion: str) -> tuple[int, ...] | N
     residual = np.linalg.solve(-Gamma, np.ones(Gamma.shape[0])) if Gamma.any() else np.zeros(Gamma.shape[0])
     order = [int(r) for r in np.argsort(residual, kind="stable")]
     return tuple(order if promotion == "urgent" else order[::-1])
+
+
+def _same_but_capacity(a: QueueModel, b: QueueModel) -> bool:
+    """Whether two models are the same one (the same objects) but for their capacities."""
+    return all(getattr(a, f.name) is getattr(b, f.name) for f in dataclasses.fields(a) if f.name != "capacity")
 
 
 @dataclass(frozen=True)
@@ -346,7 +353,11 @@ class LevelChain:
         exact chain.
     share : LevelChain or None
         A chain of the same model and depth whose blocks that do not depend on ``promotion`` (arrivals,
-        A(i), up(i, a), expiry rates, the count generators) this one reuses instead of building again.
+        A(i), up(i, a), expiry rates, the count generators) this one reuses instead of building again; or
+        of the same model but a larger capacity (the model cut at a level the policy almost never reaches,
+        ``model._approx``): with the same promotion this one then reuses all its blocks, the evaluators'
+        blocks and the tagged page's vectors, which depend on the level i and on the capacity only through
+        min(K - i, largest batch) (the memo keys say so).
     """
 
     def __init__(self, model: QueueModel, h: int | None = None, promotion: str = "random", *,
@@ -381,13 +392,19 @@ class LevelChain:
         self._cache: dict[tuple[Any, ...], Any] = {}
         #: the memo of blocks that do not depend on ``promotion`` (shared with ``share``)
         self._shared: dict[tuple[Any, ...], Any] = {}
-        if share is not None:
-            if share.model is not model or share.h != self.h:
-                raise ValueError("share must be a chain of the same model and depth")
-            self._shared = share._shared
-            self.counts.share(share.counts)
         #: dense blocks built by :class:`model.PolicyEvaluator`, shared by all evaluators of this chain
         self.evaluator_caches: dict[str, dict[Any, Any]] = {}
+        #: the tagged page's vectors of ``share`` when this chain is its cut (a prefix of them is this one's)
+        self._tagged_of: LevelChain | None = None
+        if share is not None:
+            if share.h != self.h or not _same_but_capacity(share.model, model) or share.K < K:
+                raise ValueError("share must be a chain of the same model and depth (or of the model with a "
+                                 "larger capacity)")
+            self._shared = share._shared
+            self.counts.share(share.counts)
+            if share.promotion == self.promotion:
+                self._cache, self.evaluator_caches = share._cache, share.evaluator_caches
+                self._tagged_of = share
 
     # -- sizes --------------------------------------------------------------------------------
     def shape(self, i: int) -> LevelShape:
@@ -418,6 +435,11 @@ class LevelChain:
             return "exact"
         return f"ordered-head h={self.h}" + ("" if self.promotion == "random" else f" ({self.promotion} next)")
 
+    def reach(self, mode: int, i: int) -> int:
+        """min(K - i, the mode's largest batch): all that the blocks of level i under ``mode`` depend on
+        the capacity through (the batch sizes admitted there), so a memo key with it holds for any capacity."""
+        return min(self.K - i, self.model.arrivals[mode].max_batch)
+
     def _memo(self, key: tuple[Any, ...], build: Any) -> Any:
         cache = self._shared if key[0] in _PROMOTION_FREE else self._cache
         if key not in cache:
@@ -440,7 +462,7 @@ class LevelChain:
             return out
         # the admitted batch sizes depend on i only through min(K - i, largest batch): levels far from the top
         # share one list (at 128 modes and K = 500, a list per level was 320,000 small arrays)
-        return self._memo(("arr", mode, min(self.K - i, self.model.arrivals[mode].max_batch)), build)
+        return self._memo(("arr", mode, self.reach(mode, i)), build)
 
     def max_jump(self, mode: int, i: int) -> int:
         return len(self.arrivals(mode, i)) - 1
@@ -456,7 +478,7 @@ class LevelChain:
                 offered += k * rate
                 lost += (k - self.model.admission.admitted(k, self.K - i)) * rate
             return offered, lost
-        return self._memo(("rates", mode, min(self.K - i, self.model.arrivals[mode].max_batch)), build)
+        return self._memo(("rates", mode, self.reach(mode, i)), build)
 
     # -- inner operators ----------------------------------------------------------------------
     def kron_factors(self, i: int) -> list[NDArray[np.float64]]:
@@ -542,62 +564,109 @@ class LevelChain:
         will_serve, will_expire, served_time, obsolete_time, queue_length] (dim(i) x 11). ``keep=False``
         builds them without keeping them on the chain (for a caller that keeps its own copy: the policy
         evaluator's rate columns, which were stored twice, 29 MB at 128 modes and K = 500)."""
-        def build() -> NDArray[np.float64]:
-            inner = self.inner_dim(i)
-            out = np.zeros((self.dim(i), 11))
-            out[:, 10] = float(i)
-            out[:, 0] = 1.0 if i == 0 else 0.0
-            out[:, 1] = float(mode)
-            offered, lost = self.page_rates(mode, i)
-            out[:, 2] = np.repeat(offered, inner)
-            out[:, 3] = np.repeat(lost, inner)
-            out[:, 4] = np.tile(self.service_rates(i), self.W)
-            out[:, 5] = np.tile(self.expiry_rates(i), self.W)
-            out[:, 6:10] = self.tagged_weights(mode, i)
-            return out
-        key = ("columns", mode, i)
+        key = ("columns", mode, i, self.reach(mode, i))
         if not keep:
             hit = self._cache.get(key)
-            return build() if hit is None else hit
-        return self._memo(key, build)
+            return self.rate_columns_of([mode], i)[0] if hit is None else hit
+        return self._memo(key, lambda: self.rate_columns_of([mode], i)[0])
+
+    def rate_columns_of(self, modes: Sequence[int], i: int) -> NDArray[np.float64]:
+        """:meth:`rate_columns` of several modes at once (n_modes x dim(i) x 11), not kept: the columns that do
+        not depend on the mode are formed once, and the tagged-page weights of modes with the same batch
+        reach in one product (a local search asks for every mode at every level: one call per mode and level
+        was most of the building of a chain of small levels)."""
+        inner = self.inner_dim(i)
+        out = np.empty((len(modes), self.dim(i), 11))
+        out[..., 0] = 1.0 if i == 0 else 0.0
+        out[..., 1] = np.asarray(modes, dtype=float)[:, None]
+        rates = [self.page_rates(m, i) for m in modes]
+        out[..., 2] = np.repeat(np.array([offered for offered, _ in rates]), inner, axis=1)
+        out[..., 3] = np.repeat(np.array([lost for _, lost in rates]), inner, axis=1)
+        out[..., 4] = np.tile(self.service_rates(i), self.W)
+        out[..., 5] = np.tile(self.expiry_rates(i), self.W)
+        out[..., 6:10] = self._tagged_weights_of(modes, i)
+        out[..., 10] = float(i)
+        return out
+
+    def _tagged_weights_of(self, modes: Sequence[int], i: int) -> NDArray[np.float64]:
+        """:meth:`tagged_weights` of several modes (n_modes x dim(i) x 4)."""
+        out = np.zeros((len(modes), self.dim(i), 4))
+        by_top: dict[int, list[int]] = {}
+        for k, m in enumerate(modes):
+            by_top.setdefault(len(self.arrivals(m, i)) - 1, []).append(k)
+        for top, ks in by_top.items():
+            if top == 0:
+                continue
+            y = np.stack([self._positions(modes[k], i) for k in ks])  # (n, top, W)
+            out[ks] = np.tensordot(y, self._tagged_stack(i, top), axes=(1, 0)).reshape(len(ks), self.dim(i), 4)
+        return out
+
+    def _tagged_stack(self, i: int, top: int) -> NDArray[np.float64]:
+        """The vectors of a page arriving at level i in positions 1..top of its batch, stacked (top x inner x
+        4): formed once per (level, top) and shared by the modes."""
+        return self._memo(("tagged_stack", i, top),
+                          lambda: np.stack([self._tagged_inner(i, l) for l in range(1, top + 1)]))
+
+    def _positions(self, mode: int, i: int) -> NDArray[np.float64]:
+        """Row l - 1, by arrival phase nu: the rate of batches that put a page at position l of the batch
+        admitted at level i (top x W)."""
+        def build() -> NDArray[np.float64]:
+            admitted = np.stack(self.arrivals(mode, i)[1:]).sum(axis=2)  # row a-1: batches admitting a, by nu
+            return np.cumsum(admitted[::-1], axis=0)[::-1]
+        return self._memo(("positions", mode, self.reach(mode, i)), build)
 
     # -- the tagged page ----------------------------------------------------------------------
     @cached_property
     def tagged(self) -> tuple[tuple[Vector, ...], ...]:
         """For n = -1..K-2 waiting pages ahead of a tagged page (n = -1: in service), the vectors
         P(served), P(obsolete), E[T; served], E[T; obsolete] on inner(n + 1) with T's phase averaged
-        over gamma (entry n + 1 of each tuple); entry 0 is on the service phases. T is the sojourn."""
+        over gamma (entry n + 1 of each tuple); entry 0 is on the service phases. T is the sojourn. They do
+        not depend on K (the pages behind T do not matter): a cut chain takes the first K of its whole
+        chain's."""
+        if self._tagged_of is not None:
+            return tuple(v[:self.K] for v in self._tagged_of.tagged)
         M, R = self.M, self.R
         served = [np.ones(M)]
         obsolete = [np.zeros(M)]
         served_t = [np.linalg.solve(-self.S, np.ones(M))]
         obsolete_t = [np.zeros(M)]
-        prev = (served[0], obsolete[0], served_t[0], obsolete_t[0])
+        # the four vectors of the last n side by side: one product with the level's down-block for all four,
+        # and two solves of two right-hand sides each (v, o; then w, w2, which need v and o)
+        prev = np.column_stack([served[0], obsolete[0], served_t[0], obsolete_t[0]])
         for n in range(0, self.K - 1):
             inner = self.inner_dim(n + 1)
             if n == 0:
                 down = np.kron(np.outer(self.S0, self.beta), np.ones((R, 1)))
             else:
                 down = _kron(self.down(n + 1), np.eye(R))
-            own = np.kron(np.ones(inner), self.Gamma0)
+            moved = np.asarray(down @ prev)
+            moved[:, 1] += np.tile(self.Gamma0, inner)  # T's own obsolescence
             solve = self._tagged_solver(n)
-            v = solve(down @ prev[0])
-            o = solve(own + down @ prev[1])
-            w = solve(v + down @ prev[2])
-            w2 = solve(o + down @ prev[3])
-            prev = (v, o, w, w2)
-            for acc, x in zip((served, obsolete, served_t, obsolete_t), prev):
-                acc.append(x.reshape(inner, R) @ self.gamma)
+            first = solve(moved[:, :2])  # v, o
+            second = solve(first + moved[:, 2:])  # w, w2
+            prev = np.concatenate([first, second], axis=1)
+            averaged = np.einsum("irk,r->ki", prev.reshape(inner, R, 4), self.gamma)
+            for acc, x in zip((served, obsolete, served_t, obsolete_t), averaged):
+                acc.append(x)
         return tuple(served), tuple(obsolete), tuple(served_t), tuple(obsolete_t)
 
     def _tagged_solver(self, n: int) -> Any:
-        """x -> (-(A(n + 1) (+) Gamma))^{-1} x: LU on small levels and on levels with counted pages; on
-        large ordered ones the Kronecker-sum inverse refined by GMRES against the exact product
-        (``model._kron``)."""
+        """X -> (-(A(n + 1) (+) Gamma))^{-1} X for right-hand sides as columns: dense LU on small levels (the
+        generator formed densely), sparse LU on larger ones and on levels with counted pages; on large
+        ordered ones the Kronecker-sum inverse refined by GMRES against the exact product (``model._kron``),
+        a column at a time."""
         from ._kron import KronSum, refine
 
         factors = [*self.kron_factors(n + 1), self.Gamma]
         size = int(np.prod([f.shape[0] for f in factors]))
+        if size <= DENSE_LU_STATES:
+            import scipy.linalg as la
+
+            R = self.R
+            A = to_dense(self.A(n + 1))
+            generator = fast_kron(A, np.eye(R)) + fast_kron(np.eye(A.shape[0]), self.Gamma)
+            lu = la.lu_factor(-generator, check_finite=False)
+            return lambda rhs: la.lu_solve(lu, rhs, check_finite=False)
         ks = KronSum(factors, rng_seed=n)
         if size <= 600 or (size <= 200_000 and (self.shape(n + 1).counted or not ks.well_conditioned)):
             # counted pages: the count generator's eigenvectors are badly conditioned; a defective factor
@@ -606,7 +675,7 @@ class LevelChain:
 
         direct: list[Any] = []
 
-        def solve(rhs: Vector) -> Vector:
+        def solve_column(rhs: Vector) -> Vector:
             if direct:
                 return np.asarray(direct[0](rhs))
             x, res, _ = refine(ks.col, ks.solve_col, -np.asarray(rhs, dtype=float), rtol=1e-14)
@@ -617,7 +686,8 @@ class LevelChain:
                 direct.append(_factorise(-self._tagged_generator(n)))
                 return np.asarray(direct[0](rhs))
             return x
-        return solve
+
+        return lambda rhs: np.column_stack([solve_column(np.ascontiguousarray(c)) for c in rhs.T])
 
     def _tagged_generator(self, n: int) -> Any:
         """A(n + 1) (+) Gamma, the tagged page's generator with n pages ahead, as CSR (from the entries of
@@ -654,16 +724,7 @@ class LevelChain:
     def tagged_weights(self, mode: int, i: int) -> NDArray[np.float64]:
         """On the states of level i (nu, inner): the rates, summed over arriving pages, of
         [will be served, will expire, sojourn if served, sojourn if expired] (shape dim(i) x 4)."""
-        arr = self.arrivals(mode, i)
-        top = len(arr) - 1
-        if top == 0:
-            return np.zeros((self.dim(i), 4))
-        admitted = np.stack(arr[1:]).sum(axis=2)  # row a-1: batches admitting a, by nu
-        y = np.cumsum(admitted[::-1], axis=0)[::-1]  # row l-1: batches putting a page at position l
-        # the positions' vectors stacked once per (level, top) and shared by the modes: one product
-        stack = self._memo(("tagged_stack", i, top),
-                           lambda: np.stack([self._tagged_inner(i, l) for l in range(1, top + 1)]))
-        return np.tensordot(y, stack, axes=(0, 0)).reshape(self.dim(i), 4)
+        return self._tagged_weights_of([mode], i)[0]
 
 
 #: The tagged page's levels are factorised densely up to this many states, by sparse LU above (it has a few

@@ -195,6 +195,40 @@ def test_promotion_orders_of_the_level_chain() -> None:
         LevelChain(model, 1, "patient", share=urgent)
 
 
+@pytest.mark.parametrize("law", ["two-phase", "erlang3"])
+def test_a_cut_chain_sharing_its_whole_chains_blocks_solves_the_cut_model(law: str) -> None:
+    """A chain of the model cut at L < K built with ``share=`` the whole chain reuses the blocks of the levels
+    far from L and builds its own near L, where fewer pages of a batch are admitted: its rates equal those of
+    the cut chain built alone (an independent build), for policies that reach L, whatever was built first."""
+    from robotctl.model import LevelChain, PolicyEvaluator, fleet_model
+
+    model, costs = fleet_model(6, 24, obsolescence=law)
+    # (small levels near the cut at L = 6: their blocks are kept by the evaluator too)
+    for policy in [(6,) * 16, (6,) * 5 + (3,) * 6 + (1,) * 5, (1,) * 16, (6,) * 7, (3,) * 4 + (1,) * 3]:
+        cut = dataclasses.replace(model, capacity=len(policy) - 1)
+        whole = LevelChain(model, 0)
+        PolicyEvaluator(whole, (*policy, *(policy[-1],) * (24 - cut.capacity)), levels=True).rates()  # built first
+        shared = LevelChain(cut, 0, share=whole)
+        alone = LevelChain(cut, 0)
+        got = PolicyEvaluator(shared, policy, levels=True).rates()
+        want = PolicyEvaluator(alone, policy, levels=True).rates()
+        assert want.levels is not None and want.levels[-1] > 1e-6  # the policy reaches the cut
+        assert got.cost(costs) == pytest.approx(want.cost(costs), rel=1e-12)
+        np.testing.assert_allclose(got.levels, want.levels, rtol=1e-10, atol=1e-15)
+        np.testing.assert_allclose(got.values, want.values, rtol=1e-10, atol=1e-15)
+    cut = dataclasses.replace(model, capacity=15)
+    whole = LevelChain(model, 0)
+    shared = LevelChain(cut, 0, share=whole)
+    assert shared.A(8) is whole.A(8) and shared.rate_columns(6, 3) is whole.rate_columns(6, 3)  # built once
+    assert not np.allclose(shared.rate_columns(6, 14), whole.rate_columns(6, 14))  # fewer admitted near L
+    assert all(len(v) == 15 for v in shared.tagged) and shared.tagged[0][9] is whole.tagged[0][9]
+    other = dataclasses.replace(model, capacity=30)
+    with pytest.raises(ValueError, match="same model and depth"):
+        LevelChain(other, 0, share=whole)  # a larger capacity cannot take a smaller chain's blocks
+    with pytest.raises(ValueError, match="same model and depth"):
+        LevelChain(dataclasses.replace(cut, service=PH.exponential(2.0)), 0, share=whole)
+
+
 def test_deadline_route_tends_to_the_true_deadline() -> None:
     """A deterministic deadline: the urgent-next chains of 1..k Erlang phases, checked against the simulator
     drawing the true constant (an independent route); the one-phase chain is the exponential law's exact

@@ -102,8 +102,14 @@ def _as(m: Any, dense: bool) -> Any:
     return sp.csr_matrix(m)
 
 
+#: The dense identities handed out by :func:`_eye` (read-only), so that :func:`_is_identity` knows them at sight.
+_EYES: dict[int, NDArray[np.float64]] = {}
+
+
 def _is_identity(m: NDArray[np.float64]) -> bool:
     n = m.shape[0]
+    if _EYES.get(n) is m:
+        return n > 1
     return m.shape == (n, n) and n > 1 and np.count_nonzero(m) == n and bool((np.diagonal(m) == 1.0).all())
 
 
@@ -131,7 +137,14 @@ def _kron(a: Any, b: Any) -> Any:
 
 
 def _eye(n: int) -> Any:
-    return np.eye(n) if _is_dense((n, n)) else sp.identity(n, format="csr")
+    """The n x n identity: dense (one read-only array per n, kept) when small, else CSR."""
+    if not _is_dense((n, n)):
+        return sp.identity(n, format="csr")
+    eye = _EYES.get(n)
+    if eye is None:
+        eye = _EYES[n] = np.eye(n)
+        eye.flags.writeable = False
+    return eye
 
 
 def _sum(parts: list[Any]) -> Any:
@@ -389,6 +402,7 @@ class LevelChain:
             raise ValueError(f"promotion must be one of {', '.join(PROMOTIONS)}, got {promotion!r}")
         self.promotion = "random" if self.exact else promotion
         self.counts = _Counts(self.gamma, self.Gamma, _priority(self.Gamma, self.promotion))
+        self._max_batch = {m: model.arrivals[m].max_batch for m in model.modes}
         self._cache: dict[tuple[Any, ...], Any] = {}
         #: the memo of blocks that do not depend on ``promotion`` (shared with ``share``)
         self._shared: dict[tuple[Any, ...], Any] = {}
@@ -438,7 +452,7 @@ class LevelChain:
     def reach(self, mode: int, i: int) -> int:
         """min(K - i, the mode's largest batch): all that the blocks of level i under ``mode`` depend on
         the capacity through (the batch sizes admitted there), so a memo key with it holds for any capacity."""
-        return min(self.K - i, self.model.arrivals[mode].max_batch)
+        return min(self.K - i, self._max_batch[mode])
 
     def _memo(self, key: tuple[Any, ...], build: Any) -> Any:
         cache = self._shared if key[0] in _PROMOTION_FREE else self._cache
@@ -714,11 +728,8 @@ class LevelChain:
                 entry = self.up(0, l - 1)
                 return np.array([[float(np.asarray(entry @ v[l - 1]).ravel()[0]) for v in vecs]])
             n = i + l - 2  # waiting pages ahead of the tagged one
-            cols = [v[n + 1] for v in vecs]
-            if l > 1:
-                U = self.up(i, l - 1)
-                cols = [np.asarray(U @ c).ravel() for c in cols]
-            return np.column_stack(cols)
+            out = np.column_stack([v[n + 1] for v in vecs])
+            return out if l == 1 else np.asarray(self.up(i, l - 1) @ out)
         return self._memo(("tagged_inner", i, l), build)
 
     def tagged_weights(self, mode: int, i: int) -> NDArray[np.float64]:

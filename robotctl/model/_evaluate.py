@@ -68,6 +68,10 @@ SPARSE_ABOVE = 4096
 SPARSE_DENSITY = 0.1
 #: Dense down-blocks Q_{i,i-1} with at most this many entries are kept with the chain.
 KEEP_DOWN = 1 << 14
+#: The rate columns of every mode are built together, when one is first asked for, on levels where the modes
+#: times the states are at most this (a new mode in a static pass of a chain of small levels was two thirds
+#: the building of its columns, one mode at a time).
+ALL_MODES_STATES = 1 << 14
 #: The rate columns every evaluation carries (then, optionally, P(level = i) for i = 0..K).
 FUNCTIONALS = ("mass", "starvation", "robots", "offered", "lost", "served", "obsolete", "served_time",
                "obsolete_time", "will_serve", "will_expire", "queue_length")
@@ -318,6 +322,10 @@ class PolicyEvaluator:
         (``LevelChain.rate_columns_of``)."""
         keys = [(i, m, self.chain.reach(m, i)) for m in modes]
         missing = [key for key in dict.fromkeys(keys) if key not in self._F]
+        if missing and len(self.chain.model.modes) * self.dims[i] <= ALL_MODES_STATES:
+            # a small level: every mode's at once (a search asks for them all, one at a time in static passes)
+            every = [(i, m, self.chain.reach(m, i)) for m in self.chain.model.modes]
+            missing = [key for key in dict.fromkeys(every + missing) if key not in self._F]
         if missing:
             built = np.empty((len(missing), self.dims[i], len(FUNCTIONALS)))
             built[..., 0] = 1.0  # mass

@@ -102,8 +102,10 @@ def _as(m: Any, dense: bool) -> Any:
     return sp.csr_matrix(m)
 
 
-#: The dense identities handed out by :func:`_eye` (read-only), so that :func:`_is_identity` knows them at sight.
+#: The small dense identities handed out by :func:`_eye` (read-only constants, at most ``KEPT_EYE`` states: 2 MB
+#: in all), so that :func:`_is_identity` knows them at sight.
 _EYES: dict[int, NDArray[np.float64]] = {}
+KEPT_EYE = 64
 
 
 def _is_identity(m: NDArray[np.float64]) -> bool:
@@ -140,10 +142,13 @@ def _eye(n: int) -> Any:
     """The n x n identity: dense (one read-only array per n, kept) when small, else CSR."""
     if not _is_dense((n, n)):
         return sp.identity(n, format="csr")
+    if n > KEPT_EYE:
+        return np.eye(n)
     eye = _EYES.get(n)
     if eye is None:
-        eye = _EYES[n] = np.eye(n)
+        eye = np.eye(n)
         eye.flags.writeable = False
+        eye = _EYES.setdefault(n, eye)
     return eye
 
 

@@ -71,7 +71,7 @@ KEEP_DOWN = 1 << 14
 #: The rate columns of every mode are built together, when one is first asked for, on levels where the modes
 #: times the states are at most this (a new mode in a static pass of a chain of small levels was two thirds
 #: the building of its columns, one mode at a time).
-ALL_MODES_STATES = 1 << 14
+ALL_MODES_STATES = 1 << 12
 #: The rate columns every evaluation carries (then, optionally, P(level = i) for i = 0..K).
 FUNCTIONALS = ("mass", "starvation", "robots", "offered", "lost", "served", "obsolete", "served_time",
                "obsolete_time", "will_serve", "will_expire", "queue_length")

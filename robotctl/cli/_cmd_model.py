@@ -185,7 +185,8 @@ def register(sub: Any) -> None:
     o.add_argument("--tol", type=_tolerance, default=1e-3,
                    help="relative tolerance of the error bar's ladder when the exact chain is too large")
     o.add_argument("--max-seconds", type=_seconds, default=20.0,
-                   help="time budget of that ladder (a wider error bar when it runs out)")
+                   help="time budget of the whole optimisation: the ladder does not start a depth projected "
+                        "to end after it (a wider error bar, and budget_exhausted, when it runs out)")
     o.add_argument("--json", action="store_true", help="machine-readable output")
     o.deprecate("--control", "--policy-kind")
     o.set_defaults(func=lazy("robotctl.cli._run_model", "run_optimise"))

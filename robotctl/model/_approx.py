@@ -168,6 +168,7 @@ class ApproxSolution:
     n_states : int
         States of the chain reported.
     seconds : float
+        Time since the budget started (``started`` of :func:`solve_approx`, by default its call).
     reduction : tuple of str
     budget_exhausted : bool
         True when the ladder stopped because the next depth's projected time exceeded ``max_seconds``:
@@ -250,8 +251,8 @@ def _relative_gap(a: Measures, b: Measures) -> float:
 def solve_approx(model: QueueModel, policy: QueueLengthPolicy, costs: Costs | None = None, *, rtol: float = 1e-4,
                  h_start: int = 0, h_max: int | None = None, max_states: int = MAX_STATES,
                  max_seconds: float | None = None, exact_states: int = EXACT_STATES,
-                 method: str = "auto", chain: LevelChain | None = None, rates: Rates | None = None
-                 ) -> ApproxSolution:
+                 method: str = "auto", chain: LevelChain | None = None, rates: Rates | None = None,
+                 started: float | None = None) -> ApproxSolution:
     """Measures (and cost) of ``model`` under ``policy``: exact when the exact chain is small, else the
     ordered-head ladder with its error bar (module docstring).
 
@@ -283,6 +284,9 @@ def solve_approx(model: QueueModel, policy: QueueLengthPolicy, costs: Costs | No
         The policy's rates on ``chain``, with the level distribution (``PolicyEvaluator(chain, r,
         levels=True).rates()``), when the caller has them: the ladder's first depth takes them instead of
         evaluating the policy again (used only with ``chain``, under the same conditions).
+    started
+        When ``max_seconds`` started to run (a ``time.perf_counter()`` reading, e.g. a policy search's start, so
+        that the budget covers the search and its error bar); default: now.
     """
     if not rtol > 0:
         raise InputError("rtol", f"must be positive, got {rtol!r}", "e.g. 1e-4 for four significant digits")
@@ -290,7 +294,7 @@ def solve_approx(model: QueueModel, policy: QueueLengthPolicy, costs: Costs | No
         raise InputError("h_start", f"must be >= 0, got {h_start}", "0 is the count model")
     if method not in APPROX_METHODS:
         raise InputError("method", f"unknown method {method!r}", f"use one of {', '.join(APPROX_METHODS)}")
-    start = time.perf_counter()
+    start = time.perf_counter() if started is None else started
     model.check_policy(policy)
     red = reduce_model(model)
     reduced = red.model

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -453,7 +454,9 @@ def optimise(model: QueueModel, costs: Costs, *, modes: Sequence[int] | None = N
     space
         ``monotone`` (threshold policies) or ``all`` (also every queue-length policy; module docstring).
     rtol, max_seconds
-        Tolerance and time budget of the error bar's ladder when the exact chain is too large.
+        Tolerance of the error bar's ladder when the exact chain is too large, and the time budget of the
+        whole optimisation: the ladder does not start a depth projected to end after it (the search itself
+        runs to its end; ``budget_exhausted`` says when the bar was cut short).
     restarts, workers
         Starts of the local search (on an approximate search chain, of the surrogate's search, whose optimum
         is the one start on the search chain), and a ``map``-like callable to run them (or, for a large
@@ -490,6 +493,7 @@ def optimise(model: QueueModel, costs: Costs, *, modes: Sequence[int] | None = N
     >>> abs(cost(search.best.policy.robots_at_level) - search.best.cost.total) < 1e-12
     True
     """
+    started = time.perf_counter()
     _check_method(method)
     if space not in SPACES:
         raise InputError("space", f"unknown policy space {space!r}", f"use one of {', '.join(SPACES)}")
@@ -566,7 +570,7 @@ def optimise(model: QueueModel, costs: Costs, *, modes: Sequence[int] | None = N
         # on the reduced model, so that the ladder's first depth is the search chain itself (its blocks kept)
         given = found_rates if found_rates is not None and best.policy == found.policy else None
         best, method_name, bound, exact, out_of_time = _ladder(reduced, costs, best, 0 if surrogate_search else chain.h,
-                                                               rtol, max_seconds,
+                                                               rtol, max_seconds, started,
                                                                None if surrogate_search else chain, given)
     elif solver_method != "auto":
         best = _resolve(model, costs, best, solver_method)
@@ -665,12 +669,13 @@ def _polish_starts(costing: _Costing, pool: tuple[int, ...], restarts: int
 
 
 def _ladder(model: QueueModel, costs: Costs, best: ThresholdOptimum, h: int, rtol: float,
-            max_seconds: float | None, chain: LevelChain | None = None, rates: Rates | None = None
+            max_seconds: float | None, started: float, chain: LevelChain | None = None, rates: Rates | None = None
             ) -> tuple[ThresholdOptimum, str, float, bool, bool]:
     """The optimum evaluated with its error bar (model.solve_approx, from the search chain's depth, reusing
-    ``chain``, the search chain, when it is that depth's chain of ``model``)."""
+    ``chain``, the search chain, when it is that depth's chain of ``model``), within ``max_seconds`` from
+    ``started``."""
     out = solve_approx(model, best.policy, costs, rtol=rtol, max_seconds=max_seconds, h_start=h, chain=chain,
-                       rates=rates)
+                       rates=rates, started=started)
     cost = cost_of(out.measures, costs)
     reported = ThresholdOptimum(best.modes, best.thresholds, best.policy, cost, out.measures, out.method,
                                 best.search_method, best.exact, best.evaluated)

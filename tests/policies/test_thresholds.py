@@ -159,3 +159,28 @@ def test_a_local_search_on_an_approximate_chain_polishes_the_surrogates_optimum(
         assert c.total == pytest.approx(every[r], rel=1e-10)
     assert min(c.total for _, c in search.static) == pytest.approx(min(every.values()), rel=1e-10)
     assert search.relative_profit == pytest.approx((1 - found.cost.total / min(every.values())) * 100, rel=1e-8)
+
+
+def test_the_time_budget_covers_the_search_and_its_error_bar(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``max_seconds`` of optimise counts from its start: the ladder of the optimum's error bar is told when
+    the search began (so a search that used the budget leaves the bar its first depth only, and says so)."""
+    import time
+
+    import robotctl.policies._thresholds as thresholds
+    from robotctl.model import fleet_model, solve_approx
+
+    model, costs = fleet_model(4, 20, obsolescence="two-phase")
+    seen: list[float | None] = []
+
+    def spy(*args: object, **kwargs: object) -> object:
+        seen.append(kwargs.get("started"))  # type: ignore[arg-type]
+        return solve_approx(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(thresholds, "solve_approx", spy)
+    before = time.perf_counter()
+    full = optimise(model, costs, method="local", max_seconds=600.0)
+    assert len(seen) == 1 and seen[0] is not None and before <= seen[0] <= time.perf_counter()
+    assert not full.exact and not full.budget_exhausted and math.isfinite(full.error_bound)
+    # a budget that the search alone used up: the bar stops after its first depth
+    short = solve_approx(model, full.best.policy, costs, rtol=1e-3, max_seconds=1.0, started=time.perf_counter() - 5)
+    assert short.budget_exhausted and len(short.ladder) == 1 and "time budget of 1 s ran out" in short.message

@@ -293,7 +293,8 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes for parallel restarts")
     parser.add_argument("--skip-accuracy", action="store_true", help="skip the simulation table (minutes)")
     parser.add_argument("--events", type=int, default=1_000_000, help="simulated events per accuracy case")
-    parser.add_argument("--ladder-seconds", type=float, default=20.0, help="time budget of the error bar's ladder")
+    parser.add_argument("--ladder-seconds", type=float, default=20.0,
+                        help="time budget of each optimisation (its search, then its error bar's ladder)")
     parser.add_argument("--case-timeout", type=float, default=300.0, help="seconds before a case of 4b is given up")
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--K", type=int, default=0, help=argparse.SUPPRESS)

@@ -219,9 +219,11 @@ def rates_with_levels(chain: LevelChain, robots_at_level: Sequence[int], *,
             raise InputError("hint", f"must be P(level = i) for i = 0..{chain.K} ({chain.K + 1} finite numbers >= 0), "
                              f"got shape {hint.shape}", "pass a level distribution of the same model, or None")
         cut = _cut_model(chain.model, r, hint)
-        # the cut chain reuses the blocks of ``chain``'s levels (they depend on the capacity only near the top)
-        cut_chain = None if cut is None else LevelChain(cut, chain.h, chain.promotion, share=chain)
-        if cut_chain is not None and not cut_chain.exact:  # (the cut model's exact chain may be far larger)
+        # the cut chain of the same depth, when it is not exact (the cut model's exact chain may be far larger),
+        # reuses the blocks of ``chain``'s levels (they depend on the capacity only near the top)
+        cut_chain = (LevelChain(cut, chain.h, chain.promotion, share=chain)
+                     if cut is not None and not chain.exact and chain.h < cut.capacity - 2 else None)
+        if cut_chain is not None and not cut_chain.exact:
             on_cut = _cut_rates(cut_chain, r, chain.K)
             if on_cut is not None:
                 return on_cut[0]

@@ -340,6 +340,23 @@ def test_rates_with_levels_cut_where_a_hint_says_and_checked() -> None:
     assert refused.cost(costs) == pytest.approx(whole.cost(costs), rel=1e-12)
 
 
+@pytest.mark.parametrize(("K", "h"), [(8, None), (9, 6), (16, 2)])
+def test_rates_with_levels_on_a_chain_whose_cut_would_be_exact_solves_the_chain(K: int, h: int | None) -> None:
+    """An exact chain, or a depth that is exact for the cut model: no cut (its exact chain may be far larger),
+    the chain itself is solved, whatever the hint says."""
+    from robotctl.model import LevelChain, PolicyEvaluator, fleet_model, rates_with_levels
+
+    model, costs = fleet_model(4, K, obsolescence="two-phase")
+    chain = LevelChain(model, h)
+    policy = (4,) * 2 + (1,) * (K - 1)
+    hint = np.zeros(K + 1)
+    hint[0] = 1.0  # cuts at the lowest level allowed
+    got = rates_with_levels(chain, policy, hint=hint)
+    want = PolicyEvaluator(chain, policy, levels=True).rates()
+    assert got.levels is not None and want.levels is not None and got.levels[-1] == want.levels[-1]
+    assert got.cost(costs) == pytest.approx(want.cost(costs), rel=1e-13)
+
+
 @pytest.mark.parametrize("hint", [np.ones(7), np.full(51, np.nan), -np.ones(51) / 51])
 def test_a_hint_that_is_not_a_level_distribution_is_refused_by_name(hint: np.ndarray) -> None:
     from robotctl.model import LevelChain, fleet_model, rates_with_levels

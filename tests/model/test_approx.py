@@ -8,6 +8,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from robotctl.model import (
     BMAP,
@@ -338,6 +340,33 @@ def test_rates_with_levels_cut_where_a_hint_says_and_checked() -> None:
     refused = rates_with_levels(chain, policy, hint=wrong)
     assert refused.levels is not None and refused.levels[-1] > 0  # the whole chain
     assert refused.cost(costs) == pytest.approx(whole.cost(costs), rel=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), K=st.integers(7, 12), cut_at=st.integers(4, 11), h=st.sampled_from([0, 1]),
+       reject=st.booleans())
+def test_a_shared_cut_chain_equals_one_built_alone_on_random_models(seed: int, K: int, cut_at: int, h: int,
+                                                                    reject: bool) -> None:
+    """Property: on random models (batches of 1-3, both admission rules, depths 0 and 1) and random policies,
+    the chain of the model cut at L built with ``share=`` the whole chain (after the whole chain built its
+    blocks for the same policy) gives the rates of the cut chain built alone."""
+    from robotctl.model import Admission, LevelChain, PolicyEvaluator
+
+    L = min(cut_at, K - 1)
+    rng = np.random.default_rng(seed)
+    admission = Admission.REJECT_BATCH if reject else Admission.PARTIAL
+    model = random_model(rng, capacity=K, admission=admission, load=float(rng.uniform(0.5, 2.0)))
+    policy = random_policy(rng, model.modes, K).robots_at_level
+    cut = dataclasses.replace(model, capacity=L)
+    whole = LevelChain(model, h)
+    if whole.exact or h >= L - 2:
+        return  # no cut chain of this depth (rates_with_levels does not cut there)
+    PolicyEvaluator(whole, policy, levels=True).rates()
+    got = PolicyEvaluator(LevelChain(cut, h, share=whole), policy[:L + 1], levels=True).rates()
+    want = PolicyEvaluator(LevelChain(cut, h), policy[:L + 1], levels=True).rates()
+    assert got.levels is not None and want.levels is not None
+    np.testing.assert_allclose(got.values, want.values, rtol=1e-9, atol=1e-13)
+    np.testing.assert_allclose(got.levels, want.levels, rtol=1e-9, atol=1e-13)
 
 
 @pytest.mark.parametrize(("K", "h"), [(8, None), (9, 6), (16, 2)])

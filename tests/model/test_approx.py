@@ -214,7 +214,7 @@ def test_a_cut_chain_sharing_its_whole_chains_blocks_solves_the_cut_model(law: s
         alone = LevelChain(cut, 0)
         got = PolicyEvaluator(shared, policy, levels=True).rates()
         want = PolicyEvaluator(alone, policy, levels=True).rates()
-        assert want.levels is not None and want.levels[-1] > 1e-6  # the policy reaches the cut
+        assert got.levels is not None and want.levels is not None and want.levels[-1] > 1e-6  # reaches the cut
         assert got.cost(costs) == pytest.approx(want.cost(costs), rel=1e-12)
         np.testing.assert_allclose(got.levels, want.levels, rtol=1e-10, atol=1e-15)
         np.testing.assert_allclose(got.values, want.values, rtol=1e-10, atol=1e-15)
@@ -327,6 +327,7 @@ def test_rates_with_levels_cut_where_a_hint_says_and_checked() -> None:
     policy = ThresholdPolicy((16,) * 9 + (1,) * 42).robots_at_level
     chain = LevelChain(model, 0)
     whole = PolicyEvaluator(chain, policy, levels=True).rates()
+    assert model.obsolescence is not None
     surrogate = dataclasses.replace(model, obsolescence=PH.exponential(1.0 / model.obsolescence.mean))
     hint = PolicyEvaluator(LevelChain(surrogate), policy, levels=True).rates().levels
     cut = rates_with_levels(chain, policy, hint=hint)

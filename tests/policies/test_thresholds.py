@@ -97,6 +97,7 @@ def test_levels_too_large_for_dense_solves_search_the_surrogate_and_report_the_r
     assert real.exact and search.exact and search.error_bound == 0.0
     assert search.best.cost.total == pytest.approx(real.cost, rel=1e-10)
     surrogate_cost = next(o.cost.total for o in search.subsets if o.search_method == "local")
+    assert real.cost is not None
     assert abs(surrogate_cost - real.cost) > 1e-6  # the two laws differ: the real one was evaluated
 
 
@@ -105,7 +106,7 @@ def test_static_fleets_on_large_levels_are_solved_iteratively_with_the_dense_ans
     """The static fleets (those walked on the approximate search chain), each a whole policy, go to the
     iterative solver above WHOLE_ITERATIVE_DIM; their C_r are those of the dense pass on the same chain, and
     so are the optimum and R."""
-    from robotctl.model import fleet_model
+    from robotctl.model import LevelChain, Rates, fleet_model
     from robotctl.policies import _thresholds
 
     model, costs = fleet_model(4, 10, obsolescence="two-phase")
@@ -114,7 +115,7 @@ def test_static_fleets_on_large_levels_are_solved_iteratively_with_the_dense_ans
     calls: list[int] = []
     real = _thresholds.evaluate_rates
 
-    def counted(chain, robots):  # type: ignore[no-untyped-def]
+    def counted(chain: LevelChain, robots: tuple[int, ...]) -> tuple[Rates, str]:
         calls.append(robots[0])
         return real(chain, robots)
 

@@ -219,11 +219,9 @@ def rates_with_levels(chain: LevelChain, robots_at_level: Sequence[int], *,
             raise InputError("hint", f"must be P(level = i) for i = 0..{chain.K} ({chain.K + 1} finite numbers >= 0), "
                              f"got shape {hint.shape}", "pass a level distribution of the same model, or None")
         cut = _cut_model(chain.model, r, hint)
-        # the cut chain of the same depth, when it is not exact (the cut model's exact chain may be far larger),
-        # reuses the blocks of ``chain``'s levels (they depend on the capacity only near the top)
-        cut_chain = (LevelChain(cut, chain.h, chain.promotion, share=chain)
-                     if cut is not None and not chain.exact and chain.h < cut.capacity - 2 else None)
-        if cut_chain is not None and not cut_chain.exact:
+        # it reuses the blocks of ``chain``'s levels (they depend on the capacity only near the top)
+        cut_chain = None if cut is None else _cut_chain(cut, chain.h, chain.promotion, share=chain)
+        if cut_chain is not None:
             on_cut = _cut_rates(cut_chain, r, chain.K)
             if on_cut is not None:
                 return on_cut[0]
@@ -366,7 +364,7 @@ def solve_approx(model: QueueModel, policy: QueueLengthPolicy, costs: Costs | No
         reuse = given is not None and given.model is reduced and given.h == h and given.promotion == "random"
         if reuse and given is not None:
             chain = given
-        elif cut is not None and not (on_cut_model := LevelChain(cut, h)).exact:  # (exact only for the cut model)
+        elif cut is not None and (on_cut_model := _cut_chain(cut, h)) is not None:
             chain = on_cut_model
         else:
             chain = LevelChain(reduced, h)
@@ -427,6 +425,17 @@ def _cut_model(model: QueueModel, robots_at_level: Sequence[int], levels: NDArra
         if tail[L - k + 1] <= CUT_TAIL:
             return dataclasses.replace(model, capacity=L)
     return None
+
+
+def _cut_chain(cut: QueueModel, h: int, promotion: str = "random", *, share: LevelChain | None = None
+               ) -> LevelChain | None:
+    """The chain of depth h of the cut model, or None where that depth is exact for it (h >= L - 2, or one
+    obsolescence phase): the cut model's exact chain may be far larger than the approximate one it stands for.
+    ``share``: the whole model's chain of depth h, whose blocks it reuses (``LevelChain``)."""
+    law = cut.obsolescence
+    if h >= cut.capacity - 2 or law is None or law.order == 1:
+        return None
+    return LevelChain(cut, h, promotion, share=share)
 
 
 def _cut_rates(chain: LevelChain, robots_at_level: Sequence[int], K: int) -> tuple[Rates, str] | None:

@@ -338,23 +338,17 @@ def best_two_mode(chain: LevelChain, costs: Costs, high: int, low: int) -> tuple
     return tuple(high if i <= best_t else low for i in range(K + 1)), best
 
 
-def static_fleet_costs(chain: LevelChain, costs: Costs, pool: Sequence[int]) -> dict[int, float]:
-    """J of each static fleet of ``pool`` (r robots at every level) on ``chain``, one evaluator for all."""
-    K = chain.K
-    ms = sorted(pool, reverse=True)
-    ev = PolicyEvaluator(chain, (ms[0],) * (K + 1))
-    return {m: ev.cost((m,) * (K + 1), costs) for m in ms}
-
-
 #: Up to this many modes, :func:`best_static_fleet` costs every static fleet.
 ALL_STATICS = 8
 
 
-def best_static_fleet(chain: LevelChain, costs: Costs, pool: Sequence[int]) -> tuple[int, dict[int, float]]:
+def best_static_fleet(chain: LevelChain, costs: Costs, pool: Sequence[int], *, every: bool = False
+                      ) -> tuple[int, dict[int, float]]:
     """The static fleet of least J on ``chain`` (r robots at every level, r in ``pool``), and the costs of
-    those costed: every one up to ``ALL_STATICS`` modes, else a ternary search over r (about 2 log_1.5(n)
-    fleets instead of n), which finds the minimum when J is unimodal in r (as it usually is: more robots
-    lose more pages and cost more, fewer starve the indexer) and a local minimum otherwise."""
+    those costed (a fleet that cannot be solved costs inf): every one with ``every`` or up to ``ALL_STATICS``
+    modes, else a ternary search over r (about 2 log_1.5(n) fleets instead of n), which finds the minimum when
+    J is unimodal in r (as it usually is: more robots lose more pages and cost more, fewer starve the indexer)
+    and a local minimum otherwise. One evaluator costs them all."""
     K = chain.K
     ms = sorted(pool)
     ev = PolicyEvaluator(chain, (ms[-1],) * (K + 1))
@@ -368,7 +362,7 @@ def best_static_fleet(chain: LevelChain, costs: Costs, pool: Sequence[int]) -> t
         return costed[m]
 
     lo, hi = 0, len(ms) - 1
-    if len(ms) > ALL_STATICS:
+    if len(ms) > ALL_STATICS and not every:
         while hi - lo > 3:
             a, b = lo + (hi - lo) // 3, hi - (hi - lo) // 3
             if cost(a) < cost(b):
@@ -388,12 +382,12 @@ def default_starts(chain: LevelChain, costs: Costs, pool: Sequence[int], *, rest
     (:func:`best_two_mode`), and ``restarts - 2`` seeded random monotone policies of at most three runs
     (distinct ones only): starts with few runs keep block moves cheap. ``statics=False`` leaves out the
     first two (the caller has its own); ``static``: static fleets' costs on ``chain`` when the caller has
-    them (:func:`static_fleet_costs`, or some of them, :func:`best_static_fleet`): the best of those given."""
+    them (some or all of them, :func:`best_static_fleet`): the best of those given."""
     K = chain.K
     ms = sorted(pool, reverse=True)
     starts: list[tuple[int, ...]] = []
     if statics:
-        fleet_costs = static_fleet_costs(chain, costs, ms) if static is None else static
+        fleet_costs = best_static_fleet(chain, costs, ms, every=True)[1] if static is None else static
         best = min((m for m in ms if m in fleet_costs),
                    key=lambda m: fleet_costs[m] if math.isfinite(fleet_costs[m]) else math.inf)
         starts.append((best,) * (K + 1))

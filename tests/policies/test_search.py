@@ -193,7 +193,7 @@ def test_the_best_static_fleet_is_the_minimum_of_unimodal_costs_with_few_fleets_
     _FleetCosts.calls = []
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(_search, "PolicyEvaluator", _FleetCosts)
-        best, costed = _search.best_static_fleet(type("C", (), {"K": 3})(), Costs(), modes)  # type: ignore[arg-type]
+        best, costed = _search.best_static_fleet(type("C", (), {"K": 3})(), Costs(), modes)
     assert set(_FleetCosts.calls) == set(costed) and costed[best] == min(costed.values())
     if len(modes) <= _search.ALL_STATICS:
         assert set(costed) == set(modes)
@@ -203,6 +203,12 @@ def test_the_best_static_fleet_is_the_minimum_of_unimodal_costs_with_few_fleets_
     unimodal = all(a > b if i < low_at else a < b for i, (a, b) in enumerate(zip(values, values[1:])))
     if unimodal:  # strictly (heights that vanish next to 1.0 make ties, a flat stretch the search may skip)
         assert best == modes[values.index(min(values))]
+    _FleetCosts.calls = []
+    with pytest.MonkeyPatch.context() as mp:  # every=True: every fleet, and the true minimum whatever the costs
+        mp.setattr(_search, "PolicyEvaluator", _FleetCosts)
+        best, costed = _search.best_static_fleet(type("C", (), {"K": 3})(), Costs(), modes,
+                                                 every=True)
+    assert costed == _FleetCosts.table and best == modes[values.index(min(values))]
 
 
 def test_a_static_floor_spares_the_passes_of_run_switches_onto_static_fleets() -> None:

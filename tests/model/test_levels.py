@@ -105,6 +105,57 @@ def test_one_level_changes_match_full_evaluations(params: dict, pick: int, h: in
     assert ev.rates().cost(COSTS) == pytest.approx(PolicyEvaluator(chain, ev.policy).rates().cost(COSTS), rel=1e-10)
 
 
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(models, st.sampled_from([None, 0, 1]), st.booleans())
+def test_static_fleets_in_one_stacked_pass_match_one_pass_each(params: dict, h: int | None, levels: bool) -> None:
+    """PolicyEvaluator.static_rates (every static fleet in one backward pass, the fleets stacked) against a
+    new evaluator per fleet: the same rate columns and level distribution; the evaluator's own policy is
+    left as it was. (Dropping B_{j,l} from the update of B_{j,l-1} fails it.)"""
+    rng = np.random.default_rng(params.pop("seed"))
+    model = random_model(rng, **params)
+    K = model.capacity
+    chain = LevelChain(model, h)
+    current = tuple(int(m) for m in rng.choice(model.modes, size=K + 1))
+    ev = PolicyEvaluator(chain, current, levels=levels)
+    before = ev.rates()
+    stacked = ev.static_rates(model.modes)
+    assert ev.policy == list(current)
+    for m, row in zip(model.modes, stacked):
+        alone = PolicyEvaluator(LevelChain(model, h), (m,) * (K + 1), levels=levels).rates()
+        np.testing.assert_allclose(row[:len(alone.values)], alone.values, rtol=1e-9, atol=1e-13)
+        if levels:
+            assert alone.levels is not None
+            np.testing.assert_allclose(row[len(alone.values):], alone.levels, rtol=1e-9, atol=1e-13)
+    after = ev.rates()
+    np.testing.assert_allclose(after.values, before.values, rtol=1e-12, atol=1e-15)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 4), st.integers(0, 6), st.integers(1, 4), st.integers(0, 2**32 - 1))
+def test_count_operators_put_each_entry_in_a_place_of_its_own(R: int, c: int, a: int, seed: int) -> None:
+    """The counted pages' operators are assembled by assigning their entries (model._levels._csr, which
+    relies on no two entries sharing a place): against an independent route, each operator's rows sum as
+    the rates they carry do, and a new pages at once equal a one-page steps multiplied."""
+    from robotctl.model import random_ph
+    from robotctl.model._levels import _Counts, to_dense
+
+    rng = np.random.default_rng(seed)
+    law = random_ph(rng, R)
+    counts = _Counts(law.beta, law.S)
+    step = to_dense(counts.add(c, 1))
+    np.testing.assert_allclose(step.sum(axis=1), 1.0, rtol=1e-12)
+    product = np.eye(step.shape[0])
+    for b in range(c, c + a):
+        product = product @ to_dense(counts.add(b, 1))
+    np.testing.assert_allclose(to_dense(counts.add(c, a)), product, rtol=1e-10, atol=1e-14)
+    if c >= 1:
+        n = counts.array(c)
+        expire = to_dense(counts.expire(c))
+        np.testing.assert_allclose(expire.sum(axis=1), n @ counts.Gamma0, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(to_dense(counts.remove_next(c)).sum(axis=1), 1.0, rtol=1e-12)
+        np.testing.assert_allclose(to_dense(counts.promote(c)).sum(axis=1), 1.0, rtol=1e-12)
+
+
 def test_cost_matches_cost_of_measures() -> None:
     model = random_model(np.random.default_rng(3), capacity=5)
     policy = random_policy(np.random.default_rng(4), model.modes, 5)

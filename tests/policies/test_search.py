@@ -193,7 +193,7 @@ def test_the_best_static_fleet_is_the_minimum_of_unimodal_costs_with_few_fleets_
     _FleetCosts.calls = []
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(_search, "PolicyEvaluator", _FleetCosts)
-        best, costed = _search.best_static_fleet(type("C", (), {"K": 3})(), Costs(), modes)
+        best, costed = _search.best_static_fleet(type("C", (), {"K": 3, "max_dim": 10**9})(), Costs(), modes)
     assert set(_FleetCosts.calls) == set(costed) and costed[best] == min(costed.values())
     if len(modes) <= _search.ALL_STATICS:
         assert set(costed) == set(modes)
@@ -206,9 +206,26 @@ def test_the_best_static_fleet_is_the_minimum_of_unimodal_costs_with_few_fleets_
     _FleetCosts.calls = []
     with pytest.MonkeyPatch.context() as mp:  # every=True: every fleet, and the true minimum whatever the costs
         mp.setattr(_search, "PolicyEvaluator", _FleetCosts)
-        best, costed = _search.best_static_fleet(type("C", (), {"K": 3})(), Costs(), modes,
+        best, costed = _search.best_static_fleet(type("C", (), {"K": 3, "max_dim": 10**9})(), Costs(), modes,
                                                  every=True)
     assert costed == _FleetCosts.table and best == modes[values.index(min(values))]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_on_small_levels_every_static_fleet_is_costed_in_one_pass(seed: int) -> None:
+    """On a chain of small levels (STACKED_STATIC_DIM) best_static_fleet costs every fleet at once: each cost
+    that of the fleet evaluated alone, and the best the least of them, whatever the shape of the costs."""
+    from robotctl.policies import _search
+
+    model, costs = random_case(seed, 12, (1, 2, 3, 5, 6, 8, 9, 10, 12))
+    chain = LevelChain(model, 0)
+    assert chain.max_dim <= _search.STACKED_STATIC_DIM
+    best, costed = _search.best_static_fleet(chain, costs, model.modes)
+    assert set(costed) == set(model.modes)  # more modes than ALL_STATICS, yet every one
+    for m, c in costed.items():
+        alone = PolicyEvaluator(LevelChain(model, 0), (m,) * 13).rates().cost(costs)
+        assert c == pytest.approx(alone, rel=1e-10)
+    assert costed[best] == min(costed.values())
 
 
 def test_a_static_floor_spares_the_passes_of_run_switches_onto_static_fleets() -> None:

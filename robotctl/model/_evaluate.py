@@ -55,7 +55,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
-from ._levels import LevelChain, fast_kron, to_dense
+from ._levels import LevelChain, csr_from_dense, fast_kron, to_dense
 from ._measures import Measures
 from ._model import Costs
 
@@ -238,7 +238,7 @@ class PolicyEvaluator:
         if key not in self._dense:
             dense = self._inner(kind, i, a)
             nnz = int(np.count_nonzero(dense))
-            self._dense[key] = (sp.csr_matrix(dense) if dense.size > SPARSE_ABOVE and nnz <= SPARSE_DENSITY * dense.size
+            self._dense[key] = (csr_from_dense(dense) if dense.size > SPARSE_ABOVE and nnz <= SPARSE_DENSITY * dense.size
                                 else dense)
         return self._dense[key]
 

@@ -35,7 +35,7 @@ import scipy.sparse.linalg as spla
 from numpy.typing import NDArray
 
 from ._kron import COND_LIMIT, KronSum
-from ._levels import LevelChain
+from ._levels import LevelChain, csr_from_dense, dense_entries
 
 Array = NDArray[np.float64]
 
@@ -84,7 +84,7 @@ def _transposed(op: Any) -> Any:
         return sp.csr_matrix(op.T)
     dense = np.asarray(op)
     if dense.size > SPARSE_ABOVE and np.count_nonzero(dense) <= SPARSE_DENSITY * dense.size:
-        return sp.csr_matrix(dense.T)
+        return csr_from_dense(dense.T)
     return dense
 
 
@@ -176,8 +176,8 @@ def _coo_t(op: Any) -> Entries:
         return (c.col.astype(np.int64), c.row.astype(np.int64), np.asarray(c.data, dtype=float),
                 (c.shape[1], c.shape[0]))
     dense = np.asarray(op, dtype=float)
-    r, c = np.nonzero(dense)
-    return c.astype(np.int64), r.astype(np.int64), dense[r, c], (dense.shape[1], dense.shape[0])
+    r, c, v = dense_entries(dense)
+    return c.astype(np.int64), r.astype(np.int64), v, (dense.shape[1], dense.shape[0])
 
 
 def _kron_coo(D: Array, entries: Entries, row_at: int) -> tuple[NDArray[np.int64], NDArray[np.int64], Array]:

@@ -98,10 +98,29 @@ def _csr(rows: Any, cols: Any, vals: Any, shape: tuple[int, int]) -> Any:
     return sp.csr_matrix((vals, (rows, cols)), shape=shape)
 
 
+def dense_entries(m: NDArray[np.float64]) -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.float64]]:
+    """(rows, cols, values) of the non-zero entries of a dense matrix, row by row: the positions from the
+    flat indices of a boolean mask (numpy's two-dimensional ``nonzero`` of a float array, which
+    ``scipy.sparse`` uses on dense input, is about ten times slower: 1.2 ms against 0.1 ms at 272 x 560)."""
+    m = np.ascontiguousarray(m, dtype=float)
+    flat = np.flatnonzero(m != 0)
+    rows, cols = np.divmod(flat, m.shape[1])
+    return rows, cols, m.ravel()[flat]
+
+
+def csr_from_dense(m: NDArray[np.float64]) -> Sparse:
+    """A dense matrix as CSR, from :func:`dense_entries` (already in row order: no sorting)."""
+    m = np.asarray(m, dtype=float)
+    rows, cols, vals = dense_entries(m)
+    indptr = np.zeros(m.shape[0] + 1, dtype=np.int32)
+    np.cumsum(np.bincount(rows, minlength=m.shape[0]), out=indptr[1:])
+    return sp.csr_matrix((vals, cols.astype(np.int32), indptr), shape=m.shape)
+
+
 def _as(m: Any, dense: bool) -> Any:
     if dense:
         return np.asarray(m.toarray()) if sp.issparse(m) else np.asarray(m, dtype=float)
-    return sp.csr_matrix(m)
+    return sp.csr_matrix(m) if sp.issparse(m) else csr_from_dense(m)
 
 
 #: The small dense identities handed out by :func:`_eye` (read-only constants, at most ``KEPT_EYE`` states: 2 MB
@@ -168,7 +187,7 @@ def to_dense(m: Any) -> NDArray[np.float64]:
 
 
 def to_sparse(m: Any) -> Sparse:
-    return sp.csr_matrix(m)
+    return sp.csr_matrix(m) if sp.issparse(m) else csr_from_dense(m)
 
 
 class _Counts:
@@ -713,14 +732,19 @@ class LevelChain:
     def _tagged_generator(self, n: int) -> Any:
         """A(n + 1) (+) Gamma, the tagged page's generator with n pages ahead, as CSR (from the entries of
         A(n + 1): Kronecker products with identities formed densely were most of its cost)."""
-        A = sp.coo_matrix(self.A(n + 1))
+        A = self.A(n + 1)
+        if sp.issparse(A):
+            coo = A.tocoo()
+            a_rows, a_cols, a_vals = coo.row, coo.col, coo.data
+        else:
+            a_rows, a_cols, a_vals = dense_entries(A)
         R, inner = self.R, self.inner_dim(n + 1)
-        g = sp.coo_matrix(self.Gamma)
-        rows = [(A.row[:, None] * R + np.arange(R)[None, :]).ravel(),
-                (np.arange(inner)[:, None] * R + g.row[None, :]).ravel()]
-        cols = [(A.col[:, None] * R + np.arange(R)[None, :]).ravel(),
-                (np.arange(inner)[:, None] * R + g.col[None, :]).ravel()]
-        vals = [np.repeat(A.data, R), np.tile(g.data, inner)]
+        g_rows, g_cols, g_vals = dense_entries(self.Gamma)
+        rows = [(a_rows[:, None] * R + np.arange(R)[None, :]).ravel(),
+                (np.arange(inner)[:, None] * R + g_rows[None, :]).ravel()]
+        cols = [(a_cols[:, None] * R + np.arange(R)[None, :]).ravel(),
+                (np.arange(inner)[:, None] * R + g_cols[None, :]).ravel()]
+        vals = [np.repeat(a_vals, R), np.tile(g_vals, inner)]
         size = inner * R
         return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(size, size))
 

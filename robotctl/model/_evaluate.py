@@ -237,9 +237,8 @@ class PolicyEvaluator:
         key = (kind + "_op", i, a)
         if key not in self._dense:
             dense = self._inner(kind, i, a)
-            nnz = int(np.count_nonzero(dense))
-            self._dense[key] = (csr_from_dense(dense) if dense.size > SPARSE_ABOVE and nnz <= SPARSE_DENSITY * dense.size
-                                else dense)
+            sparse = dense.size > SPARSE_ABOVE and np.count_nonzero(dense) <= SPARSE_DENSITY * dense.size
+            self._dense[key] = csr_from_dense(dense) if sparse else dense
         return self._dense[key]
 
     def _inner_diag(self, i: int) -> Array:

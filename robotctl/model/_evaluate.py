@@ -196,9 +196,10 @@ class PolicyEvaluator:
         # the rate columns only: with ``levels`` the K + 1 level columns are added per call, never cached
         # (cached, they were 128 modes x 501 levels x 513 columns: 1 GiB of a 2,004-state chain at K = 500)
         self._F: dict[tuple[int, int, int], Array] = caches.setdefault("F", {})
-        # backward quantities "at l" (valid for l >= back_lo): Pi[(j, l)], B[(j, l)] for l < j <= l + kmax
-        self.Pi: dict[tuple[int, int], Array] = {}
-        self.B: dict[tuple[int, int], Array] = {}
+        # backward quantities "at l" (valid for l >= back_lo): PB[(j, l)] = [Pi_{j,l} | B_{j,l}] side by side, for
+        # l < j <= l + kmax (kept as one array: each is multiplied whole, and the concatenations were a
+        # copy of every Pi and B per level and batch size)
+        self.PB: dict[tuple[int, int], Array] = {}
         self.back_lo = K
         # forward quantities (valid for l <= fwd_hi): Z[l][k - 1], z[l]
         self.Z: list[list[Array]] = [[] for _ in range(K + 1)]
@@ -351,7 +352,7 @@ class PolicyEvaluator:
         d = self.dims[l]
         for k in range(1, top + 1):
             # Q_{l,l+k} [Pi | B]: one product for both
-            PB = np.concatenate([self.Pi[l + k, l], self.B[l + k, l]], axis=1)
+            PB = self.PB[l + k, l]
             small = d * self.dims[l + k] <= SMALL_BLOCK
             QPB = self._up_block(l, mode, k) @ PB if small else self._up(l, mode, k, PB)
             Qbar += QPB[:, :d]
@@ -361,14 +362,13 @@ class PolicyEvaluator:
         both = np.linalg.solve(Qbar, np.concatenate([down, rhs_B], axis=1))
         self.solves += 1
         width = down.shape[1]
-        self.Pi[l, l - 1] = both[:, :width]
-        self.B[l, l - 1] = both[:, width:]
+        self.PB[l, l - 1] = both
         for j in range(l + 1, min(l - 1 + self._reach(l - 1), self.K) + 1):
             # Pi_{j,l} [G | a] in one product: [Pi_{j,l-1} | B_{j,l-1} - B_{j,l}]
-            moved = self.Pi[j, l] @ both
-            self.Pi[j, l - 1] = moved[:, :width]
-            moved[:, width:] += self.B[j, l]
-            self.B[j, l - 1] = moved[:, width:]
+            PB = self.PB[j, l]
+            moved = PB[:, :d] @ both
+            moved[:, width:] += PB[:, d:]
+            self.PB[j, l - 1] = moved
 
     def _ensure_back(self, l: int) -> None:
         while self.back_lo > l:
@@ -424,15 +424,16 @@ class PolicyEvaluator:
                 if k == 1:
                     X += Zk
                 else:
-                    X += Zk @ self.Pi[i - 1 + k, i]
-                    Bd += Zk @ self.B[i - 1 + k, i]
+                    moved = Zk @ self.PB[i - 1 + k, i]
+                    X += moved[:, :d]
+                    Bd += moved[:, d:]
             base = base + self._down(i, X)
             DB = self._down(i, Bd)
         PU, BU = [], []
         for k in range(1, self._reach(i) + 1):
-            U = self._inner_op("up", i, k)
-            PU.append(self._eye_kron(U, self.Pi[i + k, i]))
-            BU.append(self._eye_kron(U, self.B[i + k, i]))
+            both = self._eye_kron(self._inner_op("up", i, k), self.PB[i + k, i])
+            PU.append(both[:, :d])
+            BU.append(both[:, d:])
         return base, PU, BU, DB
 
     def rates_at(self, i: int, modes: Sequence[int]) -> Array:
@@ -473,8 +474,7 @@ class PolicyEvaluator:
         about what two passes did. The current policy and its passes are left as they were."""
         ms = [int(m) for m in modes]
         n, K, W = len(ms), self.K, self.W
-        Pi: dict[tuple[int, int], Array] = {}
-        B: dict[tuple[int, int], Array] = {}
+        PB: dict[tuple[int, int], Array] = {}  # [Pi_{j,l} | B_{j,l}] of every fleet (n x dim(j) x ...)
 
         def level(l: int) -> tuple[Array, Array, list[Array]]:
             """Q_{l,l} and F_l of every fleet, and the arrivals' stacks D_k (n x W x W), k >= 1."""
@@ -495,25 +495,29 @@ class PolicyEvaluator:
 
         for l in range(K, 0, -1):
             Qbar, rhs, stacks = level(l)
+            d = self.dims[l]
             for k, D in enumerate(stacks, start=1):
                 if D.any():
-                    Qbar += up(l, k, D, Pi[l + k, l])
-                    rhs += up(l, k, D, B[l + k, l])
+                    moved = up(l, k, D, PB[l + k, l])
+                    Qbar += moved[..., :d]
+                    rhs += moved[..., d:]
             down = self._down_block(l)
             width = down.shape[1]
             both = np.linalg.solve(-Qbar, np.concatenate([np.broadcast_to(down, (n, *down.shape)), rhs], axis=2))
-            Pi[l, l - 1], B[l, l - 1] = both[..., :width], both[..., width:]
+            PB[l, l - 1] = both
             for j in range(l + 1, min(l - 1 + self._reach(l - 1), K) + 1):
-                moved = Pi[j, l] @ both
-                Pi[j, l - 1] = moved[..., :width]
-                B[j, l - 1] = moved[..., width:] + B[j, l]
-            for k in range(1, self._reach(l) + 1):  # no longer needed: the levels below use Pi[., l - 1]
-                del Pi[l + k, l], B[l + k, l]
+                moved = PB[j, l][..., :d] @ both
+                moved[..., width:] += PB[j, l][..., d:]
+                PB[j, l - 1] = moved
+            for k in range(1, self._reach(l) + 1):  # no longer needed: the levels below use PB[., l - 1]
+                del PB[l + k, l]
         C, T, stacks = level(0)
+        d = self.dims[0]
         for k, D in enumerate(stacks, start=1):
             if D.any():
-                C += up(0, k, D, Pi[k, 0])
-                T += up(0, k, D, B[k, 0])
+                moved = up(0, k, D, PB[k, 0])
+                C += moved[..., :d]
+                T += moved[..., d:]
         x = _stationary_batch(C)
         self.solves += n * (K + 1)
         y = np.einsum("nd,ndf->nf", x, T)

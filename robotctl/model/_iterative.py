@@ -35,7 +35,7 @@ import scipy.sparse.linalg as spla
 from numpy.typing import NDArray
 
 from ._kron import COND_LIMIT, KronSum
-from ._levels import LevelChain, csr_from_dense, dense_entries
+from ._levels import PERMC_SPEC, LevelChain, csr_from_dense, dense_entries
 
 Array = NDArray[np.float64]
 
@@ -138,7 +138,7 @@ class _LevelSolve:
             rows, cols, vals = (np.concatenate(x) for x in zip(*parts))
             d = chain.dim(i)
             self.block_t = sp.csr_matrix((vals, (rows, cols)), shape=(d, d))
-            self.lu = spla.splu(self.block_t.tocsc())
+            self.lu = spla.splu(self.block_t.tocsc(), permc_spec=PERMC_SPEC)
 
     def row(self, x: Array) -> Array:
         if self.lu is not None:  # the block is at hand: one sparse product

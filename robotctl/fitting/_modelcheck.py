@@ -370,7 +370,10 @@ def _parameter_draws(joint: JointFit, base: QueueModel, cov: np.ndarray, draws: 
     probs = _batch_laws(joint, draws, seed) if batch_laws else None
     out = []
     for i, (svc, obs) in enumerate(laws):
-        params = joint_from_free_vector(joint.params, x0 + root @ z[i, :x0.size])
+        step = root @ z[i, :x0.size]
+        # no perturbation (a zero covariance): the estimate itself, not its round trip through the log
+        # coordinates (which moves the last bits, and the price with them)
+        params = joint_from_free_vector(joint.params, x0 + step) if step.any() else joint.params
         if probs is not None:
             params = replace(params, batch_probs=probs[i])
         out.append((params, svc, obs))

@@ -409,8 +409,10 @@ class PolicyEvaluator:
             self._open(self.fwd_hi)
 
     # -- evaluation ---------------------------------------------------------------------------
-    def _censored_parts(self, i: int) -> tuple[Array, list[Array], list[Array], Array]:
-        """Mode-independent pieces of C_i and of its reward at level i: (base, PU_k, BU_k, DB)."""
+    def _censored_parts(self, i: int) -> tuple[Array, list[Array], Array]:
+        """Mode-independent pieces of C_i and of its reward at level i: (base, [PU_k | BU_k], DB), the
+        products for Pi and B side by side (one product each instead of two: most of a one-level change
+        on small levels is call overhead)."""
         self._ensure_back(i)
         d = self.dims[i]
         base = self._inner_diag(i)
@@ -418,28 +420,24 @@ class PolicyEvaluator:
         if i > 0:
             self._ensure_fwd(i - 1)
             Zp, zp = self.Z[i - 1], self.z[i - 1]
-            X = np.zeros((self.dims[i - 1], d))
-            Bd = zp.copy()
+            XB = np.empty((self.dims[i - 1], d + self.nf))  # [X | B_{i-1 -> i}]
+            XB[:, :d] = 0.0
+            XB[:, d:] = zp
             for k, Zk in enumerate(Zp, start=1):
                 if k == 1:
-                    X += Zk
+                    XB[:, :d] += Zk
                 else:
-                    moved = Zk @ self.PB[i - 1 + k, i]
-                    X += moved[:, :d]
-                    Bd += moved[:, d:]
-            base = base + self._down(i, X)
-            DB = self._down(i, Bd)
-        PU, BU = [], []
-        for k in range(1, self._reach(i) + 1):
-            both = self._eye_kron(self._inner_op("up", i, k), self.PB[i + k, i])
-            PU.append(both[:, :d])
-            BU.append(both[:, d:])
-        return base, PU, BU, DB
+                    XB += Zk @ self.PB[i - 1 + k, i]
+            moved = self._down(i, XB)
+            base = base + moved[:, :d]
+            DB = moved[:, d:]
+        PBU = [self._eye_kron(self._inner_op("up", i, k), self.PB[i + k, i]) for k in range(1, self._reach(i) + 1)]
+        return base, PBU, DB
 
     def rates_at(self, i: int, modes: Sequence[int]) -> Array:
         """Normalised rate columns (n_modes x nf) of the policies equal to the current one except that
         level i runs each of ``modes``."""
-        base, PU, BU, DB = self._censored_parts(i)
+        base, PBU, DB = self._censored_parts(i)
         c = self.chain
         inner = c.inner_dim(i)
         n = len(modes)
@@ -448,12 +446,13 @@ class PolicyEvaluator:
         stack0 = np.stack([a[0] for a in arrs])
         C = self._kron_arr(stack0, np.eye(d), inner) + base
         T = self.functionals_of(i, modes) + DB
-        for k in range(1, len(PU) + 1):
+        for k in range(1, len(PBU) + 1):
             stack = np.stack([a[k] if k < len(a) else np.zeros((self.W, self.W)) for a in arrs])
             if not stack.any():
                 continue
-            C += self._kron_arr(stack, PU[k - 1], inner)
-            T += self._kron_arr(stack, BU[k - 1], inner)
+            moved = self._kron_arr(stack, PBU[k - 1], inner)
+            C += moved[..., :d]
+            T += moved[..., d:]
         x = _stationary_batch(C.reshape(n, d, d))
         self.solves += n
         y = np.einsum("nd,ndf->nf", x, T.reshape(n, d, self.nf))

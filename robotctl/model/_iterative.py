@@ -266,14 +266,14 @@ class _Operator:
             diag = self.diag[i]
             if diag.lu is not None:
                 block_t = diag.block_t
-            else:  # a Kronecker sum (no counted pages): formed densely, it is small
+            else:  # a Kronecker sum (no counted pages), formed sparse: I (x) F_k^T (x) I for each factor
                 factors = diag.kron.factors
-                total = np.zeros((self.dims[i], self.dims[i]))
+                terms = []
                 for k, F in enumerate(factors):
                     left = int(np.prod([f.shape[0] for f in factors[:k]]))
                     right = int(np.prod([f.shape[0] for f in factors[k + 1:]]))
-                    total += np.kron(np.kron(np.eye(left), F), np.eye(right))
-                block_t = csr_from_dense(total.T)
+                    terms.append(sp.kron(sp.kron(sp.identity(left), csr_from_dense(F.T)), sp.identity(right)))
+                block_t = sp.csr_matrix(sum(terms[1:], terms[0]))
             parts.append((block_t, off[i], off[i]))
             flat = self.flat_ups[i]
             if flat is not None:

@@ -252,39 +252,6 @@ class _Operator:
                 self.flat_downs.append(_flat_down(chain, i) if self.dims[i] <= FLAT_DIM else None)
         self.downs = [None] + [None if self.flat_downs[i] is not None else _chain_transposed(chain, "down", i)
                                for i in range(1, self.K + 1)]
-        self.whole_t = self._whole_transposed()
-
-    def _whole_transposed(self) -> Any:
-        """Q^T as one CSR matrix when every level's rows are explicit (levels of at most ``FLAT_DIM`` states):
-        a product with it is one call instead of three a level (a fifth of a GMRES iteration at depth 2).
-        None otherwise."""
-        if any(self.ups) or any(d is not None for d in self.downs[1:]):
-            return None
-        off = self.offsets
-        parts: list[tuple[Any, int, int]] = []  # (block of Q^T, first row, first column)
-        for i in range(self.K + 1):
-            diag = self.diag[i]
-            if diag.lu is not None:
-                block_t = diag.block_t
-            else:  # a Kronecker sum (no counted pages), formed sparse: I (x) F_k^T (x) I for each factor
-                factors = diag.kron.factors
-                terms = []
-                for k, F in enumerate(factors):
-                    left = int(np.prod([f.shape[0] for f in factors[:k]]))
-                    right = int(np.prod([f.shape[0] for f in factors[k + 1:]]))
-                    terms.append(sp.kron(sp.kron(sp.identity(left), csr_from_dense(F.T)), sp.identity(right)))
-                block_t = sp.csr_matrix(sum(terms[1:], terms[0]))
-            parts.append((block_t, off[i], off[i]))
-            flat = self.flat_ups[i]
-            if flat is not None:
-                parts.append((flat[1], off[i + 1], off[i]))
-            if i > 0:
-                parts.append((self.flat_downs[i], off[i - 1], off[i]))
-        coos = [(block.tocoo(), r0, c0) for block, r0, c0 in parts]
-        rows = np.concatenate([c.row.astype(np.int64) + r0 for c, r0, _ in coos])
-        cols = np.concatenate([c.col.astype(np.int64) + c0 for c, _, c0 in coos])
-        vals = np.concatenate([c.data for c, _, _ in coos])
-        return sp.csr_matrix((vals, (rows, cols)), shape=(self.n, self.n))
 
     def split(self, x: Array) -> list[Array]:
         return [x[self.offsets[i]:self.offsets[i + 1]] for i in range(self.K + 1)]
@@ -315,8 +282,6 @@ class _Operator:
         """x Q."""
         off = self.offsets
         x = np.ascontiguousarray(x, dtype=float)
-        if self.whole_t is not None:
-            return np.asarray(self.whole_t @ x)
         out = np.zeros_like(x)
         for i in range(self.K + 1):
             xi = x[off[i]:off[i + 1]]

@@ -132,32 +132,6 @@ def test_explicit_level_rows_agree_with_the_kronecker_products(h: int | None,
     np.testing.assert_allclose(y[:len(dense.values)], dense.values, rtol=1e-10)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.integers(0, 2**32 - 1), st.integers(2, 9), st.sampled_from([0, 1, 2, None]), st.integers(1, 3),
-       st.sampled_from([None, 1, 2, 3]))
-def test_the_generator_as_one_matrix_gives_the_products_level_by_level(seed: int, K: int, h: int | None,
-                                                                      max_batch: int, law: int | None) -> None:
-    """x Q by the whole Q^T as one sparse matrix (``_Operator.whole_t``) and by the blocks of each level (its
-    diagonal block, the batches up, the departures down), on random models, depths and policies: the same
-    vector. (A diagonal block formed with its Kronecker factors in the wrong order fails it.)"""
-    from robotctl.model import LevelChain
-    from robotctl.model import _iterative as iterative
-
-    rng = np.random.default_rng(seed)
-    model = random_model(rng, capacity=K, modes=(1, 2, 3), max_batch=max_batch, obsolescence_order=law,
-                         arrival_order=int(rng.integers(1, 3)), service_order=int(rng.integers(1, 3)))
-    policy = tuple(int(m) for m in rng.choice((1, 2, 3), size=K + 1))
-    op = iterative._Operator(LevelChain(model, h), policy)
-    if max(op.dims) > iterative.FLAT_DIM:  # some level's rows are Kronecker-structured products only
-        assert op.whole_t is None
-        return
-    assert op.whole_t is not None
-    x = rng.standard_normal(op.n)
-    whole = op.row(x)
-    op.whole_t = None
-    np.testing.assert_allclose(whole, op.row(x), rtol=1e-12, atol=1e-12)
-
-
 @pytest.mark.parametrize("fast", [True, False])
 def test_the_in_place_sparse_product_is_the_public_one(fast: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """_add_product (scipy's private csr_matvec when it is there, the public product otherwise) adds A x

@@ -35,7 +35,7 @@ import scipy.sparse.linalg as spla
 from numpy.typing import NDArray
 
 from ._kron import COND_LIMIT, KronSum
-from ._levels import PERMC_SPEC, LevelChain, csr_from_dense, dense_entries
+from ._levels import PERMC_SPEC, LevelChain, csr_from_dense, dense_entries, sparse_from_entries
 
 Array = NDArray[np.float64]
 
@@ -137,7 +137,7 @@ class _LevelSolve:
                 parts.append(_kron_coo(np.eye(chain.W), _coo_t(chain.A(i)), 0))
             rows, cols, vals = (np.concatenate(x) for x in zip(*parts))
             d = chain.dim(i)
-            self.block_t = sp.csr_matrix((vals, (rows, cols)), shape=(d, d))
+            self.block_t = sparse_from_entries(rows, cols, vals, (d, d), duplicates=True)  # the diagonals meet
             self.lu = spla.splu(self.block_t.tocsc(), permc_spec=PERMC_SPEC)
 
     def row(self, x: Array) -> Array:
@@ -208,7 +208,7 @@ def _flat_ups(chain: LevelChain, i: int, mode: int) -> tuple[int, Any] | None:
     if not parts:
         return None
     rows, cols, vals = (np.concatenate(x) for x in zip(*parts))
-    return top, sp.csr_matrix((vals, (rows, cols)), shape=(at, chain.dim(i)))
+    return top, sparse_from_entries(rows, cols, vals, (at, chain.dim(i)))  # batch sizes land on their own levels
 
 
 def _flat_down(chain: LevelChain, i: int) -> Any:
@@ -216,7 +216,7 @@ def _flat_down(chain: LevelChain, i: int) -> Any:
     cache = chain.evaluator_caches.setdefault("flat_down", {})
     if i not in cache:
         rows, cols, vals = _kron_coo(np.eye(chain.W), _coo_t(chain.down(i)), 0)
-        cache[i] = sp.csr_matrix((vals, (rows, cols)), shape=(chain.dim(i - 1), chain.dim(i)))
+        cache[i] = sparse_from_entries(rows, cols, vals, (chain.dim(i - 1), chain.dim(i)))
     return cache[i]
 
 

@@ -95,7 +95,7 @@ def _csr(rows: Any, cols: Any, vals: Any, shape: tuple[int, int]) -> Any:
         out = np.zeros(shape)
         out[np.asarray(rows, dtype=np.intp), np.asarray(cols, dtype=np.intp)] = vals
         return out
-    return sp.csr_matrix((vals, (rows, cols)), shape=shape)
+    return sparse_from_entries(rows, cols, vals, shape)
 
 
 def dense_entries(m: NDArray[np.float64]) -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.float64]]:
@@ -115,6 +115,40 @@ def csr_from_dense(m: NDArray[np.float64]) -> Sparse:
     indptr = np.zeros(m.shape[0] + 1, dtype=np.int32)
     np.cumsum(np.bincount(rows, minlength=m.shape[0]), out=indptr[1:])
     return sp.csr_matrix((vals, cols.astype(np.int32), indptr), shape=m.shape)
+
+
+try:  # COO -> CSR in one C pass, without scipy's checks, sorting and duplicate summing (sparse_from_entries)
+    from scipy.sparse._sparsetools import coo_tocsr as _coo_tocsr
+except ImportError:  # pragma: no cover - a scipy without the routine: its public constructors
+    _coo_tocsr = None
+
+
+def sparse_from_entries(rows: Any, cols: Any, vals: Any, shape: tuple[int, int], *, fmt: str = "csr",
+                        duplicates: bool = False) -> Sparse:
+    """A CSR (or CSC, ``fmt="csc"``) matrix from its entries by scipy's own COO-to-CSR routine called once:
+    the public constructor's checks, index-type probing, sorting and duplicate summing cost five times the
+    conversion (0.77 ms against 0.16 ms for 20,000 entries), and the level chains build thousands of small
+    operators. ``duplicates``: entries may share a place (a Kronecker sum's diagonals): they are summed;
+    else each must have a place of its own. The column indices of a row may come unsorted, which products,
+    conversions and sparse LU accept."""
+    rows, cols = np.asarray(rows), np.asarray(cols)
+    vals = np.asarray(vals, dtype=float)
+    if fmt not in ("csr", "csc"):
+        raise ValueError(f"fmt must be csr or csc, got {fmt!r}")
+    n_major, n_minor = shape if fmt == "csr" else (shape[1], shape[0])
+    major, minor = (rows, cols) if fmt == "csr" else (cols, rows)
+    if _coo_tocsr is None or max(n_major, n_minor, vals.size) >= 2**31:
+        out = (sp.csr_matrix if fmt == "csr" else sp.csc_matrix)((vals, (rows, cols)), shape=shape)
+    else:
+        indptr = np.empty(n_major + 1, dtype=np.int32)
+        indices = np.empty(vals.size, dtype=np.int32)
+        data = np.empty(vals.size)
+        _coo_tocsr(n_major, n_minor, vals.size, major.astype(np.int32), minor.astype(np.int32), vals, indptr,
+                   indices, data)
+        out = (sp.csr_matrix if fmt == "csr" else sp.csc_matrix)((data, indices, indptr), shape=shape)
+    if duplicates:
+        out.sum_duplicates()
+    return out
 
 
 def _as(m: Any, dense: bool) -> Any:
@@ -743,7 +777,8 @@ class LevelChain:
                 (np.arange(inner)[:, None] * R + g_cols[None, :]).ravel()]
         vals = [np.repeat(a_vals, R), np.tile(g_vals, inner)]
         size = inner * R
-        return sp.csc_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(size, size))
+        return sparse_from_entries(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), (size, size),
+                                   fmt="csc", duplicates=True)  # A's diagonal and Gamma's meet
 
     def _tagged_inner(self, i: int, l: int) -> NDArray[np.float64]:
         """On inner(i): [served, obsolete, served_time, obsolete_time] of a page arriving at level i in

@@ -176,6 +176,31 @@ def test_dense_matrices_become_the_same_sparse_ones_as_scipy_makes(rows: int, co
     assert len(v) == np.count_nonzero(m)
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 12), st.integers(1, 12), st.integers(0, 60), st.integers(0, 2**32 - 1),
+       st.sampled_from(["csr", "csc"]), st.booleans())
+def test_sparse_matrices_from_entries_are_scipys(rows: int, cols: int, count: int, seed: int, fmt: str,
+                                                 duplicates: bool) -> None:
+    """model._levels.sparse_from_entries (scipy's COO-to-CSR routine called once) against scipy's public
+    constructor on random entries, in both formats: the same matrix; with ``duplicates`` entries that
+    share a place are summed (as a Kronecker sum's diagonals must be), and the result is canonical."""
+    from robotctl.model._levels import sparse_from_entries
+
+    rng = np.random.default_rng(seed)
+    if duplicates:
+        r, c = rng.integers(0, rows, count), rng.integers(0, cols, count)
+    else:
+        flat = rng.choice(rows * cols, size=min(count, rows * cols), replace=False)
+        r, c = np.divmod(flat, cols)
+    v = rng.normal(size=r.size)
+    ours = sparse_from_entries(r, c, v, (rows, cols), fmt=fmt, duplicates=duplicates)
+    theirs = sp.coo_matrix((v, (r, c)), shape=(rows, cols))
+    assert ours.format == fmt and ours.shape == (rows, cols)
+    np.testing.assert_allclose(ours.toarray(), theirs.toarray(), rtol=1e-14, atol=1e-14)
+    if duplicates:
+        assert ours.has_canonical_format
+
+
 def test_cost_matches_cost_of_measures() -> None:
     model = random_model(np.random.default_rng(3), capacity=5)
     policy = random_policy(np.random.default_rng(4), model.modes, 5)

@@ -135,6 +135,11 @@ def sparse_from_entries(rows: Any, cols: Any, vals: Any, shape: tuple[int, int],
     vals = np.asarray(vals, dtype=float)
     if fmt not in ("csr", "csc"):
         raise ValueError(f"fmt must be csr or csc, got {fmt!r}")
+    if not rows.shape == cols.shape == vals.shape:
+        raise ValueError(f"rows, cols and vals differ in shape: {rows.shape}, {cols.shape}, {vals.shape}")
+    # the C routine does not check its indices: one out of range would write outside its arrays
+    if rows.size and (rows.min() < 0 or rows.max() >= shape[0] or cols.min() < 0 or cols.max() >= shape[1]):
+        raise ValueError(f"an entry lies outside the {shape[0]} x {shape[1]} matrix")
     n_major, n_minor = shape if fmt == "csr" else (shape[1], shape[0])
     major, minor = (rows, cols) if fmt == "csr" else (cols, rows)
     if _coo_tocsr is None or max(n_major, n_minor, vals.size) >= 2**31:

@@ -201,6 +201,16 @@ def test_sparse_matrices_from_entries_are_scipys(rows: int, cols: int, count: in
         assert ours.has_canonical_format
 
 
+@pytest.mark.parametrize(("row", "col"), [(-1, 0), (3, 0), (0, -1), (0, 4)])
+def test_an_entry_outside_the_matrix_is_refused_not_written(row: int, col: int) -> None:
+    """sparse_from_entries hands its indices to a C routine that does not check them: an entry outside the
+    matrix must raise, not write outside the arrays."""
+    from robotctl.model._levels import sparse_from_entries
+
+    with pytest.raises(ValueError, match="outside the 3 x 4 matrix"):
+        sparse_from_entries(np.array([0, row]), np.array([0, col]), np.array([1.0, 2.0]), (3, 4))
+
+
 def test_cost_matches_cost_of_measures() -> None:
     model = random_model(np.random.default_rng(3), capacity=5)
     policy = random_policy(np.random.default_rng(4), model.modes, 5)

@@ -55,7 +55,8 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
-from ._levels import LevelChain, csr_from_dense, fast_kron, to_dense
+from ._levels import LevelChain
+from ._matrices import csr_from_dense, fast_kron, to_dense
 from ._measures import Measures
 from ._model import Costs
 

@@ -41,7 +41,8 @@ from numpy.typing import NDArray
 
 from robotctl._errors import InputError
 
-from ._levels import LevelChain, fast_kron, to_dense
+from ._levels import LevelChain
+from ._matrices import fast_kron, to_dense
 from ._measures import CostBreakdown, Measures, cost_of
 from ._model import Costs, QueueModel
 from ._policy import QueueLengthPolicy

@@ -35,7 +35,8 @@ import scipy.sparse.linalg as spla
 from numpy.typing import NDArray
 
 from ._kron import COND_LIMIT, KronSum
-from ._levels import PERMC_SPEC, LevelChain, csr_from_dense, dense_entries, sparse_from_entries
+from ._levels import LevelChain
+from ._matrices import PERMC_SPEC, csr_from_dense, dense_entries, sparse_from_entries
 
 Array = NDArray[np.float64]
 

@@ -33,7 +33,7 @@ from robotctl.model import (
     solve,
     solve_bruteforce,
 )
-from robotctl.model._levels import compositions
+from robotctl.model._counts import compositions
 
 FIELDS = ("arrival_rate", "p_loss", "p_obsolete", "p_success", "p_starvation", "mean_active_robots",
           "mean_queue_length", "mean_response_served", "mean_sojourn_obsolete", "mean_sojourn")
@@ -133,11 +133,12 @@ def test_static_fleets_in_one_stacked_pass_match_one_pass_each(params: dict, h: 
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 4), st.integers(0, 6), st.integers(1, 4), st.integers(0, 2**32 - 1))
 def test_count_operators_put_each_entry_in_a_place_of_its_own(R: int, c: int, a: int, seed: int) -> None:
-    """The counted pages' operators are assembled by assigning their entries (model._levels._csr, which
+    """The counted pages' operators are assembled by assigning their entries (model._matrices._csr, which
     relies on no two entries sharing a place): against an independent route, each operator's rows sum as
     the rates they carry do, and a new pages at once equal a one-page steps multiplied."""
     from robotctl.model import random_ph
-    from robotctl.model._levels import _Counts, to_dense
+    from robotctl.model._counts import _Counts
+    from robotctl.model._matrices import to_dense
 
     rng = np.random.default_rng(seed)
     law = random_ph(rng, R)
@@ -160,10 +161,10 @@ def test_count_operators_put_each_entry_in_a_place_of_its_own(R: int, c: int, a:
 @given(st.integers(0, 12), st.integers(0, 12), st.floats(0.0, 1.0), st.integers(0, 2**32 - 1), st.booleans())
 def test_dense_matrices_become_the_same_sparse_ones_as_scipy_makes(rows: int, cols: int, density: float, seed: int,
                                                                   transposed: bool) -> None:
-    """model._levels.csr_from_dense (positions from a boolean mask's flat indices) against scipy's own
+    """model._matrices.csr_from_dense (positions from a boolean mask's flat indices) against scipy's own
     conversion, on matrices of any shape and density, C-ordered or transposed views: the same entries, in
     canonical CSR (sorted, no duplicates), as the Kronecker and iterative code paths expect."""
-    from robotctl.model._levels import csr_from_dense, dense_entries
+    from robotctl.model._matrices import csr_from_dense, dense_entries
 
     rng = np.random.default_rng(seed)
     m = np.where(rng.random((rows, cols)) < density, rng.normal(size=(rows, cols)), 0.0)
@@ -181,10 +182,10 @@ def test_dense_matrices_become_the_same_sparse_ones_as_scipy_makes(rows: int, co
        st.sampled_from(["csr", "csc"]), st.booleans())
 def test_sparse_matrices_from_entries_are_scipys(rows: int, cols: int, count: int, seed: int, fmt: str,
                                                  duplicates: bool) -> None:
-    """model._levels.sparse_from_entries (scipy's COO-to-CSR routine called once) against scipy's public
+    """model._matrices.sparse_from_entries (scipy's COO-to-CSR routine called once) against scipy's public
     constructor on random entries, in both formats: the same matrix; with ``duplicates`` entries that
     share a place are summed (as a Kronecker sum's diagonals must be), and the result is canonical."""
-    from robotctl.model._levels import sparse_from_entries
+    from robotctl.model._matrices import sparse_from_entries
 
     rng = np.random.default_rng(seed)
     if duplicates:
@@ -205,7 +206,7 @@ def test_sparse_matrices_from_entries_are_scipys(rows: int, cols: int, count: in
 def test_an_entry_outside_the_matrix_is_refused_not_written(row: int, col: int) -> None:
     """sparse_from_entries hands its indices to a C routine that does not check them: an entry outside the
     matrix must raise, not write outside the arrays."""
-    from robotctl.model._levels import sparse_from_entries
+    from robotctl.model._matrices import sparse_from_entries
 
     with pytest.raises(ValueError, match="outside the 3 x 4 matrix"):
         sparse_from_entries(np.array([0, row]), np.array([0, col]), np.array([1.0, 2.0]), (3, 4))

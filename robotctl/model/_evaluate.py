@@ -56,7 +56,7 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from ._levels import LevelChain
-from ._matrices import csr_from_dense, fast_kron, to_dense
+from ._matrices import INVERSE_LEAF, csr_from_dense, fast_kron, mmatrix_inverse, to_dense
 from ._measures import Measures
 from ._model import Costs
 
@@ -137,18 +137,19 @@ def cost_from_rates(values: Array, costs: Costs) -> Any:
 
 
 #: Levels of at least this many states, with at least twice as many right-hand sides, are solved through the
-#: inverse (LU, then one matrix product): the triangular solves of many right-hand sides run at half the
-#: speed of a product on two cores (measured 4.2 ms against 6.6 ms at 200 states and 812 columns).
+#: inverse (:func:`model._matrices.mmatrix_inverse`, then one matrix product): the triangular solves of many
+#: right-hand sides run at a fraction of the speed of a product (measured 4.2 ms against 6.6 ms at 200
+#: states and 812 columns through LAPACK's inverse; the inverse by halves is faster still).
 WIDE_SOLVE_DIM = 64
 
 
 def _solve_wide(H: Array, rhs: Array) -> Array:
-    """H^{-1} rhs; through the inverse when rhs is wide and H large (``WIDE_SOLVE_DIM``). H is minus a
-    generator block that loses probability to other levels (a non-singular M-matrix, diagonally dominant),
-    for which the inverse is as accurate as the LU solve."""
+    """H^{-1} rhs; through the inverse (:func:`model._matrices.mmatrix_inverse`) when rhs is wide and H large
+    (``WIDE_SOLVE_DIM``). H is minus a generator block that loses probability to other levels (a non-singular
+    M-matrix, diagonally dominant), for which the inverse is as accurate as the LU solve."""
     d = H.shape[0]
     if d >= WIDE_SOLVE_DIM and rhs.shape[1] >= 2 * d:
-        return np.asarray(np.linalg.inv(H) @ rhs)
+        return np.asarray(mmatrix_inverse(H) @ rhs)
     return np.asarray(np.linalg.solve(H, rhs))
 
 
@@ -314,6 +315,24 @@ class PolicyEvaluator:
     def _down(self, i: int, X: Array) -> Array:
         return self._eye_kron(self._inner_op("down", i), X)
 
+    def _times_down(self, i: int, X: Array, out: Array) -> None:
+        """out = X Q_{i,i-1} = X (I_W (x) down(i)) for a dense X (rows x d_i), block column by block column:
+        W products with the inner operator (sparse when large) instead of one with the dense block (the
+        inverse of a backward step times the down-block was a third of the step's flops)."""
+        dn = self._inner_op("down", i)
+        p, q = dn.shape
+        if sp.issparse(dn):  # (down^T X_w^T)^T by the kept CSR transpose: scipy's X_w @ dn took twice as long
+            key = ("down_t", i, 0)
+            if key not in self._dense:
+                self._dense[key] = sp.csr_matrix(dn.T)
+            dn_t = self._dense[key]
+            for w in range(self.W):
+                out[:, w * q:(w + 1) * q] = (dn_t @ X[:, w * p:(w + 1) * p].T).T
+            return
+        rows = X.shape[0]
+        blocks = np.matmul(X.reshape(rows, self.W, p).transpose(1, 0, 2), dn)  # (W, rows, q)
+        out[...] = blocks.transpose(1, 0, 2).reshape(rows, self.W * q)
+
     def functionals(self, i: int, mode: int) -> Array:
         """F_i under ``mode``: d_i x nf rates (columns ``FUNCTIONALS``, then the levels), a new array."""
         return self.functionals_of(i, [mode])[0]
@@ -358,11 +377,16 @@ class PolicyEvaluator:
             QPB = self._up_block(l, mode, k) @ PB if small else self._up(l, mode, k, PB)
             Qbar += QPB[:, :d]
             rhs_B += QPB[:, d:]
-        down = self._down_block(l)
         Qbar *= -1.0
-        both = np.linalg.solve(Qbar, np.concatenate([down, rhs_B], axis=1))
+        width = self.dims[l - 1]
+        if d <= INVERSE_LEAF:
+            both = np.linalg.solve(Qbar, np.concatenate([self._down_block(l), rhs_B], axis=1))
+        else:  # [G | a] = (-Qbar)^{-1} [Q_{l,l-1} | rhs_B], G through the down-block's structure
+            inverse = mmatrix_inverse(Qbar)
+            both = np.empty((d, width + rhs_B.shape[1]))
+            self._times_down(l, inverse, both[:, :width])
+            np.matmul(inverse, rhs_B, out=both[:, width:])
         self.solves += 1
-        width = down.shape[1]
         self.PB[l, l - 1] = both
         for j in range(l + 1, min(l - 1 + self._reach(l - 1), self.K) + 1):
             # Pi_{j,l} [G | a] in one product: [Pi_{j,l-1} | B_{j,l-1} - B_{j,l}]

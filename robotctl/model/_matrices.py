@@ -210,3 +210,53 @@ def _factorise(A: Any) -> Any:
     if A.shape[0] <= DENSE_LU_STATES:
         return _dense_lu(to_dense(A))
     return spla.splu(A if getattr(A, "format", None) == "csc" else sp.csc_matrix(A), permc_spec=PERMC_SPEC).solve
+
+
+#: :func:`mmatrix_inverse` inverts blocks of at most this many states by LAPACK (getrf, getri), larger ones by
+#: halves: this OpenBLAS's triangular kernels (trsm, getri) run at a fifth of its matrix product's speed (a
+#: 200-state inverse 1.1 ms by getri against 0.3 ms for a product of the same size), so the halves' products
+#: carry the flops. Measured on levels of 4, 8, ..., 200 states: leaves of 48 states 0.010 s for all fifty,
+#: 0.015 at 16, 0.023 at 8; ``np.linalg.solve`` with as many right-hand sides 0.028-0.035 s.
+INVERSE_LEAF = 48
+
+
+def mmatrix_inverse(H: NDArray[np.float64]) -> NDArray[np.float64]:
+    """H^{-1} for a non-singular M-matrix H (minus a generator block that loses probability to other levels)
+    by 2 x 2 block elimination without pivoting, H = [[A, B], [C, D]]:
+
+        H^{-1} = [[A^{-1} + A^{-1} B S^{-1} C A^{-1}, -A^{-1} B S^{-1}], [-S^{-1} C A^{-1}, S^{-1}]],
+        S = D - C A^{-1} B,
+
+    A and S inverted the same way, down to ``INVERSE_LEAF`` states (LAPACK's LU with partial pivoting).
+
+    Why no pivoting is needed: a principal block of a non-singular M-matrix and its Schur complement are
+    non-singular M-matrices (Berman and Plemmons, *Nonnegative Matrices in the Mathematical Sciences*, 1994,
+    ch. 6), so every block inverted exists and is non-negative. B, C <= 0 and A^{-1}, S^{-1} >= 0 make every
+    product above of one sign: the off-diagonal entries of S and all four blocks of the inverse are sums of
+    terms of one sign (no cancellation); only the diagonal of S is a difference, as in any LU elimination.
+    The input is not changed."""
+    n = H.shape[0]
+    if n <= INVERSE_LEAF:
+        from scipy.linalg.lapack import dgetrf, dgetri
+
+        lu, piv, info = dgetrf(H)
+        if info == 0:
+            inv, info = dgetri(lu, piv, overwrite_lu=True)
+        if info != 0:
+            raise np.linalg.LinAlgError(f"singular {n} x {n} block (LAPACK info {info})")
+        return np.asarray(inv)
+    h = n // 2
+    A, B, C, D = H[:h, :h], H[:h, h:], H[h:, :h], H[h:, h:]
+    A_inv = mmatrix_inverse(A)
+    AB = A_inv @ B  # <= 0
+    S_inv = mmatrix_inverse(D - C @ AB)
+    out = np.empty((n, n))
+    out[h:, h:] = S_inv
+    lower = out[h:, :h]
+    np.matmul(S_inv, C @ A_inv, out=lower)  # S^{-1} C A^{-1} <= 0
+    lower *= -1.0
+    np.matmul(AB, S_inv, out=out[:h, h:])  # A^{-1} B S^{-1} <= 0
+    out[:h, h:] *= -1.0
+    out[:h, :h] = A_inv
+    out[:h, :h] -= AB @ lower
+    return out

@@ -426,3 +426,58 @@ def test_large_levels_agree_with_the_iterative_solver(h: int) -> None:
         got = ev.evaluate(r)
         np.testing.assert_allclose(got.values, ref[:len(got.values)], rtol=1e-9, atol=1e-13)
         assert ev.cost(r, COSTS) == pytest.approx(PolicyEvaluator(chain, r).rates().cost(COSTS), rel=1e-10)
+
+
+def _m_matrix(rng: np.random.Generator, n: int, density: float, margin: float) -> np.ndarray:
+    """Minus a generator block that loses probability: non-negative off-diagonal rates, each row's outflow
+    exceeding its inflow elsewhere by a random share of ``margin`` (tiny margins: nearly singular)."""
+    Q = rng.random((n, n)) * (rng.random((n, n)) < density)
+    np.fill_diagonal(Q, 0.0)
+    loss = margin * rng.random(n)
+    loss[rng.integers(n)] = margin  # at least one row loses
+    return np.diag(Q.sum(axis=1) + loss) - Q
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 230), st.floats(0.02, 1.0), st.sampled_from([1.0, 1e-3, 1e-8]), st.integers(0, 2**32 - 1))
+def test_m_matrix_inverse_by_halves_is_lapacks(n: int, density: float, margin: float, seed: int) -> None:
+    """model._matrices.mmatrix_inverse (2 x 2 blocks without pivoting, LAPACK below INVERSE_LEAF states)
+    against LAPACK's pivoted inverse, on M-matrices of every size around the leaf and its halvings: the same
+    inverse to the accuracy the conditioning allows, non-negative (an M-matrix's inverse is), and the input
+    left as it was."""
+    from robotctl.model._matrices import mmatrix_inverse
+
+    H = _m_matrix(np.random.default_rng(seed), n, density, margin)
+    before = H.copy()
+    got = mmatrix_inverse(H)
+    want = np.linalg.inv(H)
+    np.testing.assert_array_equal(H, before)
+    scale = np.abs(want).max()
+    cond = np.linalg.cond(H, 1)
+    assert np.abs(got - want).max() <= 1e-13 * cond * scale
+    assert (got >= -1e-13 * cond * scale).all()
+
+
+def test_m_matrix_inverse_refuses_a_singular_block() -> None:
+    from robotctl.model._matrices import mmatrix_inverse
+
+    with pytest.raises(np.linalg.LinAlgError, match="singular"):
+        mmatrix_inverse(np.zeros((3, 3)))
+
+
+@pytest.mark.parametrize("h", [0, 2])
+def test_the_down_block_is_applied_by_its_structure(h: int) -> None:
+    """PolicyEvaluator._times_down (X (I_W (x) down(i)) block column by block column, through the inner
+    operator, sparse on large levels) against the product with the dense down-block, on every level."""
+    rng = np.random.default_rng(3)
+    model = random_model(rng, capacity=30, arrival_order=2, obsolescence_order=2, max_batch=2, modes=(1, 2))
+    chain = LevelChain(model, h)
+    ev = PolicyEvaluator(chain, (1,) * 31)
+    kinds = set()
+    for i in range(1, 31):
+        X = rng.random((chain.dim(i), chain.dim(i)))
+        out = np.empty((chain.dim(i), chain.dim(i - 1)))
+        ev._times_down(i, X, out)
+        np.testing.assert_allclose(out, X @ ev._down_block(i), rtol=1e-13, atol=1e-13)
+        kinds.add(sp.issparse(ev._inner_op("down", i)))
+    assert kinds == ({False} if h == 0 else {False, True})  # dense inner operators on small levels, sparse on large

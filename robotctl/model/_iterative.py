@@ -36,7 +36,7 @@ from numpy.typing import NDArray
 
 from ._kron import COND_LIMIT, KronSum
 from ._levels import LevelChain
-from ._matrices import PERMC_SPEC, csr_from_dense, dense_entries, sparse_from_entries
+from ._matrices import PERMC_SPEC, csr_from_dense, dense_entries, mmatrix_inverse, sparse_from_entries
 
 Array = NDArray[np.float64]
 
@@ -115,6 +115,31 @@ def _add_product(A: Any, x: Array, out: Array) -> None:
         out += A @ x
 
 
+class _Product:
+    """out += A x for one CSR matrix A, as the solver's loops call it thousands of times: the checks of
+    :func:`_add_product` (dtypes, index types) made once, here; the vectors are the loops' own contiguous
+    float slices. A GMRES iteration on the ladder's depth 2 at K = 36 makes about 220 such products."""
+
+    __slots__ = ("A", "args", "direct")
+
+    def __init__(self, A: Any) -> None:
+        self.A = A
+        self.direct = (_csr_matvec is not None and A.data.dtype == np.float64 and A.indptr.dtype == A.indices.dtype)
+        self.args = (A.shape[0], A.shape[1], A.indptr, A.indices, A.data)
+
+    def add(self, x: Array, out: Array) -> None:
+        if self.direct and x.flags.c_contiguous and out.flags.c_contiguous:
+            _csr_matvec(*self.args, x, out)
+        else:
+            out += self.A @ x
+
+
+#: Diagonal blocks of at most this many states are inverted densely (their transposed inverse kept): a level
+#: solve is then one dense product, a few microseconds, where SuperLU's solve costs 10-17 us a call on small
+#: levels and the Kronecker-sum inverse a dozen numpy calls.
+DENSE_SOLVE_DIM = 128
+
+
 class _LevelSolve:
     """x -> solution of y (diagonal block) = x, for one level and mode."""
 
@@ -124,8 +149,14 @@ class _LevelSolve:
         self.kron = KronSum(factors, rng_seed=i)
         self.lu: Any = None
         self.block_t: Any = None
+        #: on small levels: the block transposed (dense) and its inverse, x -> x (block)^{-1} as one product
+        self.dense_t: Array | None = None
+        self.inverse_t: Array | None = None
+        self.product: _Product | None = None
+        d = chain.dim(i)
         counted = i > 0 and chain.shape(i).counted > 0
-        if (counted or not self.kron.well_conditioned) and chain.dim(i) <= SPLU_LIMIT:
+        small = d <= DENSE_SOLVE_DIM
+        if small or ((counted or not self.kron.well_conditioned) and d <= SPLU_LIMIT):
             # the count generator's eigenvectors are badly conditioned, and a defective factor (an Erlang
             # law) has none: the perturbed inverse can be wrong by orders of magnitude (a GMRES residual
             # of 1e56 with Erlang-3 obsolescence at K = 8), so factorise the block itself
@@ -137,23 +168,35 @@ class _LevelSolve:
             if i > 0:
                 parts.append(_kron_coo(np.eye(chain.W), _coo_t(chain.A(i)), 0))
             rows, cols, vals = (np.concatenate(x) for x in zip(*parts))
-            d = chain.dim(i)
+            if small:  # minus the block is a non-singular M-matrix (it loses probability to other levels)
+                dense = np.zeros((d, d))
+                np.add.at(dense, (rows, cols), vals)  # the diagonals meet
+                self.dense_t = dense
+                self.inverse_t = -mmatrix_inverse(-dense)
+                return
             self.block_t = sparse_from_entries(rows, cols, vals, (d, d), duplicates=True)  # the diagonals meet
             self.lu = spla.splu(self.block_t.tocsc(), permc_spec=PERMC_SPEC)
+            self.product = _Product(self.block_t)
 
     def row(self, x: Array) -> Array:
+        if self.dense_t is not None:
+            return np.asarray(self.dense_t @ x)
         if self.lu is not None:  # the block is at hand: one sparse product
             return np.asarray(self.block_t @ x)
         return self.kron.row(x)
 
     def add_row(self, x: Array, out: Array) -> None:
         """out += x (diagonal block), in place."""
-        if self.lu is not None:
-            _add_product(self.block_t, x, out)
+        if self.dense_t is not None:
+            out += self.dense_t @ x
+        elif self.product is not None:
+            self.product.add(x, out)
         else:
             out += self.kron.row(x)
 
     def solve(self, b: Array) -> Array:
+        if self.inverse_t is not None:
+            return np.asarray(self.inverse_t @ b)
         if self.lu is not None:
             return np.asarray(self.lu.solve(b))
         return self.kron.solve_row(b)
@@ -240,31 +283,35 @@ class _Operator:
         self.diag = [solves[i, self.policy[i]] for i in range(self.K + 1)]
         self.ups: list[list[tuple[int, Array, Any]]] = []
         # small levels: (top, [Q_{i,i+1} | ... | Q_{i,i+top}]^T) and Q_{i,i-1}^T as explicit CSR matrices
-        self.flat_ups: list[tuple[int, Any] | None] = []
-        self.flat_downs: list[Any] = [None]
+        self.flat_ups: list[tuple[int, _Product] | None] = []
+        self.flat_downs: list[_Product | None] = [None]
         for i in range(self.K + 1):
             arr = chain.arrivals(self.policy[i], i)
             top = len(arr) - 1
             flat = top > 0 and max(self.dims[i:i + top + 1]) <= FLAT_DIM
-            self.flat_ups.append(_flat_ups(chain, i, self.policy[i]) if flat else None)
+            ups = _flat_ups(chain, i, self.policy[i]) if flat else None
+            self.flat_ups.append(None if ups is None else (ups[0], _Product(ups[1])))
             self.ups.append([] if flat else [(a, arr[a], _chain_transposed(chain, "up", i, a))
                                              for a in range(1, len(arr)) if arr[a].any()])
             if i > 0:
-                self.flat_downs.append(_flat_down(chain, i) if self.dims[i] <= FLAT_DIM else None)
+                self.flat_downs.append(_Product(_flat_down(chain, i)) if self.dims[i] <= FLAT_DIM else None)
         self.downs = [None] + [None if self.flat_downs[i] is not None else _chain_transposed(chain, "down", i)
                                for i in range(1, self.K + 1)]
+        #: the slices of the levels in a whole vector
+        self.levels = [slice(int(self.offsets[i]), int(self.offsets[i + 1])) for i in range(self.K + 1)]
+        self.above = [slice(int(self.offsets[i + 1]), int(self.offsets[min(i + 1 + (f[0] if f else 0), self.K + 1)]))
+                      for i, f in enumerate(self.flat_ups)]
 
     def split(self, x: Array) -> list[Array]:
         return [x[self.offsets[i]:self.offsets[i + 1]] for i in range(self.K + 1)]
 
     def add_up_from(self, i: int, xi: Array, out: Array) -> None:
         """out (the whole vector) += x_i [Q_{i,i+1} ... Q_{i,i+top}]."""
-        off = self.offsets
         flat = self.flat_ups[i]
         if flat is not None:
-            top, UT = flat
-            _add_product(UT, xi, out[off[i + 1]:off[i + 1 + top]])
+            flat[1].add(xi, out[self.above[i]])
             return
+        off = self.offsets
         inner = self.chain.inner_dim(i)
         P = xi.reshape(self.W, inner)
         for a, arr, U in self.ups[i]:
@@ -274,42 +321,40 @@ class _Operator:
         """out (level i - 1's part) += x_i Q_{i,i-1}."""
         flat = self.flat_downs[i]
         if flat is not None:
-            _add_product(flat, xi, out)
+            flat.add(xi, out)
             return
         inner = self.chain.inner_dim(i)
         out += _right(xi.reshape(self.W, inner), self.downs[i]).reshape(-1)
 
     def row(self, x: Array) -> Array:
         """x Q."""
-        off = self.offsets
         x = np.ascontiguousarray(x, dtype=float)
         out = np.zeros_like(x)
-        for i in range(self.K + 1):
-            xi = x[off[i]:off[i + 1]]
-            self.diag[i].add_row(xi, out[off[i]:off[i + 1]])
+        levels = self.levels
+        for i, at in enumerate(levels):
+            xi = x[at]
+            self.diag[i].add_row(xi, out[at])
             self.add_up_from(i, xi, out)
             if i > 0:
-                self.add_down_from(i, xi, out[off[i - 1]:off[i]])
+                self.add_down_from(i, xi, out[levels[i - 1]])
         return out
 
     def sgs(self, r: Array) -> Array:
         """One symmetric block Gauss-Seidel sweep for z Q = r (row form): the rank-one term e u of the
         system is left to GMRES (each level's diagonal block is non-singular, Q's is not)."""
-        off = self.offsets
         r = np.asarray(r, dtype=float)
         lower = np.zeros_like(r)  # sum_{j < i} z_j Q_{j,i}, filled as the levels go up
         z = np.empty_like(lower)
-        for i in range(self.K + 1):
-            zi = np.ascontiguousarray(self.diag[i].solve(r[off[i]:off[i + 1]] - lower[off[i]:off[i + 1]]))
-            z[off[i]:off[i + 1]] = zi
+        levels = self.levels
+        for i, at in enumerate(levels):
+            zi = np.ascontiguousarray(self.diag[i].solve(r[at] - lower[at]))
+            z[at] = zi
             self.add_up_from(i, zi, lower)
         for i in range(self.K, -1, -1):
-            rhs = r[off[i]:off[i + 1]] - lower[off[i]:off[i + 1]]
-            if i < self.K:
-                below = np.zeros(self.dims[i])
-                self.add_down_from(i + 1, z[off[i + 1]:off[i + 2]], below)
-                rhs -= below
-            z[off[i]:off[i + 1]] = self.diag[i].solve(rhs)
+            at = levels[i]
+            if i < self.K:  # z_{i+1} Q_{i+1,i} joins the levels below's part (level i's is not used again)
+                self.add_down_from(i + 1, z[levels[i + 1]], lower[at])
+            z[at] = self.diag[i].solve(r[at] - lower[at])
         return z
 
     @property

@@ -159,8 +159,8 @@ class _Counts:
         keep = ~np.any((ms > 0) & (self.gamma[None, :] <= 0), axis=1)  # a phase never entered
         ms = ms[keep]
         logs = np.log(np.where(self.gamma > 0, self.gamma, 1.0))
-        log_p = (math.lgamma(a + 1) - np.array([sum(math.lgamma(int(x) + 1) for x in m) for m in ms])
-                 + (ms * logs[None, :]).sum(axis=1))
+        log_factorial = np.array([math.lgamma(k + 1) for k in range(a + 1)])
+        log_p = math.lgamma(a + 1) - log_factorial[ms].sum(axis=1) + (ms * logs[None, :]).sum(axis=1)
         probs = np.exp(log_p)
         rows = np.repeat(np.arange(n.shape[0]), ms.shape[0])
         targets = (n[:, None, :] + ms[None, :, :]).reshape(-1, self.R)

@@ -56,7 +56,7 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from ._levels import LevelChain
-from ._matrices import INVERSE_LEAF, csr_from_dense, fast_kron, mmatrix_inverse, to_dense
+from ._matrices import INVERSE_LEAF, csr_from_dense, fast_kron, is_sparse, mmatrix_inverse, to_dense
 from ._measures import Measures
 from ._model import Costs
 
@@ -228,7 +228,7 @@ class PolicyEvaluator:
         """(I_W (x) B) X with B (p x q, dense or sparse) and X (W q, cols)."""
         cols = X.shape[1]
         p, q = B.shape
-        if sp.issparse(B):  # one sparse product over all W blocks side by side
+        if is_sparse(B):  # one sparse product over all W blocks side by side
             wide = X.reshape(self.W, q, cols).transpose(1, 0, 2).reshape(q, self.W * cols)
             out = np.asarray(B @ wide).reshape(p, self.W, cols).transpose(1, 0, 2)
             return np.ascontiguousarray(out).reshape(self.W * p, cols)
@@ -321,7 +321,7 @@ class PolicyEvaluator:
         inverse of a backward step times the down-block was a third of the step's flops)."""
         dn = self._inner_op("down", i)
         p, q = dn.shape
-        if sp.issparse(dn):  # (down^T X_w^T)^T by the kept CSR transpose: scipy's X_w @ dn took twice as long
+        if is_sparse(dn):  # (down^T X_w^T)^T by the kept CSR transpose: scipy's X_w @ dn took twice as long
             key = ("down_t", i, 0)
             if key not in self._dense:
                 self._dense[key] = sp.csr_matrix(dn.T)

@@ -36,7 +36,16 @@ from numpy.typing import NDArray
 
 from ._kron import COND_LIMIT, KronSum
 from ._levels import LevelChain
-from ._matrices import PERMC_SPEC, csr_from_dense, dense_entries, mmatrix_inverse, sparse_from_entries
+from ._matrices import (
+    PERMC_SPEC,
+    CSRArrays,
+    csr_arrays,
+    csr_from_dense,
+    dense_entries,
+    is_sparse,
+    mmatrix_inverse,
+    sparse_from_entries,
+)
 
 Array = NDArray[np.float64]
 
@@ -81,7 +90,7 @@ SPARSE_DENSITY = 0.2
 def _transposed(op: Any) -> Any:
     """What :func:`_right` multiplies by: a sparse operator transposed once (CSR), a dense one as it is
     unless it is large and mostly zero (``SPARSE_ABOVE``)."""
-    if sp.issparse(op):
+    if is_sparse(op):
         return sp.csr_matrix(op.T)
     dense = np.asarray(op)
     if dense.size > SPARSE_ABOVE and np.count_nonzero(dense) <= SPARSE_DENSITY * dense.size:
@@ -91,7 +100,7 @@ def _transposed(op: Any) -> Any:
 
 def _right(P: Array, op_t: Any) -> Array:
     """P @ op for a dense (W x a) array P, given ``_transposed(op)`` (op dense or sparse, a x b)."""
-    if sp.issparse(op_t):
+    if is_sparse(op_t):
         return np.asarray(op_t @ P.T).T
     return np.asarray(P @ op_t)
 
@@ -123,8 +132,8 @@ class _Product:
     __slots__ = ("A", "args", "direct")
 
     def __init__(self, A: Any) -> None:
-        self.A = A
         self.direct = (_csr_matvec is not None and A.data.dtype == np.float64 and A.indptr.dtype == A.indices.dtype)
+        self.A = A.tocsr() if isinstance(A, CSRArrays) and not self.direct else A
         self.args = (A.shape[0], A.shape[1], A.indptr, A.indices, A.data)
 
     def add(self, x: Array, out: Array) -> None:
@@ -215,7 +224,7 @@ Entries = tuple[NDArray[np.int64], NDArray[np.int64], Array, tuple[int, int]]
 
 def _coo_t(op: Any) -> Entries:
     """(rows, cols, values, shape) of the non-zero entries of a dense or sparse operator, transposed."""
-    if sp.issparse(op):
+    if is_sparse(op):
         c = op.tocoo()
         return (c.col.astype(np.int64), c.row.astype(np.int64), np.asarray(c.data, dtype=float),
                 (c.shape[1], c.shape[0]))
@@ -234,9 +243,9 @@ def _kron_coo(D: Array, entries: Entries, row_at: int) -> tuple[NDArray[np.int64
 
 
 def _flat_ups(chain: LevelChain, i: int, mode: int) -> tuple[int, Any] | None:
-    """[Q_{i,i+1} | ... | Q_{i,i+top}] transposed, as one CSR matrix, with top; None when no batch is admitted
-    at level i. Built per policy (kept per mode, they were 218 MB for 32 modes at K = 100); the entries of
-    the mode-free up(i, a) are kept with the chain."""
+    """[Q_{i,i+1} | ... | Q_{i,i+top}] transposed, as one CSR matrix (:class:`CSRArrays`), with top; None when no
+    batch is admitted at level i. Built per policy (kept per mode, they were 218 MB for 32 modes at K = 100);
+    the entries of the mode-free up(i, a) are kept with the chain."""
     arr = chain.arrivals(mode, i)
     top = len(arr) - 1
     if top == 0:
@@ -252,15 +261,15 @@ def _flat_ups(chain: LevelChain, i: int, mode: int) -> tuple[int, Any] | None:
     if not parts:
         return None
     rows, cols, vals = (np.concatenate(x) for x in zip(*parts))
-    return top, sparse_from_entries(rows, cols, vals, (at, chain.dim(i)))  # batch sizes land on their own levels
+    return top, csr_arrays(rows, cols, vals, (at, chain.dim(i)))  # batch sizes land on their own levels
 
 
 def _flat_down(chain: LevelChain, i: int) -> Any:
-    """Q_{i,i-1} transposed (I_W (x) down(i)^T), as CSR, kept with the chain."""
+    """Q_{i,i-1} transposed (I_W (x) down(i)^T), as CSR (:class:`CSRArrays`), kept with the chain."""
     cache = chain.evaluator_caches.setdefault("flat_down", {})
     if i not in cache:
         rows, cols, vals = _kron_coo(np.eye(chain.W), _coo_t(chain.down(i)), 0)
-        cache[i] = sparse_from_entries(rows, cols, vals, (chain.dim(i - 1), chain.dim(i)))
+        cache[i] = csr_arrays(rows, cols, vals, (chain.dim(i - 1), chain.dim(i)))
     return cache[i]
 
 

@@ -46,7 +46,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
-from ._counts import _Counts, compositions
+from ._counts import _Counts
 from ._matrices import (
     DENSE_LU_STATES,
     Vector,
@@ -158,6 +158,7 @@ class LevelChain:
         self.counts = _Counts(self.gamma, self.Gamma, _priority(self.Gamma, self.promotion))
         self._max_batch = {m: model.arrivals[m].max_batch for m in model.modes}
         self._cache: dict[tuple[Any, ...], Any] = {}
+        self._sizes: dict[int, tuple[LevelShape, int, int]] = {}
         #: the memo of blocks that do not depend on ``promotion`` (shared with ``share``)
         self._shared: dict[tuple[Any, ...], Any] = {}
         #: dense blocks built by :class:`model.PolicyEvaluator`, shared by all evaluators of this chain
@@ -176,18 +177,25 @@ class LevelChain:
 
     # -- sizes --------------------------------------------------------------------------------
     def shape(self, i: int) -> LevelShape:
-        w = max(i - 1, 0)
-        o = min(w, self.h)
-        return LevelShape(o, w - o)
+        return self._size(i)[0]
 
     def inner_dim(self, i: int) -> int:
-        if i == 0:
-            return 1
-        s = self.shape(i)
-        return self.M * self.R**s.ordered * self.counts.dim(s.counted)
+        return self._size(i)[1]
 
     def dim(self, i: int) -> int:
-        return self.W * self.inner_dim(i)
+        return self._size(i)[2]
+
+    def _size(self, i: int) -> tuple[LevelShape, int, int]:
+        """(shape, inner dimension, dimension) of level i, formed once (the passes ask for them tens of
+        thousands of times in one optimisation)."""
+        hit = self._sizes.get(i)
+        if hit is None:
+            w = max(i - 1, 0)
+            o = min(w, self.h)
+            s = LevelShape(o, w - o)
+            inner = 1 if i == 0 else self.M * self.R**s.ordered * self.counts.dim(s.counted)
+            hit = self._sizes[i] = (s, inner, self.W * inner)
+        return hit
 
     @property
     def n_states(self) -> int:
@@ -321,8 +329,7 @@ class LevelChain:
             ordered = np.zeros(1)
             for _ in range(s.ordered):
                 ordered = (ordered[:, None] + self.Gamma0[None, :]).ravel()
-            counted = np.array([sum(n[r] * self.Gamma0[r] for r in range(self.R))
-                                for n in compositions(s.counted, self.R)])
+            counted = self.counts.array(s.counted) @ self.Gamma0  # compositions in their order, by rate
             inner = (ordered[:, None] + counted[None, :]).ravel()
             return np.tile(inner, self.M)
         return self._memo(("expiry", i), build)

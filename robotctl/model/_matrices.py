@@ -4,7 +4,7 @@ matrices assembled from their entries, and LU factorisations (dense by LAPACK, s
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -30,6 +30,12 @@ def kron_power(v: Vector, n: int) -> Vector:
 #: Operators with at most this many entries are built as dense arrays (sparse bookkeeping costs more
 #: than it saves on small levels); larger ones as scipy.sparse CSR.
 DENSE_ENTRIES = 1 << 18
+
+
+def is_sparse(m: Any) -> bool:
+    """scipy.sparse.issparse, answered at once for a numpy array (scipy's test is an isinstance of an abstract
+    base class: about a microsecond, and the chains ask it tens of thousands of times)."""
+    return type(m) is not np.ndarray and sp.issparse(m)
 
 
 def _is_dense(shape: tuple[int, int]) -> bool:
@@ -105,7 +111,40 @@ def sparse_from_entries(rows: Any, cols: Any, vals: Any, shape: tuple[int, int],
     return out
 
 
+class CSRArrays(NamedTuple):
+    """A CSR matrix as its three arrays, for code that multiplies through scipy's C routine itself (the
+    iterative solver's products): scipy's constructor checks, prunes and probes index types, about 0.1 ms a
+    matrix, and a ladder's depth builds a few hundred of them."""
+
+    shape: tuple[int, int]
+    indptr: NDArray[np.int32]
+    indices: NDArray[np.int32]
+    data: NDArray[np.float64]
+
+    def tocsr(self) -> Sparse:
+        return sp.csr_matrix((self.data, self.indices, self.indptr), shape=self.shape)
+
+
+def csr_arrays(rows: Any, cols: Any, vals: Any, shape: tuple[int, int]) -> CSRArrays | Sparse:
+    """:func:`sparse_from_entries` (CSR, each entry at a place of its own) as :class:`CSRArrays`, without scipy's
+    constructor; a scipy matrix where the C routine is missing or the sizes need 64-bit indices."""
+    vals = np.asarray(vals, dtype=float)
+    rows, cols = np.asarray(rows), np.asarray(cols)
+    if _coo_tocsr is None or max(shape[0], shape[1], vals.size) >= 2**31:
+        return sparse_from_entries(rows, cols, vals, shape)
+    if rows.size and (rows.min() < 0 or rows.max() >= shape[0] or cols.min() < 0 or cols.max() >= shape[1]):
+        raise ValueError(f"an entry lies outside the {shape[0]} x {shape[1]} matrix")
+    indptr = np.empty(shape[0] + 1, dtype=np.int32)
+    indices = np.empty(vals.size, dtype=np.int32)
+    data = np.empty(vals.size)
+    _coo_tocsr(shape[0], shape[1], vals.size, rows.astype(np.int32), cols.astype(np.int32), vals, indptr, indices,
+               data)
+    return CSRArrays(shape, indptr, indices, data)
+
+
 def _as(m: Any, dense: bool) -> Any:
+    if type(m) is np.ndarray and m.dtype == np.float64:  # the common case, without scipy's isinstance (an ABC's)
+        return m if dense else csr_from_dense(m)
     if dense:
         return np.asarray(m.toarray()) if sp.issparse(m) else np.asarray(m, dtype=float)
     return sp.csr_matrix(m) if sp.issparse(m) else csr_from_dense(m)
@@ -121,7 +160,9 @@ def _is_identity(m: NDArray[np.float64]) -> bool:
     n = m.shape[0]
     if _EYES.get(n) is m:
         return n > 1
-    return m.shape == (n, n) and n > 1 and np.count_nonzero(m) == n and bool((np.diagonal(m) == 1.0).all())
+    if n <= 1 or m.shape[1] != n or m[0, 0] != 1.0:  # most factors fail the first entry
+        return False
+    return np.count_nonzero(m) == n and bool((np.diagonal(m) == 1.0).all())
 
 
 def _kron(a: Any, b: Any) -> Any:
@@ -171,7 +212,7 @@ def _sum(parts: list[Any]) -> Any:
 
 
 def to_dense(m: Any) -> NDArray[np.float64]:
-    return np.asarray(m.toarray()) if sp.issparse(m) else np.asarray(m, dtype=float)
+    return np.asarray(m.toarray()) if is_sparse(m) else np.asarray(m, dtype=float)
 
 
 def to_sparse(m: Any) -> Sparse:

@@ -481,3 +481,26 @@ def test_the_down_block_is_applied_by_its_structure(h: int) -> None:
         np.testing.assert_allclose(out, X @ ev._down_block(i), rtol=1e-13, atol=1e-13)
         kinds.add(sp.issparse(ev._inner_op("down", i)))
     assert kinds == ({False} if h == 0 else {False, True})  # dense inner operators on small levels, sparse on large
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 40), st.floats(0.0, 0.5), st.integers(0, 2**32 - 1))
+def test_csr_arrays_multiply_as_scipys_matrix(rows: int, cols: int, density: float, seed: int) -> None:
+    """model._matrices.csr_arrays (the three CSR arrays by scipy's COO-to-CSR routine, no scipy object) and the
+    iterative solver's in-place product through them, against scipy's matrix of the same entries; an entry
+    outside the matrix is refused."""
+    from robotctl.model._iterative import _Product
+    from robotctl.model._matrices import csr_arrays, dense_entries
+
+    rng = np.random.default_rng(seed)
+    dense = rng.random((rows, cols)) * (rng.random((rows, cols)) < density)
+    r, c, v = dense_entries(dense)
+    order = rng.permutation(r.size)  # entries in any order
+    raw = csr_arrays(r[order], c[order], v[order], (rows, cols))
+    np.testing.assert_array_equal(raw.tocsr().toarray(), dense)
+    x, out = rng.random(cols), rng.random(rows)
+    want = out + dense @ x
+    _Product(raw).add(x, out)
+    np.testing.assert_allclose(out, want, rtol=1e-14, atol=1e-14)
+    with pytest.raises(ValueError, match="outside"):
+        csr_arrays(np.array([rows]), np.array([0]), np.array([1.0]), (rows, cols))

@@ -56,7 +56,7 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from ._levels import LevelChain
-from ._matrices import INVERSE_LEAF, csr_from_dense, fast_kron, is_sparse, mmatrix_inverse, to_dense
+from ._matrices import INVERSE_LEAF, csr_from_dense, fast_kron, is_sparse, mmatrix_inverse, small_solve, to_dense
 from ._measures import Measures
 from ._model import Costs
 
@@ -150,7 +150,7 @@ def _solve_wide(H: Array, rhs: Array) -> Array:
     d = H.shape[0]
     if d >= WIDE_SOLVE_DIM and rhs.shape[1] >= 2 * d:
         return np.asarray(mmatrix_inverse(H) @ rhs)
-    return np.asarray(np.linalg.solve(H, rhs))
+    return small_solve(H, rhs) if d <= INVERSE_LEAF else np.asarray(np.linalg.solve(H, rhs))
 
 
 def _stationary_batch(C: Array) -> Array:
@@ -380,7 +380,7 @@ class PolicyEvaluator:
         Qbar *= -1.0
         width = self.dims[l - 1]
         if d <= INVERSE_LEAF:
-            both = np.linalg.solve(Qbar, np.concatenate([self._down_block(l), rhs_B], axis=1))
+            both = small_solve(Qbar, np.concatenate([self._down_block(l), rhs_B], axis=1))
         else:  # [G | a] = (-Qbar)^{-1} [Q_{l,l-1} | rhs_B], G through the down-block's structure
             inverse = mmatrix_inverse(Qbar)
             both = np.empty((d, width + rhs_B.shape[1]))

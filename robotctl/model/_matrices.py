@@ -261,6 +261,17 @@ def _factorise(A: Any) -> Any:
 INVERSE_LEAF = 48
 
 
+def small_solve(A: NDArray[np.float64], B: NDArray[np.float64]) -> NDArray[np.float64]:
+    """A^{-1} B by LAPACK's gesv called directly: ``np.linalg.solve``'s type checks cost three times the solve
+    of a 4-state level (9 us against 3 us), and the exponential surrogate's passes make thousands."""
+    from scipy.linalg.lapack import dgesv
+
+    _, _, x, info = dgesv(A, B)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"singular {A.shape[0]} x {A.shape[0]} block (LAPACK info {info})")
+    return np.asarray(x)
+
+
 def mmatrix_inverse(H: NDArray[np.float64]) -> NDArray[np.float64]:
     """H^{-1} for a non-singular M-matrix H (minus a generator block that loses probability to other levels)
     by 2 x 2 block elimination without pivoting, H = [[A, B], [C, D]]:

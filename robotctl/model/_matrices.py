@@ -32,6 +32,25 @@ def kron_power(v: Vector, n: int) -> Vector:
 DENSE_ENTRIES = 1 << 18
 
 
+try:  # Y += A X for CSR A and C-ordered X, Y, in place (csr_times_dense)
+    from scipy.sparse._sparsetools import csr_matvecs as _csr_matvecs
+except ImportError:  # pragma: no cover - a scipy without the routine: the public product
+    _csr_matvecs = None
+
+
+def csr_times_dense(A: Sparse, X: NDArray[np.float64], out: NDArray[np.float64]) -> None:
+    """out += A X for a CSR matrix A and C-ordered float arrays X (q x c) and out (p x c) (views of larger ones
+    allowed when their rows are contiguous), by scipy's C routine called directly: scipy's ``A @ X`` checks and
+    converts at every call, and the evaluator's products by the inner operators were several times the
+    arithmetic."""
+    if (_csr_matvecs is not None and X.flags.c_contiguous and out.flags.c_contiguous and X.dtype == np.float64
+            and out.dtype == np.float64 and A.data.dtype == np.float64 and A.indptr.dtype == A.indices.dtype):
+        _csr_matvecs(A.shape[0], A.shape[1], X.shape[1], A.indptr, A.indices, A.data, X.reshape(-1),
+                     out.reshape(-1))
+    else:
+        out += A @ X
+
+
 def is_sparse(m: Any) -> bool:
     """scipy.sparse.issparse, answered at once for a numpy array (scipy's test is an isinstance of an abstract
     base class: about a microsecond, and the chains ask it tens of thousands of times)."""

@@ -504,3 +504,20 @@ def test_csr_arrays_multiply_as_scipys_matrix(rows: int, cols: int, density: flo
     np.testing.assert_allclose(out, want, rtol=1e-14, atol=1e-14)
     with pytest.raises(ValueError, match="outside"):
         csr_arrays(np.array([rows]), np.array([0]), np.array([1.0]), (rows, cols))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 30), st.integers(1, 30), st.integers(1, 20), st.floats(0.0, 0.6), st.integers(0, 2**32 - 1))
+def test_csr_times_dense_adds_scipys_product_into_a_view(p: int, q: int, c: int, density: float, seed: int) -> None:
+    """model._matrices.csr_times_dense (scipy's C routine called directly) adds A X into a block of rows of a
+    larger array, as scipy's own product does, and leaves the rest of it alone."""
+    from robotctl.model._matrices import csr_from_dense, csr_times_dense
+
+    rng = np.random.default_rng(seed)
+    A = rng.random((p, q)) * (rng.random((p, q)) < density)
+    X = rng.random((q + 3, c))[2:2 + q]  # a block of rows of a larger array
+    big = rng.random((p + 4, c))
+    want = big.copy()
+    want[1:1 + p] += A @ X
+    csr_times_dense(csr_from_dense(A), X, big[1:1 + p])
+    np.testing.assert_allclose(big, want, rtol=1e-14, atol=1e-14)

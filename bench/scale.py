@@ -149,7 +149,7 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def _fleet(args: argparse.Namespace, robots: int, capacity: int, law: str) -> dict[str, Any]:
+def _fleet(args: argparse.Namespace, robots: int, capacity: int, law: str, refits: int = 0) -> dict[str, Any]:
     model, costs = fleet_model(robots, capacity, obsolescence=law)
     pool, workers = pool_map(args.workers)
     t, c = time.perf_counter(), cpu_seconds()
@@ -159,7 +159,14 @@ def _fleet(args: argparse.Namespace, robots: int, capacity: int, law: str) -> di
         if pool is not None:
             pool.shutdown()
     seconds = time.perf_counter() - t
-    return {"seconds": seconds, "cpu": cpu_seconds() - c, "rss_mb": rss_mb(), "cost": search.best.cost.total,
+    cpu = cpu_seconds() - c
+    refit_cpu = []  # the sidecar's case: the same optimisation again in this process, on a model built anew
+    for _ in range(refits if args.workers <= 1 else 0):
+        again, _ = fleet_model(robots, capacity, obsolescence=law)
+        c = cpu_seconds()
+        optimise(again, costs, method="local", max_seconds=args.ladder_seconds)
+        refit_cpu.append(cpu_seconds() - c)
+    return {"seconds": seconds, "cpu": cpu, "refits_cpu": refit_cpu, "rss_mb": rss_mb(), "cost": search.best.cost.total,
             "error_bound": search.error_bound,
             "method": search.method, "search_chain": search.search_chain, "profit": search.relative_profit,
             "policy": str(search.best.policy), "policies": search.policies_solved, "reduction": search.reduction,
@@ -171,12 +178,12 @@ def case_fleet16_paper(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def case_fleet16_two(args: argparse.Namespace) -> dict[str, Any]:
-    return _fleet(args, 16, 50, "two-phase")
+    return _fleet(args, 16, 50, "two-phase", args.refits)
 
 
 def case_fleet32_two(args: argparse.Namespace) -> dict[str, Any]:
     """Issue 26: 32 robots, K = 100, the two-phase law that does not lump (target 5 s)."""
-    return _fleet(args, 32, 100, "two-phase")
+    return _fleet(args, 32, 100, "two-phase", args.refits)
 
 
 def case_fleet16_e3(args: argparse.Namespace) -> dict[str, Any]:
@@ -274,7 +281,7 @@ CASES = {name[5:]: fn for name, fn in list(globals().items()) if name.startswith
 
 def run_case(name: str, args: argparse.Namespace, K: int = 0, timeout: float | None = None) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--case", name, "--K", str(K), "--workers", str(args.workers),
-           "--events", str(args.events), "--ladder-seconds", str(args.ladder_seconds)]
+           "--events", str(args.events), "--ladder-seconds", str(args.ladder_seconds), "--refits", str(args.refits)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -295,6 +302,9 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=1_000_000, help="simulated events per accuracy case")
     parser.add_argument("--ladder-seconds", type=float, default=20.0,
                         help="time budget of each optimisation (its search, then its error bar's ladder)")
+    parser.add_argument("--refits", type=int, default=4,
+                        help="with --workers 1: the H2 fleets' optimisation repeated this many times in the same "
+                             "process after the first, as a sidecar refits (CPU min, median, max)")
     parser.add_argument("--case-timeout", type=float, default=300.0, help="seconds before a case of 4b is given up")
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--K", type=int, default=0, help=argparse.SUPPRESS)
@@ -335,7 +345,12 @@ def main() -> int:
         print(f"   {'':<34}search on {r['search_chain']}; {'; '.join(r['reduction']) or 'no reduction'}")
         h2_target = {"fleet16_two": 1.0, "fleet32_two": 5.0}.get(name)
         if h2_target is not None:  # issue 26, judged on CPU time (wall time depends on the machine's load)
-            print(f"   {'':<34}issue 26: <= {h2_target:g} s of CPU: {verdict(r['cpu'] <= h2_target)}")
+            print(f"   {'':<34}issue 26: <= {h2_target:g} s of CPU: {verdict(r['cpu'] <= h2_target)} (a fresh process)")
+            if r["refits_cpu"]:
+                warm = sorted(r["refits_cpu"])
+                print(f"   {'':<34}the same optimisation again in that process (a sidecar's refit), {len(warm)} times: "
+                      f"CPU min {warm[0]:.2f}, median {warm[len(warm) // 2]:.2f}, max {warm[-1]:.2f} s: "
+                      f"{verdict(warm[len(warm) // 2] <= h2_target)} (median)")
 
     print("\n== 4b. issue 26 (targets: Erlang-3, H3, 10 s deadline at 16 robots K = 50 each <= 10 s and 2 GB; "
           "128 robots K = 500 exponential <= 300 MB; the K = 8 Erlang-3 solve answers)")

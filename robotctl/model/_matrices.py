@@ -10,6 +10,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from numpy.typing import NDArray
+from scipy.linalg.lapack import dgesv, dgetrf, dgetri, dgetrs  # scipy.sparse.linalg imports scipy.linalg anyway
 
 Sparse = Any  # scipy.sparse matrices (typed loosely: scipy ships no precise stubs)
 Vector = NDArray[np.float64]
@@ -247,8 +248,6 @@ def _dense_lu(A: NDArray[np.float64]) -> Any:
     """x -> A^{-1} x by LAPACK's LU (getrf, getrs) called directly: scipy.linalg's lu_factor and lu_solve
     check their arguments at every call, 30 us against 2.5 us on the tagged page's smallest levels (two
     states each on the exponential surrogate's chain, one per waiting page)."""
-    from scipy.linalg.lapack import dgetrf, dgetrs
-
     lu, piv, info = dgetrf(A)
     if info > 0:
         raise np.linalg.LinAlgError(f"singular matrix: U[{info - 1}, {info - 1}] is zero")
@@ -283,8 +282,6 @@ INVERSE_LEAF = 48
 def small_solve(A: NDArray[np.float64], B: NDArray[np.float64]) -> NDArray[np.float64]:
     """A^{-1} B by LAPACK's gesv called directly: ``np.linalg.solve``'s type checks cost three times the solve
     of a 4-state level (9 us against 3 us), and the exponential surrogate's passes make thousands."""
-    from scipy.linalg.lapack import dgesv
-
     _, _, x, info = dgesv(A, B)
     if info != 0:
         raise np.linalg.LinAlgError(f"singular {A.shape[0]} x {A.shape[0]} block (LAPACK info {info})")
@@ -308,8 +305,6 @@ def mmatrix_inverse(H: NDArray[np.float64]) -> NDArray[np.float64]:
     The input is not changed."""
     n = H.shape[0]
     if n <= INVERSE_LEAF:
-        from scipy.linalg.lapack import dgetrf, dgetri
-
         lu, piv, info = dgetrf(H)
         if info == 0:
             inv, info = dgetri(lu, piv, overwrite_lu=True)

@@ -115,32 +115,29 @@ def _chain_transposed(chain: LevelChain, kind: str, i: int, a: int = 0) -> Any:
     return cache[key]
 
 
-def _add_product(A: Any, x: Array, out: Array) -> None:
-    """out += A x for a CSR matrix A, in place (``out`` a view into a larger vector)."""
-    if (_csr_matvec is not None and x.dtype == np.float64 and out.dtype == np.float64 and A.data.dtype == np.float64
-            and x.flags.c_contiguous and out.flags.c_contiguous and A.indptr.dtype == A.indices.dtype):
-        _csr_matvec(A.shape[0], A.shape[1], A.indptr, A.indices, A.data, x, out)
-    else:
-        out += A @ x
-
-
 class _Product:
-    """out += A x for one CSR matrix A, as the solver's loops call it thousands of times: the checks of
-    :func:`_add_product` (dtypes, index types) made once, here; the vectors are the loops' own contiguous
-    float slices. A GMRES iteration on the ladder's depth 2 at K = 36 makes about 220 such products."""
+    """out += A x, in place, for one CSR matrix A (a scipy matrix or :class:`CSRArrays`) that the solver's loops
+    multiply by thousands of times: by scipy's private ``csr_matvec`` with the checks (dtypes, index types)
+    made once, here, rather than at every call (they were a third of the products' time on small levels);
+    by the public product where the routine is missing or ``out`` is not contiguous (a scipy matrix made
+    from the arrays then, once). A GMRES iteration on the ladder's depth 2 at K = 36 makes about 220 such
+    products."""
 
-    __slots__ = ("A", "args", "direct")
+    __slots__ = ("A", "args", "direct", "matrix")
 
     def __init__(self, A: Any) -> None:
+        self.A = A
         self.direct = (_csr_matvec is not None and A.data.dtype == np.float64 and A.indptr.dtype == A.indices.dtype)
-        self.A = A.tocsr() if isinstance(A, CSRArrays) and not self.direct else A
         self.args = (A.shape[0], A.shape[1], A.indptr, A.indices, A.data)
+        self.matrix: Any = None if isinstance(A, CSRArrays) else A
 
     def add(self, x: Array, out: Array) -> None:
-        if self.direct and x.flags.c_contiguous and out.flags.c_contiguous:
-            _csr_matvec(*self.args, x, out)
-        else:
-            out += self.A @ x
+        if self.direct and out.flags.c_contiguous and out.dtype == np.float64:
+            _csr_matvec(*self.args, np.ascontiguousarray(x, dtype=np.float64), out)
+            return
+        if self.matrix is None:
+            self.matrix = self.A.tocsr()
+        out += self.matrix @ x
 
 
 #: Diagonal blocks of at most this many states are inverted densely (their transposed inverse kept): a level

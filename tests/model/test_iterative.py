@@ -132,14 +132,16 @@ def test_explicit_level_rows_agree_with_the_kronecker_products(h: int | None,
     np.testing.assert_allclose(y[:len(dense.values)], dense.values, rtol=1e-10)
 
 
+@pytest.mark.parametrize("raw", [True, False])
 @pytest.mark.parametrize("fast", [True, False])
-def test_the_in_place_sparse_product_is_the_public_one(fast: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    """_add_product (scipy's private csr_matvec when it is there, the public product otherwise) adds A x
-    into a view of a longer vector, as out += A @ x would; both routes, so a scipy that moves or changes
-    the private routine fails here rather than in a solve."""
+def test_the_in_place_sparse_product_is_the_public_one(fast: bool, raw: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """_Product (scipy's private csr_matvec when it is there, the public product otherwise) adds A x into a
+    view of a longer vector, as out += A @ x would, for a scipy matrix and for its three arrays (CSRArrays);
+    both routes, so a scipy that moves or changes the private routine fails here rather than in a solve."""
     import scipy.sparse as sp
 
     from robotctl.model import _iterative
+    from robotctl.model._matrices import CSRArrays
 
     if not fast:
         monkeypatch.setattr(_iterative, "_csr_matvec", None)
@@ -147,9 +149,17 @@ def test_the_in_place_sparse_product_is_the_public_one(fast: bool, monkeypatch: 
         pytest.skip("this scipy has no csr_matvec: the public product is the only route")
     rng = np.random.default_rng(3)
     A = sp.random(7, 5, density=0.4, format="csr", random_state=4)
+    A.indices = A.indices.astype(np.int32)
+    A.indptr = A.indptr.astype(np.int32)
+    operand = CSRArrays(A.shape, A.indptr, A.indices, A.data) if raw else A
     x = rng.random(5)
     whole = rng.random(12)
     expected = whole.copy()
     expected[3:10] += A.toarray() @ x
-    _iterative._add_product(A, x, whole[3:10])
+    _iterative._Product(operand).add(x, whole[3:10])
     assert np.allclose(whole, expected, rtol=1e-14, atol=1e-14)
+    strided = rng.random(14)  # a view that is not contiguous: the public product
+    expected = strided.copy()
+    expected[::2] += A.toarray() @ x
+    _iterative._Product(operand).add(x, strided[::2])
+    assert np.allclose(strided, expected, rtol=1e-14, atol=1e-14)

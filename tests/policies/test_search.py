@@ -68,11 +68,16 @@ def test_unrestricted_search_is_never_worse_than_the_monotone_one() -> None:
 
 
 def test_parallel_starts_give_the_serial_result() -> None:
-    """``workers`` receives the starts (here the builtin map: the same code path as a process pool)."""
+    """``workers`` receives the starts (here the builtin map: the same code path as a process pool): the same
+    optimum. Its cost agrees to rounding, not bit for bit: the serial starts share the optima they confirm,
+    so the winner's cost may come from another start's evaluator, censored on another level (on this model
+    14.502984362649448 serially against 14.502984362649444 in parallel and from a new evaluator, before and
+    after issue 26's inverse by halves)."""
     model, costs = random_case(13, 9, (1, 2, 3, 4))
     serial = search_policies(model, costs, restarts=3)
     parallel = search_policies(model, costs, restarts=3, workers=map)
-    assert parallel.policy == serial.policy and parallel.cost == serial.cost
+    assert parallel.policy == serial.policy
+    assert parallel.cost == pytest.approx(serial.cost, rel=1e-13)
     assert len(parallel.starts) == 3
 
 

@@ -12,7 +12,9 @@ their CPU time (own and workers') next to the wall time, which a loaded machine 
    block solve; and the largest difference between the two routes' costs.
 3. 16 robots, K = 50: a locally optimal policy with its error bar, for the paper's two-phase law (which
    lumps exactly to one phase) and for a two-phase law that does not lump; time and peak memory; and
-   issue 26's 32 robots at K = 100 with the law that does not lump (targets 1 s and 5 s of CPU).
+   issue 26's 32 robots at K = 100 with the law that does not lump (targets 1 s and 5 s of CPU); with
+   --workers 1 these two also repeat the optimisation --refits times in the same process, on a model built
+   anew each time (a sidecar's refit: warm code and allocator), CPU min, median and max.
 4. 64 robots, K = 200, exponential obsolescence.
 4b. Issue 26: the Erlang-3 K = 8 solve that crashed; 16 robots with Erlang-3, H3 and a 10 s deadline at
    K = 12 and K = 50 (each given up after --case-timeout); 128 robots, K = 500, exponential (memory).

@@ -98,39 +98,6 @@ except ImportError:  # pragma: no cover - a scipy without the routine: its publi
     _coo_tocsr = None
 
 
-def sparse_from_entries(rows: Any, cols: Any, vals: Any, shape: tuple[int, int], *, fmt: str = "csr",
-                        duplicates: bool = False) -> Sparse:
-    """A CSR (or CSC, ``fmt="csc"``) matrix from its entries by scipy's own COO-to-CSR routine called once:
-    the public constructor's checks, index-type probing, sorting and duplicate summing cost five times the
-    conversion (0.77 ms against 0.16 ms for 20,000 entries), and the level chains build thousands of small
-    operators. ``duplicates``: entries may share a place (a Kronecker sum's diagonals): they are summed;
-    else each must have a place of its own. The column indices of a row may come unsorted, which products,
-    conversions and sparse LU accept."""
-    rows, cols = np.asarray(rows), np.asarray(cols)
-    vals = np.asarray(vals, dtype=float)
-    if fmt not in ("csr", "csc"):
-        raise ValueError(f"fmt must be csr or csc, got {fmt!r}")
-    if not rows.shape == cols.shape == vals.shape:
-        raise ValueError(f"rows, cols and vals differ in shape: {rows.shape}, {cols.shape}, {vals.shape}")
-    # the C routine does not check its indices: one out of range would write outside its arrays
-    if rows.size and (rows.min() < 0 or rows.max() >= shape[0] or cols.min() < 0 or cols.max() >= shape[1]):
-        raise ValueError(f"an entry lies outside the {shape[0]} x {shape[1]} matrix")
-    n_major, n_minor = shape if fmt == "csr" else (shape[1], shape[0])
-    major, minor = (rows, cols) if fmt == "csr" else (cols, rows)
-    if _coo_tocsr is None or max(n_major, n_minor, vals.size) >= 2**31:
-        out = (sp.csr_matrix if fmt == "csr" else sp.csc_matrix)((vals, (rows, cols)), shape=shape)
-    else:
-        indptr = np.empty(n_major + 1, dtype=np.int32)
-        indices = np.empty(vals.size, dtype=np.int32)
-        data = np.empty(vals.size)
-        _coo_tocsr(n_major, n_minor, vals.size, major.astype(np.int32), minor.astype(np.int32), vals, indptr,
-                   indices, data)
-        out = (sp.csr_matrix if fmt == "csr" else sp.csc_matrix)((data, indices, indptr), shape=shape)
-    if duplicates:
-        out.sum_duplicates()
-    return out
-
-
 class CSRArrays(NamedTuple):
     """A CSR matrix as its three arrays, for code that multiplies through scipy's C routine itself (the
     iterative solver's products): scipy's constructor checks, prunes and probes index types, about 0.1 ms a
@@ -145,21 +112,58 @@ class CSRArrays(NamedTuple):
         return sp.csr_matrix((self.data, self.indices, self.indptr), shape=self.shape)
 
 
+def _entries(rows: Any, cols: Any, vals: Any, shape: tuple[int, int]) -> tuple[Any, Any, NDArray[np.float64]]:
+    """The entries as arrays, checked: the C routine does not check its indices, and one out of range would
+    write outside its arrays."""
+    rows, cols = np.asarray(rows), np.asarray(cols)
+    vals = np.asarray(vals, dtype=float)
+    if not rows.shape == cols.shape == vals.shape:
+        raise ValueError(f"rows, cols and vals differ in shape: {rows.shape}, {cols.shape}, {vals.shape}")
+    if rows.size and (rows.min() < 0 or rows.max() >= shape[0] or cols.min() < 0 or cols.max() >= shape[1]):
+        raise ValueError(f"an entry lies outside the {shape[0]} x {shape[1]} matrix")
+    return rows, cols, vals
+
+
+def _compressed(major: Any, minor: Any, vals: NDArray[np.float64], n_major: int, n_minor: int) -> CSRArrays | None:
+    """(indptr, indices, data) compressed along ``major`` by scipy's COO-to-CSR routine called once; None where
+    the routine is missing or the sizes need 64-bit indices (then scipy's public constructors)."""
+    if _coo_tocsr is None or max(n_major, n_minor, vals.size) >= 2**31:
+        return None
+    indptr = np.empty(n_major + 1, dtype=np.int32)
+    indices = np.empty(vals.size, dtype=np.int32)
+    data = np.empty(vals.size)
+    _coo_tocsr(n_major, n_minor, vals.size, major.astype(np.int32), minor.astype(np.int32), vals, indptr, indices,
+               data)
+    return CSRArrays((n_major, n_minor), indptr, indices, data)
+
+
+def sparse_from_entries(rows: Any, cols: Any, vals: Any, shape: tuple[int, int], *, fmt: str = "csr",
+                        duplicates: bool = False) -> Sparse:
+    """A CSR (or CSC, ``fmt="csc"``) matrix from its entries by scipy's own COO-to-CSR routine called once:
+    the public constructor's checks, index-type probing, sorting and duplicate summing cost five times the
+    conversion (0.77 ms against 0.16 ms for 20,000 entries), and the level chains build thousands of small
+    operators. ``duplicates``: entries may share a place (a Kronecker sum's diagonals): they are summed;
+    else each must have a place of its own. The column indices of a row may come unsorted, which products,
+    conversions and sparse LU accept."""
+    if fmt not in ("csr", "csc"):
+        raise ValueError(f"fmt must be csr or csc, got {fmt!r}")
+    rows, cols, vals = _entries(rows, cols, vals, shape)
+    kind = sp.csr_matrix if fmt == "csr" else sp.csc_matrix
+    packed = (_compressed(rows, cols, vals, shape[0], shape[1]) if fmt == "csr"
+              else _compressed(cols, rows, vals, shape[1], shape[0]))
+    out = kind((vals, (rows, cols)), shape=shape) if packed is None else \
+        kind((packed.data, packed.indices, packed.indptr), shape=shape)
+    if duplicates:
+        out.sum_duplicates()
+    return out
+
+
 def csr_arrays(rows: Any, cols: Any, vals: Any, shape: tuple[int, int]) -> CSRArrays | Sparse:
     """:func:`sparse_from_entries` (CSR, each entry at a place of its own) as :class:`CSRArrays`, without scipy's
     constructor; a scipy matrix where the C routine is missing or the sizes need 64-bit indices."""
-    vals = np.asarray(vals, dtype=float)
-    rows, cols = np.asarray(rows), np.asarray(cols)
-    if _coo_tocsr is None or max(shape[0], shape[1], vals.size) >= 2**31:
-        return sparse_from_entries(rows, cols, vals, shape)
-    if rows.size and (rows.min() < 0 or rows.max() >= shape[0] or cols.min() < 0 or cols.max() >= shape[1]):
-        raise ValueError(f"an entry lies outside the {shape[0]} x {shape[1]} matrix")
-    indptr = np.empty(shape[0] + 1, dtype=np.int32)
-    indices = np.empty(vals.size, dtype=np.int32)
-    data = np.empty(vals.size)
-    _coo_tocsr(shape[0], shape[1], vals.size, rows.astype(np.int32), cols.astype(np.int32), vals, indptr, indices,
-               data)
-    return CSRArrays(shape, indptr, indices, data)
+    rows, cols, vals = _entries(rows, cols, vals, shape)
+    packed = _compressed(rows, cols, vals, shape[0], shape[1])
+    return sp.csr_matrix((vals, (rows, cols)), shape=shape) if packed is None else packed
 
 
 def _as(m: Any, dense: bool) -> Any:

@@ -458,11 +458,31 @@ def test_m_matrix_inverse_by_halves_is_lapacks(n: int, density: float, margin: f
     assert (got >= -1e-13 * cond * scale).all()
 
 
-def test_m_matrix_inverse_refuses_a_singular_block() -> None:
-    from robotctl.model._matrices import mmatrix_inverse
+def test_singular_blocks_are_refused() -> None:
+    """Both dense routes of the evaluator's level steps raise numpy's LinAlgError on a singular block, which
+    the policy search catches (a policy that cannot be solved is skipped and counted)."""
+    from robotctl.model._matrices import mmatrix_inverse, small_solve
 
     with pytest.raises(np.linalg.LinAlgError, match="singular"):
         mmatrix_inverse(np.zeros((3, 3)))
+    with pytest.raises(np.linalg.LinAlgError, match="singular"):
+        small_solve(np.zeros((3, 3)), np.ones((3, 2)))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 48), st.integers(1, 60), st.integers(0, 2**32 - 1))
+def test_small_solve_is_numpys(n: int, m: int, seed: int) -> None:
+    """model._matrices.small_solve (LAPACK's gesv called directly) against np.linalg.solve, C-ordered or not,
+    and the inputs left as they were."""
+    from robotctl.model._matrices import small_solve
+
+    rng = np.random.default_rng(seed)
+    A = _m_matrix(rng, n, 0.5, 1.0)
+    B = rng.random((m, n)).T  # a transposed view: not C-ordered
+    before = (A.copy(), B.copy())
+    np.testing.assert_allclose(small_solve(A, B), np.linalg.solve(A, B), rtol=1e-12, atol=1e-14)
+    np.testing.assert_array_equal(A, before[0])
+    np.testing.assert_array_equal(B, before[1])
 
 
 @pytest.mark.parametrize("h", [0, 2])

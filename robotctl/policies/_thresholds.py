@@ -259,6 +259,16 @@ class _Costing:
         every reward block by K + 1 columns)."""
         return self.chain.max_dim <= 32
 
+    def release(self, *, blocks: bool) -> None:
+        """Drop what the costing keeps that the optimum's error bar does not use: the evaluator's passes, and
+        with ``blocks`` (the ladder's first depth takes the optimum's rates as given, so nothing is evaluated on
+        this chain again) the dense blocks kept with the chain. The ladder's deeper chains are built next, and
+        the peak held both: 16 robots, K = 50, 214 MB against 180 MB, and 7,000 fewer page faults (first
+        touches of memory) in a fresh process. Costing again afterwards rebuilds what it needs."""
+        self._ev = None
+        if blocks:
+            self.chain.evaluator_caches.clear()
+
     def total(self, policy: ThresholdPolicy) -> float:
         key = policy.robots_at_level
         if key not in self.cache:
@@ -569,6 +579,7 @@ def optimise(model: QueueModel, costs: Costs, *, modes: Sequence[int] | None = N
                           "is evaluated on the ordered-head ladder", stacklevel=2)
         # on the reduced model, so that the ladder's first depth is the search chain itself (its blocks kept)
         given = found_rates if found_rates is not None and best.policy == found.policy else None
+        costing.release(blocks=given is not None)
         best, method_name, bound, exact, out_of_time = _ladder(reduced, costs, best, 0 if surrogate_search else chain.h,
                                                                rtol, max_seconds, started,
                                                                None if surrogate_search else chain, given)

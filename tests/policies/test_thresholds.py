@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from robotctl.model import Costs, InputError, ThresholdPolicy, cost_of, random_model, solve
+from robotctl.model import Costs, InputError, LevelChain, PolicyEvaluator, ThresholdPolicy, cost_of, random_model, solve
 from robotctl.policies import count_policies, count_threshold_vectors, optimise, optimise_thresholds, threshold_vectors
 
 
@@ -106,7 +106,7 @@ def test_static_fleets_on_large_levels_are_solved_iteratively_with_the_dense_ans
     """The static fleets (those walked on the approximate search chain), each a whole policy, go to the
     iterative solver above WHOLE_ITERATIVE_DIM; their C_r are those of the dense pass on the same chain, and
     so are the optimum and R."""
-    from robotctl.model import LevelChain, Rates, fleet_model
+    from robotctl.model import Rates, fleet_model
     from robotctl.policies import _thresholds
 
     model, costs = fleet_model(4, 10, obsolescence="two-phase")
@@ -160,6 +160,52 @@ def test_a_local_search_on_an_approximate_chain_polishes_the_surrogates_optimum(
         assert c.total == pytest.approx(every[r], rel=1e-10)
     assert min(c.total for _, c in search.static) == pytest.approx(min(every.values()), rel=1e-10)
     assert search.relative_profit == pytest.approx((1 - found.cost.total / min(every.values())) * 100, rel=1e-8)
+
+
+def test_the_search_chains_blocks_are_dropped_before_the_error_bars_ladder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before the ladder builds its deeper chains, the costing drops its evaluator's passes and the search
+    chain's dense blocks (the ladder's first depth takes the optimum's rates as given): the ladder sees them
+    gone, and the optimum, its bar and R are those of a costing that keeps everything."""
+    import robotctl.policies._thresholds as thresholds
+    from robotctl.model import fleet_model
+
+    model, costs = fleet_model(4, 20, obsolescence="two-phase")
+    seen: list[tuple[bool, int]] = []
+    real_ladder = thresholds._ladder
+
+    def spy(*args: object) -> object:
+        chain = args[7]
+        assert isinstance(chain, LevelChain)
+        seen.append((args[8] is not None, sum(len(c) for c in chain.evaluator_caches.values())))
+        return real_ladder(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(thresholds, "_ladder", spy)
+    lean = optimise(model, costs, method="local")
+    assert seen == [(True, 0)]  # the rates were given, and no block was left with the chain
+    monkeypatch.setattr(thresholds._Costing, "release", lambda self, *, blocks: None)
+    kept = optimise(model, costs, method="local")
+    assert seen[1][0] and seen[1][1] > 0  # without the release the blocks were still there
+    assert lean.best.policy == kept.best.policy
+    assert lean.best.cost.total == kept.best.cost.total and lean.error_bound == kept.error_bound
+    assert lean.relative_profit == kept.relative_profit and lean.static == kept.static
+
+
+def test_a_costing_costs_the_same_after_it_released_its_blocks() -> None:
+    """Costing again after a release rebuilds what it needs: the same cost as a fresh evaluator's."""
+    from robotctl.model import fleet_model
+    from robotctl.policies._thresholds import _Costing
+
+    model, costs = fleet_model(4, 12, obsolescence="two-phase")
+    chain = LevelChain(model, 0)
+    costing = _Costing(model, costs, chain, None)
+    first = ThresholdPolicy.from_thresholds((4, 1), (3,), 12)
+    second = ThresholdPolicy.from_thresholds((4, 2), (5,), 12)
+    costing.total(first)
+    costing.release(blocks=True)
+    assert not any(chain.evaluator_caches.values())
+    again = costing.total(second)
+    fresh = PolicyEvaluator(LevelChain(model, 0), second.robots_at_level).cost(second.robots_at_level, costs)
+    assert again == pytest.approx(fresh, rel=1e-13)
 
 
 def test_the_time_budget_covers_the_search_and_its_error_bar(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -541,3 +541,33 @@ def test_csr_times_dense_adds_scipys_product_into_a_view(p: int, q: int, c: int,
     want[1:1 + p] += A @ X
     csr_times_dense(csr_from_dense(A), X, big[1:1 + p])
     np.testing.assert_allclose(big, want, rtol=1e-14, atol=1e-14)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 9), st.integers(1, 3), st.integers(1, 4),
+       st.sampled_from(["exponential", "none"]))
+def test_one_phase_operators_are_the_general_routes_bit_for_bit(seed: int, capacity: int, service_order: int,
+                                                               max_batch: int, law: str) -> None:
+    """With one obsolescence phase (the exponential surrogate's chain, or no obsolescence) A(i), down(i) and
+    up(i, a) are formed directly: the same entries, bit for bit, as the Kronecker products and count maps."""
+    import dataclasses
+
+    rng = np.random.default_rng(seed)
+    model = random_model(rng, capacity=capacity, modes=(1, 2), max_batch=max_batch, service_order=service_order,
+                         obsolescence_order=1, load=1.0)
+    from robotctl.model import PH
+
+    # beta = [1.0] exactly (a random law's may sum to 1 - 1e-16, and then takes the general route)
+    model = dataclasses.replace(model, obsolescence=None if law == "none" else PH.exponential(0.2 + rng.random()))
+    direct, general = LevelChain(model, 0), LevelChain(model, 0)
+    assert direct._single_phase
+    general._single_phase = False  # the general route, on the same model
+    for i in range(capacity + 1):
+        pairs = [(direct.up(i, a), general.up(i, a)) for a in range(1, capacity - i + 1)]
+        if i >= 1:
+            pairs += [(direct.A(i), general.A(i)), (direct.down(i), general.down(i))]
+        for x, y in pairs:
+            x = x.toarray() if sp.issparse(x) else x
+            y = y.toarray() if sp.issparse(y) else y
+            assert x.shape == y.shape and x.dtype == y.dtype and np.array_equal(x, y)
+

@@ -362,12 +362,14 @@ def solve_approx(model: QueueModel, policy: QueueLengthPolicy, costs: Costs | No
     cut: QueueModel | None = None  # the model cut at a level the policy (almost) never reaches
     for h in range(min(h_start, top), top + 1):
         reuse = given is not None and given.model is reduced and given.h == h and given.promotion == "random"
+        # the depths share their count maps (the first depth's chain, or the caller's, holds them)
+        counts_of = done[0][0] if done else given if given is not None and given.model is reduced else None
         if reuse and given is not None:
             chain = given
-        elif cut is not None and (on_cut_model := _cut_chain(cut, h)) is not None:
+        elif cut is not None and (on_cut_model := _cut_chain(cut, h, counts_of=counts_of)) is not None:
             chain = on_cut_model
         else:
-            chain = LevelChain(reduced, h)
+            chain = LevelChain(reduced, h, counts_of=counts_of)
         projected = steps[-1].seconds * chain.R * 1.2 if steps else 0.0
         over_time = max_seconds is not None and time.perf_counter() - start + projected > max_seconds
         if done and (chain.n_states > max_states or over_time):
@@ -380,7 +382,7 @@ def solve_approx(model: QueueModel, policy: QueueLengthPolicy, costs: Costs | No
             elif chain.model is not reduced:
                 on_cut = _cut_rates(chain, r, reduced.capacity)
                 if on_cut is None:  # the policy does reach the cut: the whole chain, and no cut from now on
-                    cut, chain = None, LevelChain(reduced, h)
+                    cut, chain = None, LevelChain(reduced, h, counts_of=chain)
                     step_rates, engine = evaluate_rates(chain, r)
                 else:
                     step_rates, engine = on_cut
@@ -427,15 +429,16 @@ def _cut_model(model: QueueModel, robots_at_level: Sequence[int], levels: NDArra
     return None
 
 
-def _cut_chain(cut: QueueModel, h: int, promotion: str = "random", *, share: LevelChain | None = None
-               ) -> LevelChain | None:
+def _cut_chain(cut: QueueModel, h: int, promotion: str = "random", *, share: LevelChain | None = None,
+               counts_of: LevelChain | None = None) -> LevelChain | None:
     """The chain of depth h of the cut model, or None where that depth is exact for it (h >= L - 2, or one
     obsolescence phase): the cut model's exact chain may be far larger than the approximate one it stands for.
-    ``share``: the whole model's chain of depth h, whose blocks it reuses (``LevelChain``)."""
+    ``share``: the whole model's chain of depth h, whose blocks it reuses; ``counts_of``: a chain of another
+    depth whose count maps it reuses (``LevelChain``)."""
     law = cut.obsolescence
     if h >= cut.capacity - 2 or law is None or law.order == 1:
         return None
-    return LevelChain(cut, h, promotion, share=share)
+    return LevelChain(cut, h, promotion, share=share, counts_of=counts_of)
 
 
 def _cut_rates(chain: LevelChain, robots_at_level: Sequence[int], K: int) -> tuple[Rates, str] | None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -36,10 +38,25 @@ class _Counts:
         self._index: dict[int, dict[tuple[int, ...], int]] = {}
         self._arrays: dict[int, tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]] = {}
         self._generators: dict[int, NDArray[np.float64]] = {}
+        #: the maps built, by (kind, c, a) and, for those that depend on it, the order: chains of one law at
+        #: several depths (an error bar's ladder) ask for the same ones, about 0.1 ms each
+        self._maps: dict[tuple[Any, ...], Sparse] = {}
 
     def share(self, other: _Counts) -> None:
-        """Use ``other``'s tables and count generators (same law; they do not depend on the order)."""
+        """Use ``other``'s tables, count generators and maps (same law; the maps that depend on the order are
+        kept under it)."""
         self._index, self._arrays, self._generators = other._index, other._arrays, other._generators
+        self._maps = other._maps
+
+    def _kept(self, key: tuple[Any, ...], build: Callable[[], Sparse]) -> Sparse:
+        """A map built once (read-only when dense: the chains that share it never write into their factors)."""
+        hit = self._maps.get(key)
+        if hit is None:
+            hit = build()
+            if isinstance(hit, np.ndarray):
+                hit.flags.writeable = False
+            self._maps[key] = hit
+        return hit
 
     def index(self, c: int) -> dict[tuple[int, ...], int]:
         if c not in self._index:
@@ -107,7 +124,7 @@ class _Counts:
 
     def expire(self, c: int) -> Sparse:
         """cnt(c) -> cnt(c - 1) at rate n_r Gamma_0[r]."""
-        return self._minus(c, self.array(c) * self.Gamma0[None, :], False)
+        return self._kept(("expire", c), lambda: self._minus(c, self.array(c) * self.Gamma0[None, :], False))
 
     def next_page(self, c: int) -> NDArray[np.float64]:
         """Which counted page goes next (dim(c) x R weights): at random, n_r / c, or with ``order`` the
@@ -125,12 +142,12 @@ class _Counts:
 
     def remove_next(self, c: int) -> Sparse:
         """cnt(c) -> cnt(c - 1): the next counted page (:meth:`next_page`) enters service."""
-        return self._minus(c, self.next_page(c), False)
+        return self._kept(("remove_next", c, self.order), lambda: self._minus(c, self.next_page(c), False))
 
     def promote(self, c: int) -> Sparse:
         """cnt(c) -> R (x) cnt(c - 1): the next counted page (:meth:`next_page`) takes the last ordered
         place with its phase r."""
-        return self._minus(c, self.next_page(c), True)
+        return self._kept(("promote", c, self.order), lambda: self._minus(c, self.next_page(c), True))
 
     def _add_one(self, b: int) -> Sparse:
         """cnt(b) -> cnt(b + 1): one new page, with phase r with probability gamma[r]."""
@@ -150,8 +167,10 @@ class _Counts:
         multiplied as sparse matrices: each has at most R entries a row)."""
         if a == 0:
             return _eye(self.dim(c))
-        if a == 1:
-            return self._add_one(c)
+        return self._kept(("add", c, a), lambda: self._add_one(c) if a == 1 else self._add_many(c, a))
+
+    def _add_many(self, c: int, a: int) -> Sparse:
+        """:meth:`add` for a >= 2."""
         # the a pages' phases are multinomial: n -> n + m with probability a! / prod m_r! prod gamma_r^m_r
         # (built at once: the product of a one-page steps as scipy matrices cost 0.3 s a chain at K = 50)
         n = self.array(c)

@@ -116,10 +116,14 @@ class LevelChain:
         ``model._approx``): with the same promotion this one then reuses all its blocks, the evaluators'
         blocks and the tagged page's vectors, which depend on the level i and on the capacity only through
         min(K - i, largest batch) (the memo keys say so).
+    counts_of : LevelChain or None
+        A chain of any depth and capacity of a model with the same obsolescence law (the same object), whose
+        count tables and maps (``model._counts``) this one reuses: the depths of an error bar's ladder ask for
+        the same maps of c counted pages.
     """
 
     def __init__(self, model: QueueModel, h: int | None = None, promotion: str = "random", *,
-                 share: LevelChain | None = None) -> None:
+                 share: LevelChain | None = None, counts_of: LevelChain | None = None) -> None:
         self.model = model
         self.K = K = model.capacity
         self.W = model.arrivals.order
@@ -161,6 +165,10 @@ class LevelChain:
         self.evaluator_caches: dict[str, dict[Any, Any]] = {}
         #: the tagged page's vectors of ``share`` when this chain is its cut (a prefix of them is this one's)
         self._tagged_of: LevelChain | None = None
+        if counts_of is not None:
+            if counts_of.model.obsolescence is not model.obsolescence:
+                raise ValueError("counts_of must be a chain of a model with the same obsolescence law")
+            self.counts.share(counts_of.counts)
         if share is not None:
             if share.h != self.h or not _same_but_capacity(share.model, model) or share.K < K:
                 raise ValueError("share must be a chain of the same model and depth (or of the model with a "

@@ -571,3 +571,40 @@ def test_one_phase_operators_are_the_general_routes_bit_for_bit(seed: int, capac
             y = y.toarray() if sp.issparse(y) else y
             assert x.shape == y.shape and x.dtype == y.dtype and np.array_equal(x, y)
 
+
+def test_chains_of_one_law_share_their_count_maps() -> None:
+    """A chain given ``counts_of`` reuses the other's count maps (the same objects, read-only), builds the
+    same operators as a chain on its own, and refuses a chain of another law; the ladder's depths share."""
+    import dataclasses
+
+    from robotctl.model import ThresholdPolicy, fleet_model, solve_approx
+    from robotctl.model._matrices import to_dense
+
+    model, _ = fleet_model(6, 14, obsolescence="two-phase")
+    first = LevelChain(model, 0)
+    cut = dataclasses.replace(model, capacity=10)  # another capacity and depth, the same law
+    shared, alone = LevelChain(cut, 2, counts_of=first), LevelChain(cut, 2)
+    for i in range(1, 11):
+        first.down(i)
+    assert shared.counts.expire(4) is first.counts.expire(4)
+    assert not shared.counts.expire(4).flags.writeable
+    for i in range(1, 11):
+        np.testing.assert_array_equal(to_dense(shared.down(i)), to_dense(alone.down(i)))
+        for a in range(1, 10 - i + 1):
+            np.testing.assert_array_equal(to_dense(shared.up(i, a)), to_dense(alone.up(i, a)))
+    other, _ = fleet_model(6, 14, obsolescence="erlang3")
+    with pytest.raises(ValueError, match="same obsolescence law"):
+        LevelChain(other, 0, counts_of=first)
+    built: list[LevelChain] = []
+    real = LevelChain.__init__
+
+    def spy(self: LevelChain, *args: object, **kwargs: object) -> None:
+        real(self, *args, **kwargs)  # type: ignore[arg-type]
+        built.append(self)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(LevelChain, "__init__", spy)
+        big, big_costs = fleet_model(4, 20, obsolescence="two-phase")  # too large for the exact chain
+        out = solve_approx(big, ThresholdPolicy.from_thresholds((4, 1), (5,), 20), big_costs, rtol=1e-3)
+    solved = [c for c in built if not c.exact and c.counts._maps]
+    assert len(out.ladder) >= 3 and len({id(c.counts._maps) for c in solved}) == 1

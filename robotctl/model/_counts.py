@@ -25,6 +25,10 @@ def n_compositions(c: int, R: int) -> int:
     return math.comb(c + R - 1, R - 1)
 
 
+#: Dense count maps with at most this many entries are kept once built (:meth:`_Counts._kept`).
+KEPT_DENSE_MAP = 1 << 12
+
+
 class _Counts:
     """Maps on the counted part: compositions of c pages over R phases (built with array operations: a
     composition n is found among those of its total by the key sum_r n_r (c + 1)^r)."""
@@ -49,11 +53,15 @@ class _Counts:
         self._maps = other._maps
 
     def _kept(self, key: tuple[Any, ...], build: Callable[[], Sparse]) -> Sparse:
-        """A map built once (read-only when dense: the chains that share it never write into their factors)."""
+        """A map built once, kept when sparse or small (a dense map is read-only: the chains that share it
+        never write into their factors). Large dense maps are built again when asked for: with three phases at
+        K = 50 they were mostly zeros, and keeping them held 80 MB more at the bracket's peak."""
         hit = self._maps.get(key)
         if hit is None:
             hit = build()
             if isinstance(hit, np.ndarray):
+                if hit.size > KEPT_DENSE_MAP:
+                    return hit
                 hit.flags.writeable = False
             self._maps[key] = hit
         return hit

@@ -56,9 +56,11 @@ solved and the ladder cuts no more. Its P(level) is padded with zeros to K, and 
 Issue 26's fleets at their optimum: 16 robots, K = 50, L = 36 (the third depth 9,534 states instead of
 18,830); 32 robots, K = 100, L = 33 (7,950 instead of 77,630; the ladder about 1 s instead of 4 s). Against
 the whole chains the cost moved by 2e-15 (relative), the bar by 3e-11 and 4e-9, P_loss and P_obs by at most
-1.2e-14 (absolute): rounding. The effect follows the mass cut off: with a cut at 1e-8 the cost moved by
-5e-11 and P_loss by 1.6e-10, so the bar would have to include it; at 1e-12 it is below the solvers' own
-residuals, and the bars do not carry it.
+1.2e-14 (absolute). The effect follows the mass cut off: with a cut at 1e-8 the cost moved by 5e-11 and
+P_loss by 1.6e-10. At 1e-12 it is far below every bar but P_loss's, which is a difference between depths
+cut alike (1.6e-16 at 16 robots, against the cut's P_loss of 1.2e-14 where the whole chain's is 3e-22):
+the cut chain's losses are the cut's doing, so a result solved on the cut carries its P_loss in the errors
+of P_loss, P_success and P_obsolete, and its price in the cost's bar (``_with_cut_losses``).
 
 Engines: levels of at most ``DENSE_DIM`` states use the dense censored evaluator (model._evaluate), larger
 ones the matrix-free iterative solver (model._iterative). The ladder stops early (status ``LIMITED``)
@@ -323,6 +325,8 @@ def solve_approx(model: QueueModel, policy: QueueLengthPolicy, costs: Costs | No
             pairs = [_differences(b, a) for a, b in zip(done_measures, done_measures[1:])]
             errors = {k: v * max(factor, widening([d[k] for d in pairs])) for k, v in pairs[-1].items()}
             bound = abs(cost - prev_cost) * factor if cost is not None and prev_cost is not None else math.nan
+            if chain.model is not reduced:  # solved on the cut model: its losses carried in the errors
+                errors, bound = _with_cut_losses(errors, bound, m, costs)
         message = STATUS_MESSAGES[status]
         if status is ApproxStatus.LIMITED:
             message += f" (h = {chain.h}, {chain.n_states} states)"
@@ -410,6 +414,25 @@ def solve_approx(model: QueueModel, policy: QueueLengthPolicy, costs: Costs | No
     prev = done[-2] if len(done) >= 2 else None
     return finish(ApproxStatus.LIMITED, chain, last_rates, prev[2] if prev else None,
                   prev[3] if prev and costs is not None else None)
+
+
+def _with_cut_losses(errors: dict[str, float], bound: float, m: Measures, costs: Costs | None
+                     ) -> tuple[dict[str, float], float]:
+    """The errors and the cost's bar of measures solved on the cut model (module docstring, the cut), with
+    the cut's own losses added: the cut chain loses pages only where a batch crosses its capacity L, and each
+    is one the whole chain would have admitted (that chain loses only at its capacity, above L, where it holds
+    less mass still), so its P_loss is the cut's doing, and each such page would have been served or would
+    have expired. The ladder's differences leave this out (every depth is cut alike): at 16 robots, K = 50,
+    P_loss 1.2e-14 on the cut against 3e-22 on the whole chain, with a difference between depths of 1.6e-16.
+    P_loss, P_success and P_obsolete carry the cut's P_loss in their errors, J its price, lambda (c_loss +
+    c_obs) P_loss; its other effects are of the order of the mass cut off (``CUT_CHECK``)."""
+    lost = m.p_loss
+    out = dict(errors)
+    for name in ("p_loss", "p_success", "p_obsolete"):
+        out[name] += lost
+    if costs is not None:
+        bound += (costs.loss + costs.obsolescence) * m.arrival_rate * lost
+    return out, bound
 
 
 def _largest_batch(model: QueueModel, robots_at_level: Sequence[int]) -> int:

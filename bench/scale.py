@@ -343,6 +343,9 @@ def main() -> int:
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--K", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    for name in ("repeat", "refits", "workers"):
+        if getattr(args, name) < (1 if name != "refits" else 0):
+            parser.error(f"--{name} must be at least {1 if name != 'refits' else 0}, got {getattr(args, name)}")
     if args.case:
         print(json.dumps(CASES[args.case](args), default=str))
         return 0

@@ -366,8 +366,8 @@ def solve_approx(model: QueueModel, policy: QueueLengthPolicy, costs: Costs | No
     cut: QueueModel | None = None  # the model cut at a level the policy (almost) never reaches
     for h in range(min(h_start, top), top + 1):
         reuse = given is not None and given.model is reduced and given.h == h and given.promotion == "random"
-        # the depths share their count maps (the first depth's chain, or the caller's, holds them)
-        counts_of = done[0][0] if done else given if given is not None and given.model is reduced else None
+        # the depths share their count maps: the first depth's chain holds them (before it, the caller's)
+        counts_of = done[0][0] if done else (given if given is not None and given.model is reduced else None)
         if reuse and given is not None:
             chain = given
         elif cut is not None and (on_cut_model := _cut_chain(cut, h, counts_of=counts_of)) is not None:

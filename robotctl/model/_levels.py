@@ -273,8 +273,7 @@ class LevelChain:
         """Inner generator of level i >= 1 (a Kronecker sum, diagonal included); dense when small."""
         def build() -> Any:
             if self._single_phase:  # S (+) Cnt_c, Cnt_c = [c Gamma]: c waiting pages, each expiring
-                c = self.shape(i).counted
-                return self.S.copy() if c == 0 else self.S + np.diag(np.full(self.M, c * self.Gamma[0, 0]))
+                return self.S + np.diag(np.full(self.M, self.shape(i).counted * self.Gamma[0, 0]))
             factors = self.kron_factors(i)
             dims = [f.shape[0] for f in factors]
             return _sum([_kron(_kron(_eye(int(np.prod(dims[:k]))), f), _eye(int(np.prod(dims[k + 1:]))))

@@ -166,6 +166,8 @@ def test_the_search_chains_blocks_are_dropped_before_the_error_bars_ladder(monke
     """Before the ladder builds its deeper chains, the costing drops its evaluator's passes and the search
     chain's dense blocks (the ladder's first depth takes the optimum's rates as given): the ladder sees them
     gone, and the optimum, its bar and R are those of a costing that keeps everything."""
+    import inspect
+
     import robotctl.policies._thresholds as thresholds
     from robotctl.model import fleet_model
 
@@ -174,9 +176,10 @@ def test_the_search_chains_blocks_are_dropped_before_the_error_bars_ladder(monke
     real_ladder = thresholds._ladder
 
     def spy(*args: object) -> object:
-        chain = args[7]
+        call = inspect.signature(real_ladder).bind(*args).arguments
+        chain = call["chain"]
         assert isinstance(chain, LevelChain)
-        seen.append((args[8] is not None, sum(len(c) for c in chain.evaluator_caches.values())))
+        seen.append((call["rates"] is not None, sum(len(c) for c in chain.evaluator_caches.values())))
         return real_ladder(*args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(thresholds, "_ladder", spy)
